@@ -1,0 +1,391 @@
+#include "formats/hdf5_reader.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "formats/hdf5_handle.h"
+#include "stoker/error.h"
+#include "util/posix_error.h"
+#include "util/unique_fd.h"
+
+namespace stoker::formats {
+namespace {
+
+constexpr haddr_t kNotLookedUp = HADDR_MAX;
+
+Hid open_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw_errno(path);
+  if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory, not an HDF5 file", path));
+  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw Error(fmt::format("{}: not an HDF5 file (no HDF5 signature)", path));
+  }
+  Hid fapl(check_hid(H5Pcreate(H5P_FILE_ACCESS), path));
+  check_herr(H5Pset_fapl_stdio(fapl.get()), path + ": selecting the stdio driver");
+  check_herr(H5Pset_file_locking(fapl.get(), false, true), path + ": disabling file locking");
+  return Hid(check_hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path + ": cannot open"));
+}
+
+// Names of the objects linked from the root group, in name order.
+std::vector<std::string> root_links(hid_t file, const std::string& path) {
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+    return 0;
+  };
+  check_herr(H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names), path + ": listing the root group");
+  return names;
+}
+
+bool is_dataset(hid_t file, const std::string& name) {
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(file, name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  return info.type == H5O_TYPE_DATASET;
+}
+
+// The stoker dtype of an HDF5 type, or an explanation of why there is none.
+struct TypeMatch {
+  std::optional<DType> dtype;
+  bool numeric = false;
+  std::string why;
+};
+
+TypeMatch match_type(hid_t type) {
+  TypeMatch m;
+  H5T_class_t cls = H5Tget_class(type);
+  std::size_t size = H5Tget_size(type);
+  if (cls == H5T_INTEGER) {
+    m.numeric = true;
+    bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+    if (H5Tget_precision(type) != size * 8) {
+      m.why = fmt::format("integer with {} bits of precision in {} bytes", H5Tget_precision(type), size);
+      return m;
+    }
+    switch (size) {
+      case 1: m.dtype = is_signed ? DType::i8 : DType::u8; break;
+      case 2: m.dtype = is_signed ? DType::i16 : DType::u16; break;
+      case 4: if (is_signed) m.dtype = DType::i32; break;
+      case 8: if (is_signed) m.dtype = DType::i64; break;
+      default: break;
+    }
+    if (!m.dtype) m.why = fmt::format("{} {}-bit integer", is_signed ? "signed" : "unsigned", size * 8);
+    return m;
+  }
+  if (cls == H5T_FLOAT) {
+    m.numeric = true;
+    std::size_t spos, epos, esize, mpos, msize;
+    H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
+    if (size == 2 && spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10) m.dtype = DType::f16;
+    if (size == 4 && msize == 23 && esize == 8) m.dtype = DType::f32;
+    if (size == 8 && msize == 52 && esize == 11) m.dtype = DType::f64;
+    if (!m.dtype) m.why = fmt::format("{}-bit float with {} exponent and {} mantissa bits", size * 8, esize, msize);
+    return m;
+  }
+  m.why = "not a number (HDF5 type class " + std::to_string(static_cast<int>(cls)) + ")";
+  return m;
+}
+
+constexpr std::string_view kSupported = "u8, i8, u16, i16, i32, i64, f16, f32, f64";
+
+// One field = one dataset.
+struct Column {
+  Field field;
+  std::size_t sample_bytes = 0;
+  Hid dset;
+  Hid mem_type;
+  Hid file_space;
+  std::vector<hsize_t> dims;
+  bool direct = false;
+  bool chunked = false;
+  haddr_t contiguous_offset = HADDR_UNDEF;
+  hsize_t rows_per_chunk = 0;
+  std::vector<haddr_t> chunk_addr;  // per chunk along dim 0, kNotLookedUp until first use
+  std::vector<std::byte> fill_sample;
+};
+
+struct Inspected {
+  Field field;
+  std::vector<hsize_t> dims;
+};
+
+// Reads rank, dims and dtype of dataset `name`; throws for anything stoker cannot deliver.
+Inspected inspect(hid_t dset, const std::string& name, const std::string& path) {
+  std::string ctx = fmt::format("{}: dataset '{}'", path, name);
+  Hid type(check_hid(H5Dget_type(dset), ctx));
+  TypeMatch m = match_type(type.get());
+  if (!m.dtype) {
+    throw Error(fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupported));
+  }
+  Hid space(check_hid(H5Dget_space(dset), ctx));
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1) throw Error(fmt::format("{}: is a scalar; a field needs a leading sample dimension", ctx));
+  Inspected out;
+  out.dims.resize(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), out.dims.data(), nullptr);
+  out.field.name = name;
+  out.field.dtype = *m.dtype;
+  for (int d = 1; d < rank; ++d) out.field.shape.push_back(static_cast<std::int64_t>(out.dims[d]));
+  if (out.dims[0] == 0) throw Error(fmt::format("{}: is empty (0 samples)", ctx));
+  for (int d = 1; d < rank; ++d) {
+    if (out.dims[d] == 0) throw Error(fmt::format("{}: has a zero-sized dimension {}", ctx, d));
+  }
+  return out;
+}
+
+// The datasets that make up the schema: `wanted` if given, else every numeric dataset in the root.
+std::vector<std::string> field_names(hid_t file, const std::string& path, const std::vector<std::string>& wanted) {
+  std::vector<std::string> all = root_links(file, path);
+  std::vector<std::string> datasets;
+  for (const auto& n : all) {
+    if (is_dataset(file, n)) datasets.push_back(n);
+  }
+  if (!wanted.empty()) {
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+      const auto& w = wanted[i];
+      if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), w) != wanted.begin() + static_cast<std::ptrdiff_t>(i)) {
+        throw Error(fmt::format("{}: field '{}' is selected twice", path, w));
+      }
+      if (std::find(datasets.begin(), datasets.end(), w) == datasets.end()) {
+        throw Error(fmt::format("{}: unknown field '{}' (datasets in the root group: {})", path, w,
+                                datasets.empty() ? "none" : fmt::format("{}", fmt::join(datasets, ", "))));
+      }
+    }
+    return wanted;
+  }
+  std::vector<std::string> numeric;
+  for (const auto& n : datasets) {
+    Hid dset(check_hid(H5Dopen2(file, n.c_str(), H5P_DEFAULT), fmt::format("{}: dataset '{}'", path, n)));
+    Hid type(check_hid(H5Dget_type(dset.get()), fmt::format("{}: dataset '{}'", path, n)));
+    if (match_type(type.get()).numeric) numeric.push_back(n);
+  }
+  if (numeric.empty()) throw Error(fmt::format("{}: no numeric datasets in the root group", path));
+  return numeric;  // H5Literate by name: already alphabetical
+}
+
+void check_same_n(const std::vector<Inspected>& cols, const std::string& path) {
+  for (const auto& c : cols) {
+    if (c.dims[0] != cols.front().dims[0]) {
+      throw Error(fmt::format("{}: fields with different numbers of samples: '{}' has {}, '{}' has {}", path,
+                              cols.front().field.name, cols.front().dims[0], c.field.name, c.dims[0]));
+    }
+  }
+}
+
+}  // namespace
+
+Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted) {
+  Hdf5Quiet quiet;
+  Hid file = open_file(path);
+  std::vector<Inspected> cols;
+  for (const auto& name : field_names(file.get(), path, wanted)) {
+    Hid dset(check_hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), fmt::format("{}: dataset '{}'", path, name)));
+    cols.push_back(inspect(dset.get(), name, path));
+  }
+  check_same_n(cols, path);
+  Schema s;
+  s.num_samples = cols.front().dims[0];
+  for (auto& c : cols) s.fields.push_back(std::move(c.field));
+  return s;
+}
+
+struct Hdf5Reader::Impl {
+  std::string path;
+  Hid file;
+  UniqueFd fd;  // for the direct path
+  Schema schema;
+  std::vector<Column> columns;
+
+  void open_column(const std::string& name, Hdf5Path mode);
+  void read_hdf5(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
+  void read_direct(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
+  haddr_t chunk_address(Column& c, std::uint64_t chunk);
+  bool direct_matches_hdf5(Column& c);
+};
+
+void Hdf5Reader::Impl::open_column(const std::string& name, Hdf5Path mode) {
+  std::string ctx = fmt::format("{}: dataset '{}'", path, name);
+  Column c;
+  {
+    // Inspect with default access properties first: the chunk cache is chosen from the layout.
+    Hid probe(check_hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), ctx));
+    Inspected in = inspect(probe.get(), name, path);
+    c.field = std::move(in.field);
+    c.dims = std::move(in.dims);
+  }
+  c.sample_bytes = c.field.bytes_per_sample();
+  Hid dcpl;
+  {
+    Hid probe(check_hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), ctx));
+    dcpl = Hid(check_hid(H5Dget_create_plist(probe.get()), ctx));
+  }
+  H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  int nfilters = H5Pget_nfilters(dcpl.get());
+  int rank = static_cast<int>(c.dims.size());
+  std::vector<hsize_t> chunk(c.dims.size(), 0);
+  if (layout == H5D_CHUNKED) H5Pget_chunk(dcpl.get(), rank, chunk.data());
+
+  Hid dapl(check_hid(H5Pcreate(H5P_DATASET_ACCESS), ctx));
+  if (layout == H5D_CHUNKED) {
+    std::size_t chunk_bytes = dtype_size(c.field.dtype);
+    for (auto d : chunk) chunk_bytes *= d;
+    // Unfiltered chunks are read in place, so a cache only costs a copy. Filtered chunks are
+    // inflated whole: keep a few so that neighbouring samples in one batch inflate a chunk once.
+    std::size_t cache = nfilters > 0 ? std::clamp<std::size_t>(chunk_bytes * 8, chunk_bytes, 64u << 20) : 0;
+    check_herr(H5Pset_chunk_cache(dapl.get(), 521, cache, 1.0), ctx + ": setting the chunk cache");
+  }
+  c.dset = Hid(check_hid(H5Dopen2(file.get(), name.c_str(), dapl.get()), ctx));
+  c.file_space = Hid(check_hid(H5Dget_space(c.dset.get()), ctx));
+  Hid file_type(check_hid(H5Dget_type(c.dset.get()), ctx));
+  c.mem_type = Hid(check_hid(H5Tcopy(file_type.get()), ctx));
+  check_herr(H5Tset_order(c.mem_type.get(), H5T_ORDER_LE), ctx + ": little-endian memory type");
+
+  bool eligible = mode == Hdf5Path::automatic && nfilters == 0 && H5Tequal(file_type.get(), c.mem_type.get()) > 0 &&
+                  H5Pget_external_count(dcpl.get()) == 0;
+  if (eligible && layout == H5D_CONTIGUOUS) {
+    c.contiguous_offset = H5Dget_offset(c.dset.get());
+    H5Eclear2(H5E_DEFAULT);
+    c.direct = c.contiguous_offset != HADDR_UNDEF;  // unallocated: HDF5 delivers the fill value
+  } else if (eligible && layout == H5D_CHUNKED) {
+    bool whole_samples = true;
+    for (int d = 1; d < rank; ++d) whole_samples = whole_samples && chunk[d] == c.dims[d];
+    if (whole_samples && chunk[0] > 0) {
+      c.chunked = true;
+      c.rows_per_chunk = chunk[0];
+      c.chunk_addr.assign((c.dims[0] + chunk[0] - 1) / chunk[0], kNotLookedUp);
+      c.fill_sample.resize(c.sample_bytes);
+      std::vector<std::byte> one(dtype_size(c.field.dtype));
+      check_herr(H5Pget_fill_value(dcpl.get(), c.mem_type.get(), one.data()), ctx + ": fill value");
+      for (std::size_t off = 0; off < c.sample_bytes; off += one.size()) {
+        std::memcpy(c.fill_sample.data() + off, one.data(), one.size());
+      }
+      c.direct = true;
+    }
+  }
+  columns.push_back(std::move(c));
+  if (columns.back().direct && !direct_matches_hdf5(columns.back())) columns.back().direct = false;
+}
+
+haddr_t Hdf5Reader::Impl::chunk_address(Column& c, std::uint64_t chunk) {
+  haddr_t& addr = c.chunk_addr[chunk];
+  if (addr == kNotLookedUp) {
+    std::vector<hsize_t> offset(c.dims.size(), 0);
+    offset[0] = chunk * c.rows_per_chunk;
+    unsigned filter_mask = 0;
+    haddr_t a = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(c.dset.get(), offset.data(), &filter_mask, &a, &size) < 0) {
+      throw_hdf5(fmt::format("{}: dataset '{}': locating chunk {}", path, c.field.name, chunk));
+    }
+    addr = a;  // HADDR_UNDEF: never written, reads as the fill value
+  }
+  return addr;
+}
+
+void Hdf5Reader::Impl::read_direct(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst) {
+  if (!c.chunked) {
+    pread_exact(fd.get(), dst, count * c.sample_bytes, static_cast<off_t>(c.contiguous_offset + start * c.sample_bytes),
+                path);
+    return;
+  }
+  while (count > 0) {
+    std::uint64_t chunk = start / c.rows_per_chunk;
+    std::uint64_t row = start % c.rows_per_chunk;
+    std::uint64_t n = std::min<std::uint64_t>(count, c.rows_per_chunk - row);
+    haddr_t addr = chunk_address(c, chunk);
+    if (addr == HADDR_UNDEF) {
+      for (std::uint64_t k = 0; k < n; ++k) std::memcpy(dst + k * c.sample_bytes, c.fill_sample.data(), c.sample_bytes);
+    } else {
+      pread_exact(fd.get(), dst, n * c.sample_bytes, static_cast<off_t>(addr + row * c.sample_bytes), path);
+    }
+    dst += n * c.sample_bytes;
+    start += n;
+    count -= n;
+  }
+}
+
+void Hdf5Reader::Impl::read_hdf5(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst) {
+  std::vector<hsize_t> offset(c.dims.size(), 0), extent = c.dims;
+  offset[0] = start;
+  extent[0] = count;
+  auto fail = [&] {
+    throw_hdf5(fmt::format("{}: dataset '{}': reading samples {}..{}", path, c.field.name, start, start + count - 1));
+  };
+  if (H5Sselect_hyperslab(c.file_space.get(), H5S_SELECT_SET, offset.data(), nullptr, extent.data(), nullptr) < 0) fail();
+  Hid mem_space(H5Screate_simple(static_cast<int>(extent.size()), extent.data(), nullptr));
+  if (!mem_space) fail();
+  if (H5Dread(c.dset.get(), c.mem_type.get(), mem_space.get(), c.file_space.get(), H5P_DEFAULT, dst) < 0) fail();
+}
+
+bool Hdf5Reader::Impl::direct_matches_hdf5(Column& c) {
+  std::vector<std::byte> a(c.sample_bytes), b(c.sample_bytes);
+  for (hsize_t i : {hsize_t{0}, c.dims[0] / 2, c.dims[0] - 1}) {
+    try {
+      read_direct(c, i, 1, a.data());
+    } catch (const Error&) {
+      return false;  // e.g. an offset past the end: HDF5 knows better
+    }
+    read_hdf5(c, i, 1, b.data());
+    if (a != b) return false;
+  }
+  return true;
+}
+
+Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode)
+    : impl_(std::make_unique<Impl>()) {
+  Hdf5Quiet quiet;
+  impl_->path = path;
+  impl_->file = open_file(path);
+  impl_->fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!impl_->fd) throw_errno(path);
+  for (const auto& name : field_names(impl_->file.get(), path, fields)) impl_->open_column(name, path_mode);
+  std::vector<Inspected> dims;
+  for (const auto& c : impl_->columns) dims.push_back({c.field, c.dims});
+  check_same_n(dims, path);
+  impl_->schema.num_samples = impl_->columns.front().dims[0];
+  for (const auto& c : impl_->columns) impl_->schema.fields.push_back(c.field);
+}
+
+Hdf5Reader::~Hdf5Reader() {
+  Hdf5Quiet quiet;
+  impl_.reset();
+}
+
+const Schema& Hdf5Reader::schema() const { return impl_->schema; }
+
+bool Hdf5Reader::reads_directly(std::size_t f) const { return impl_->columns.at(f).direct; }
+
+void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
+  Hdf5Quiet quiet;
+  const std::uint64_t n = impl_->schema.num_samples;
+  for (std::size_t f = 0; f < impl_->columns.size(); ++f) {
+    Column& c = impl_->columns[f];
+    std::byte* dst = dest[f];
+    for (std::size_t k = 0; k < indices.size();) {
+      std::uint64_t start = indices[k];
+      if (start >= n) {
+        throw Error(fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, start, n));
+      }
+      std::size_t run = 1;
+      while (k + run < indices.size() && indices[k + run] == start + run) ++run;
+      if (start + run > n) throw Error(fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, n, n));
+      if (c.direct) {
+        impl_->read_direct(c, start, run, dst);
+      } else {
+        impl_->read_hdf5(c, start, run, dst);
+      }
+      dst += run * c.sample_bytes;
+      k += run;
+    }
+  }
+}
+
+}  // namespace stoker::formats

@@ -1,0 +1,45 @@
+// Hdf5Reader: fields are datasets in the root group with a common leading dimension N.
+//
+// Each batch is read with one simple selection per run of consecutive indices (a union of many
+// hyperslabs is pathologically slow on chunked data). Datasets stored without filters, with a
+// stored type equal to the little-endian type delivered, contiguous or chunked by whole samples,
+// are read straight from the file with pread at the offsets HDF5 reports (chunk addresses looked
+// up lazily and cached); that path is checked against H5Dread when the reader opens and HDF5 is
+// the fallback whenever a condition does not hold. pread, not mmap: a mapped file that shrinks or
+// sits on a network filesystem turns into SIGBUS.
+//
+// Files are opened read-only with the stdio driver and HDF5's file locking off. The stdio driver
+// keeps stoker's handle apart from a handle the user's code may hold on the same file (HDF5 shares
+// one open file between handles of the same driver, and a worker must not use state inherited
+// through fork).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "formats/reader.h"
+
+namespace stoker::formats {
+
+// The schema of every numeric dataset in the root group, alphabetical. Throws stoker::Error for a
+// missing or non-HDF5 file, an unsupported dtype, an empty dataset or datasets of different N.
+// When `wanted` is non-empty only those datasets are examined (others may be of any type).
+Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {});
+
+class Hdf5Reader final : public Reader {
+ public:
+  Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode);
+  ~Hdf5Reader() override;
+
+  const Schema& schema() const override;
+  void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) override;
+
+  // Whether field `f` (in schema order) is read straight from the file.
+  bool reads_directly(std::size_t f) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker::formats

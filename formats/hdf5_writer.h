@@ -1,0 +1,38 @@
+// Hdf5Writer: writes a dataset in stoker's HDF5 form (one root-group dataset per field, leading
+// dimension = samples), for the demo data of loader-bench and for tests. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "stoker/schema.h"
+
+namespace stoker::formats {
+
+struct Hdf5WriteOptions {
+  enum class Layout { contiguous, chunked } layout = Layout::chunked;
+  std::uint64_t rows_per_chunk = 256;  // chunked only
+  int gzip_level = 0;                  // chunked only; 0 = no filter
+};
+
+class Hdf5Writer {
+ public:
+  // Creates (truncates) `path` with one dataset per field of `schema`.
+  Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5WriteOptions& options);
+  ~Hdf5Writer();
+  Hdf5Writer(const Hdf5Writer&) = delete;
+  Hdf5Writer& operator=(const Hdf5Writer&) = delete;
+
+  // Writes samples [start, start + count) of field `f` from `data` (C-order, little-endian).
+  void write(std::size_t f, std::uint64_t start, std::uint64_t count, const void* data);
+
+  // Closes the file, reporting errors (the destructor closes quietly).
+  void close();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker::formats

@@ -1,0 +1,88 @@
+// LMDB plumbing shared by the reader and the writer: RAII for MDB_env and MDB_txn, error
+// reporting, and the on-disk layout of docs/lmdb-layout.md.
+#pragma once
+
+#include <lmdb.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace stoker::formats {
+
+// Layout constants (docs/lmdb-layout.md).
+inline constexpr const char* kSamplesDb = "samples";  // key: 8-byte big-endian index
+inline constexpr const char* kMetaDb = "stoker";      // key "schema": JSON
+inline constexpr std::string_view kSchemaKey = "schema";
+
+inline void encode_key(std::uint64_t index, unsigned char out[8]) noexcept {
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<unsigned char>(index & 0xff);
+    index >>= 8;
+  }
+}
+
+inline std::uint64_t decode_key(const unsigned char in[8]) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | in[i];
+  return v;
+}
+
+// Throws stoker::Error("<context>: <mdb_strerror>") when rc != MDB_SUCCESS.
+void check_mdb(int rc, const std::string& context);
+
+class LmdbEnv {
+ public:
+  LmdbEnv();  // mdb_env_create
+  LmdbEnv(LmdbEnv&& o) noexcept : env_(std::exchange(o.env_, nullptr)) {}
+  LmdbEnv& operator=(LmdbEnv&& o) noexcept {
+    if (this != &o) {
+      close();
+      env_ = std::exchange(o.env_, nullptr);
+    }
+    return *this;
+  }
+  LmdbEnv(const LmdbEnv&) = delete;
+  LmdbEnv& operator=(const LmdbEnv&) = delete;
+  ~LmdbEnv() { close(); }
+
+  MDB_env* get() const noexcept { return env_; }
+  void close() noexcept;
+
+ private:
+  MDB_env* env_ = nullptr;
+};
+
+// Aborts on destruction unless committed. Move-only.
+class LmdbTxn {
+ public:
+  LmdbTxn() = default;
+  LmdbTxn(MDB_env* env, unsigned flags, const std::string& context);
+  LmdbTxn(LmdbTxn&& o) noexcept : txn_(std::exchange(o.txn_, nullptr)) {}
+  LmdbTxn& operator=(LmdbTxn&& o) noexcept {
+    if (this != &o) {
+      abort();
+      txn_ = std::exchange(o.txn_, nullptr);
+    }
+    return *this;
+  }
+  LmdbTxn(const LmdbTxn&) = delete;
+  LmdbTxn& operator=(const LmdbTxn&) = delete;
+  ~LmdbTxn() { abort(); }
+
+  MDB_txn* get() const noexcept { return txn_; }
+  void commit(const std::string& context);
+  // mdb_txn_commit's result; the transaction is gone whatever it is.
+  int try_commit() noexcept;
+  void abort() noexcept;
+
+ private:
+  MDB_txn* txn_ = nullptr;
+};
+
+// True when `path` is a directory (LMDB's default form, data.mdb inside); false for a single
+// file (MDB_NOSUBDIR).
+bool lmdb_is_directory(const std::string& path);
+
+}  // namespace stoker::formats

@@ -1,0 +1,35 @@
+// LmdbReader: one mdb_get per sample from the "samples" sub-database (docs/lmdb-layout.md).
+//
+// Opens with MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOLOCK: datasets are immutable while
+// read, so no lock file (read-only and network directories work) and no reader-slot limit however
+// many ranks and workers read one database. One read transaction, reset between batches.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "formats/reader.h"
+#include "formats/schema_json.h"
+
+namespace stoker::formats {
+
+// The stored schema of the database at `path`. Throws stoker::Error for a missing path, a file that
+// is not LMDB, or an LMDB database without a stoker schema; an incomplete database is returned as
+// such (complete == false).
+StoredSchema lmdb_stored_schema(const std::string& path);
+
+class LmdbReader final : public Reader {
+ public:
+  // Throws for an incomplete database (an interrupted conversion) or an unknown field.
+  LmdbReader(const std::string& path, const std::vector<std::string>& fields);
+  ~LmdbReader() override;
+
+  const Schema& schema() const override;
+  void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker::formats

@@ -1,0 +1,145 @@
+#include "formats/lmdb_writer.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <vector>
+
+#include "formats/lmdb_env.h"
+#include "stoker/error.h"
+
+namespace stoker::formats {
+
+struct LmdbWriter::Impl {
+  std::string path;
+  Schema schema;
+  LmdbWriteOptions options;
+  LmdbEnv env;
+  MDB_dbi samples = 0;
+  MDB_dbi meta = 0;
+  std::uint64_t map_size = 0;
+  std::uint64_t committed = 0;           // records durable in the database
+  std::vector<std::byte> pending;        // records appended since the last commit
+  std::size_t record_bytes = 0;
+
+  std::uint64_t pending_records() const { return record_bytes ? pending.size() / record_bytes : 0; }
+  void put_meta(MDB_txn* txn, std::string_view key, std::string_view value);
+  // Writes the pending records and the schema in one transaction; false on MDB_MAP_FULL.
+  bool try_commit(const StoredSchema* schema_update);
+  void grow_map();
+  void commit(const StoredSchema* schema_update);
+};
+
+void LmdbWriter::Impl::put_meta(MDB_txn* txn, std::string_view key, std::string_view value) {
+  MDB_val k{key.size(), const_cast<char*>(key.data())};
+  MDB_val v{value.size(), const_cast<char*>(value.data())};
+  int rc = mdb_put(txn, meta, &k, &v, 0);
+  if (rc == MDB_MAP_FULL) throw rc;
+  check_mdb(rc, fmt::format("{}: writing '{}'", path, key));
+}
+
+bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
+  LmdbTxn txn(env.get(), 0, path);
+  try {
+    const std::uint64_t n = pending_records();
+    for (std::uint64_t r = 0; r < n; ++r) {
+      unsigned char keybuf[8];
+      encode_key(committed + r, keybuf);
+      MDB_val key{8, keybuf}, val{record_bytes, pending.data() + r * record_bytes};
+      int rc = mdb_put(txn.get(), samples, &key, &val, MDB_APPEND);
+      if (rc == MDB_MAP_FULL) return false;
+      check_mdb(rc, fmt::format("{}: writing sample {}", path, committed + r));
+    }
+    if (schema_update) put_meta(txn.get(), kSchemaKey, schema_to_json(*schema_update));
+    if (options.on_commit) {
+      options.on_commit([&](std::string_view k, std::string_view v) { put_meta(txn.get(), k, v); });
+    }
+  } catch (int) {
+    return false;  // MDB_MAP_FULL from put_meta
+  }
+  int rc = txn.try_commit();
+  if (rc == MDB_MAP_FULL) return false;
+  check_mdb(rc, path + ": commit");
+  committed += pending_records();
+  pending.clear();
+  return true;
+}
+
+void LmdbWriter::Impl::grow_map() {
+  map_size *= 2;
+  check_mdb(mdb_env_set_mapsize(env.get(), map_size), fmt::format("{}: growing the map to {} bytes", path, map_size));
+}
+
+void LmdbWriter::Impl::commit(const StoredSchema* schema_update) {
+  while (!try_commit(schema_update)) grow_map();
+}
+
+LmdbWriter::LmdbWriter(const std::string& path, const Schema& schema, const LmdbWriteOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = path;
+  m.schema = schema;
+  m.options = options;
+  m.record_bytes = schema.bytes_per_sample();
+  // Records plus B-tree overhead: leaf nodes carry an 8-byte key and a node header per record,
+  // and overflow pages round each large record up to whole pages.
+  std::uint64_t per_record = m.record_bytes + 64;
+  if (m.record_bytes > 2000) per_record = (m.record_bytes + 16 + 4095) / 4096 * 4096;
+  m.map_size = options.map_size ? options.map_size : schema.num_samples * per_record + (1u << 20);
+  m.map_size = (m.map_size + 4095) / 4096 * 4096;
+  check_mdb(mdb_env_set_maxdbs(m.env.get(), 4), path);
+  check_mdb(mdb_env_set_mapsize(m.env.get(), m.map_size), path);
+  check_mdb(mdb_env_open(m.env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644), path + ": cannot create");
+  MDB_envinfo info;
+  check_mdb(mdb_env_info(m.env.get(), &info), path);
+  if (info.me_mapsize > m.map_size) m.map_size = info.me_mapsize;  // an existing, larger database
+
+  LmdbTxn txn(m.env.get(), 0, path);
+  check_mdb(mdb_dbi_open(txn.get(), kSamplesDb, MDB_CREATE, &m.samples), path + ": creating 'samples'");
+  check_mdb(mdb_dbi_open(txn.get(), kMetaDb, MDB_CREATE, &m.meta), path + ": creating 'stoker'");
+  MDB_stat st;
+  check_mdb(mdb_stat(txn.get(), m.samples, &st), path);
+  m.committed = st.ms_entries;
+  txn.commit(path);
+  if (m.committed == 0) {
+    StoredSchema s{schema, false, std::nullopt};
+    m.commit(&s);
+  }
+}
+
+LmdbWriter::~LmdbWriter() = default;
+
+std::uint64_t LmdbWriter::next_index() const { return impl_->committed + impl_->pending_records(); }
+
+std::uint64_t LmdbWriter::map_size() const { return impl_->map_size; }
+
+std::optional<std::string> LmdbWriter::meta(std::string_view key) const {
+  LmdbTxn txn(impl_->env.get(), MDB_RDONLY, impl_->path);
+  MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
+  int rc = mdb_get(txn.get(), impl_->meta, &k, &v);
+  if (rc == MDB_NOTFOUND) return std::nullopt;
+  check_mdb(rc, impl_->path);
+  return std::string(static_cast<const char*>(v.mv_data), v.mv_size);
+}
+
+void LmdbWriter::append(const void* record) {
+  Impl& m = *impl_;
+  const auto* p = static_cast<const std::byte*>(record);
+  m.pending.insert(m.pending.end(), p, p + m.record_bytes);
+  if (m.pending_records() >= m.options.commit_records || m.pending.size() >= m.options.commit_bytes) commit();
+}
+
+void LmdbWriter::commit() { impl_->commit(nullptr); }
+
+void LmdbWriter::finish(const std::string& content_digest) {
+  Impl& m = *impl_;
+  m.commit(nullptr);
+  if (m.committed != m.schema.num_samples) {
+    throw Error(fmt::format("{}: finishing with {} of {} samples written", m.path, m.committed, m.schema.num_samples));
+  }
+  StoredSchema s{m.schema, true, content_digest};
+  m.commit(&s);
+  check_mdb(mdb_env_sync(m.env.get(), 1), m.path + ": sync");
+}
+
+}  // namespace stoker::formats

@@ -1,0 +1,68 @@
+#include "formats/schema_json.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "stoker/error.h"
+
+namespace stoker::formats {
+
+using nlohmann::json;
+
+std::string schema_to_json(const StoredSchema& stored) {
+  json fields = json::array();
+  for (const auto& f : stored.schema.fields) {
+    fields.push_back({{"name", f.name}, {"kind", "fixed"}, {"dtype", dtype_name(f.dtype)}, {"shape", f.shape}});
+  }
+  json j = {{"format", "stoker"},
+            {"version", kSchemaFormatVersion},
+            {"num_samples", stored.schema.num_samples},
+            {"complete", stored.complete},
+            {"fields", fields}};
+  if (stored.content_digest) j["content_digest"] = *stored.content_digest;
+  return j.dump();
+}
+
+StoredSchema schema_from_json(const std::string& text, const std::string& context) {
+  StoredSchema out;
+  try {
+    json j = json::parse(text);
+    if (j.value("format", "") != "stoker") {
+      throw Error(fmt::format("{}: schema record is not a stoker schema (no \"format\": \"stoker\")", context));
+    }
+    int version = j.at("version").get<int>();
+    if (version != kSchemaFormatVersion) {
+      throw Error(fmt::format("{}: schema version {} is not supported (this stoker reads version {}); "
+                              "upgrade stoker",
+                              context, version, kSchemaFormatVersion));
+    }
+    out.schema.num_samples = j.at("num_samples").get<std::uint64_t>();
+    out.complete = j.at("complete").get<bool>();
+    if (j.contains("content_digest")) out.content_digest = j["content_digest"].get<std::string>();
+    for (const auto& jf : j.at("fields")) {
+      Field f;
+      f.name = jf.at("name").get<std::string>();
+      auto kind = jf.at("kind").get<std::string>();
+      if (kind != "fixed") {
+        throw Error(fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)",
+                                context, f.name, kind));
+      }
+      auto dtype = jf.at("dtype").get<std::string>();
+      auto parsed = parse_dtype(dtype);
+      if (!parsed) throw Error(fmt::format("{}: field '{}' has unknown dtype '{}'", context, f.name, dtype));
+      f.dtype = *parsed;
+      f.shape = jf.at("shape").get<std::vector<std::int64_t>>();
+      for (auto d : f.shape) {
+        if (d <= 0) throw Error(fmt::format("{}: field '{}' has a non-positive dimension {}", context, f.name, d));
+      }
+      out.schema.fields.push_back(std::move(f));
+    }
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: malformed schema record: {}", context, e.what()));
+  }
+  if (out.schema.fields.empty()) throw Error(fmt::format("{}: schema has no fields", context));
+  return out;
+}
+
+}  // namespace stoker::formats

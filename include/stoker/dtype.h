@@ -1,0 +1,25 @@
+// stoker/dtype.h: element types of sample fields.
+//
+// Values are little-endian and tightly packed wherever stoker stores or delivers them. The names
+// ("u8", "f32", ...) are those used in schemas, on the command line and in docs/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace stoker {
+
+enum class DType : std::uint8_t { u8, i8, u16, i16, i32, i64, f16, f32, f64 };
+
+// Size of one element in bytes.
+std::size_t dtype_size(DType t) noexcept;
+
+// "u8", "i64", "f16", ...
+std::string_view dtype_name(DType t) noexcept;
+
+// Inverse of dtype_name(); nullopt for an unknown name.
+std::optional<DType> parse_dtype(std::string_view name) noexcept;
+
+}  // namespace stoker

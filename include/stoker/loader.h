@@ -1,0 +1,107 @@
+// stoker/loader.h: the data loader.
+//
+//   stoker::Loader loader(options);              // forks workers, sizes shm, or throws
+//   for (stoker::Batch& batch : loader.epoch(e)) { ... }
+//
+// Batches come in the same order for a given seed whatever the number of workers, each sample of
+// the epoch (or of this rank's shard) exactly once. Workers are processes forked by a small
+// single-threaded fork server that the Loader starts in its constructor, before any thread of its
+// own; each opens its own HDF5 file or LMDB environment on its first batch. RULE: create loaders
+// before starting threads that use HDF5 (a thread inside HDF5 at fork time leaves HDF5's state
+// locked in every worker).
+//
+// Thread-safety: a Loader and its Epochs are used from one thread at a time. Batches may be
+// destroyed on any thread, also after the Loader.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <iterator>
+#include <memory>
+#include <optional>
+
+#include "stoker/batch.h"
+#include "stoker/error.h"
+#include "stoker/options.h"
+#include "stoker/schema.h"
+
+namespace stoker {
+
+namespace detail {
+class LoaderImpl;
+}
+
+// Counters since the Loader was constructed.
+struct Stats {
+  std::uint64_t batches = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t bytes = 0;             // payload bytes delivered
+  double wait_seconds = 0;             // time the consumer spent waiting for batches
+  double worker_busy_seconds = 0;      // time workers spent reading batches (all workers)
+  double worker_cpu_seconds = 0;       // CPU time of the worker processes
+  std::size_t workers = 0;
+  std::size_t depth = 0;               // batches the ring holds (num_workers * prefetch or fewer)
+  std::uint64_t shm_bytes = 0;         // shared memory reserved
+};
+std::ostream& operator<<(std::ostream& os, const Stats& s);
+
+class Loader;
+
+// The batches of one epoch, as a single-pass range. Starting another epoch on the same Loader
+// ends this one.
+class Epoch {
+ public:
+  // Next batch, or nullopt at the end of the epoch. Throws stoker::Error when a worker failed on
+  // this batch, a worker died, every slot is held by live batches, or the timeout passed.
+  std::optional<Batch> next();
+
+  class iterator {
+   public:
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    Batch& operator*() const { return *current_; }
+    Batch* operator->() const { return &*current_; }
+    iterator& operator++();
+    void operator++(int) { ++*this; }
+    bool operator==(std::default_sentinel_t) const { return !current_; }
+
+   private:
+    friend class Epoch;
+    explicit iterator(Epoch* epoch);
+    Epoch* epoch_ = nullptr;
+    mutable std::optional<Batch> current_;
+  };
+  iterator begin() { return iterator(this); }
+  std::default_sentinel_t end() const { return {}; }
+
+ private:
+  friend class Loader;
+  Epoch(detail::LoaderImpl* impl, std::uint64_t generation) : impl_(impl), generation_(generation) {}
+  detail::LoaderImpl* impl_;
+  std::uint64_t generation_;
+};
+
+class Loader {
+ public:
+  explicit Loader(Options options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Starts epoch `epoch` (its shuffle order depends on (seed, epoch)) at batch `start_batch`, for
+  // resuming mid-epoch. Batches still loading for a previous epoch are discarded.
+  Epoch epoch(std::uint64_t epoch, std::uint64_t start_batch = 0);
+
+  // The delivered fields, in delivery order; num_samples of the whole dataset.
+  const Schema& schema() const;
+  const Options& options() const;
+  std::uint64_t batches_per_epoch() const;
+  std::uint64_t samples_per_epoch() const;
+  Stats stats() const;
+
+ private:
+  std::unique_ptr<detail::LoaderImpl> impl_;
+};
+
+}  // namespace stoker

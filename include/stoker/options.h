@@ -1,0 +1,75 @@
+// stoker/options.h: how a Loader is configured.
+//
+// A plain struct with documented defaults, named after PyTorch's DataLoader where the meaning is
+// the same. Loader checks it once, at construction, and throws stoker::Error for a bad value.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stoker {
+
+enum class Format { auto_detect, hdf5, lmdb };
+
+// Which part of every epoch this process loads, with DistributedSampler semantics: the epoch's
+// sample order is cut into world_size interleaved parts and this rank takes part `rank`. Unless
+// drop_last is set, the order is first padded by wrapping around so that every rank gets the same
+// number of samples (docs/sampler.md).
+struct Shard {
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+
+  // Reads RANK/WORLD_SIZE (torchrun) or OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI).
+  // Throws stoker::Error when neither pair is set or a value is malformed: sharding is never
+  // guessed.
+  static Shard from_env();
+};
+
+struct Options {
+  // HDF5 file, or LMDB database (a single file, or a directory holding data.mdb).
+  std::string source;
+  Format format = Format::auto_detect;
+
+  // Fields to deliver, in this order. Empty: every field, alphabetical by name.
+  std::vector<std::string> fields;
+
+  std::size_t batch_size = 1;
+
+  // Worker processes. 0 loads in the calling thread, like PyTorch.
+  std::size_t num_workers = 0;
+
+  // Batches each worker may have in flight (PyTorch's prefetch_factor). The shared-memory ring
+  // holds num_workers * prefetch batches, or fewer when /dev/shm cannot hold that many. With
+  // num_workers = 0 it is the number of batch buffers.
+  std::size_t prefetch = 2;
+
+  bool shuffle = false;
+  std::uint64_t seed = 0;
+  // Drop the last incomplete batch (and, when sharded, the samples that do not divide evenly).
+  bool drop_last = false;
+
+  Shard shard;
+
+  // Upper bound on shared memory, in bytes; 0 means no explicit bound. The budget actually used
+  // is the smallest of this, shm_fraction of /dev/shm's free space and the memory cgroup's
+  // headroom, divided by LOCAL_WORLD_SIZE when that is set.
+  std::uint64_t shm_budget = 0;
+  double shm_fraction = 0.5;  // (0, 0.5]
+
+  // A worker that has not delivered the batch the consumer waits for within this time is reported
+  // as stuck. Zero: no limit (a dead worker is reported at once regardless).
+  std::chrono::milliseconds timeout{0};
+
+  // How long shutdown waits for workers to exit before killing them.
+  std::chrono::milliseconds shutdown_grace{2000};
+
+  // Receives one-line warnings (e.g. a lowered ring depth). Default: stderr, prefixed "stoker: ".
+  std::function<void(std::string_view)> on_warning;
+};
+
+}  // namespace stoker

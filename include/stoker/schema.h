@@ -1,0 +1,46 @@
+// stoker/schema.h: what a dataset holds.
+//
+// A dataset is num_samples samples; every sample has the same named fields. A field of kind
+// `fixed` has one dtype and one shape for all samples, so a batch of B samples holds it as one
+// C-order array [B, shape...]. The kind is recorded everywhere a schema is stored so that
+// variable-length fields can be added later without a format break. Plain values; not
+// synchronised.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoker/dtype.h"
+
+namespace stoker {
+
+enum class FieldKind : std::uint8_t {
+  fixed = 0,  // fixed dtype and shape
+};
+
+struct Field {
+  std::string name;
+  FieldKind kind = FieldKind::fixed;
+  DType dtype = DType::u8;
+  std::vector<std::int64_t> shape;  // per sample, without the batch dimension; {} for a scalar
+
+  std::size_t elements_per_sample() const noexcept;
+  std::size_t bytes_per_sample() const noexcept;
+  // "image: u8[3,32,32]"
+  std::string describe() const;
+  bool operator==(const Field&) const = default;
+};
+
+struct Schema {
+  std::uint64_t num_samples = 0;
+  std::vector<Field> fields;  // in storage / delivery order
+
+  std::size_t bytes_per_sample() const noexcept;
+  // nullptr when there is no such field.
+  const Field* find(std::string_view name) const noexcept;
+  bool operator==(const Schema&) const = default;
+};
+
+}  // namespace stoker

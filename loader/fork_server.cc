@@ -1,0 +1,280 @@
+#include "loader/fork_server.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <set>
+
+#include "stoker/error.h"
+#include "util/posix_error.h"
+
+namespace stoker::detail {
+namespace {
+
+enum class MsgType : std::uint32_t { spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4 };
+
+struct Message {
+  MsgType type;
+  std::uint32_t worker;
+  std::int32_t pid;
+  std::int32_t status;
+  std::int64_t arg;
+};
+
+using Clock = std::chrono::steady_clock;
+
+bool send_msg(int sock, const Message& m) noexcept {
+  for (;;) {
+    ssize_t n = ::send(sock, &m, sizeof m, MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(sizeof m)) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
+
+// Resets every signal's disposition and the mask to what a fresh process has, then ignores SIGINT
+// and SIGPIPE (the trainer decides what Ctrl-C does; pipe errors are handled as errors).
+void reset_signals() noexcept {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+// Closes every descriptor from 3 up except those in `keep`.
+void close_all_except(std::vector<int> keep) noexcept {
+  std::sort(keep.begin(), keep.end());
+  unsigned lo = 3;
+  for (int fd : keep) {
+    if (fd < 0 || static_cast<unsigned>(fd) < lo) continue;
+    if (static_cast<unsigned>(fd) > lo) ::close_range(lo, static_cast<unsigned>(fd) - 1, 0);
+    lo = static_cast<unsigned>(fd) + 1;
+  }
+  ::close_range(lo, ~0u, 0);
+}
+
+class Server {
+ public:
+  Server(int sock, int lifeline, int sigfd, std::uint32_t n, const std::function<void(std::uint32_t)>& worker_main)
+      : sock_(sock), lifeline_(lifeline), sigfd_(sigfd), worker_main_(worker_main), workers_(n, -1) {}
+
+  [[noreturn]] void run() {
+    for (std::uint32_t w = 0; w < workers_.size(); ++w) spawn(w);
+    for (;;) {
+      pollfd fds[3] = {{sock_, POLLIN, 0}, {sigfd_, POLLIN, 0}, {lifeline_, POLLIN, 0}};
+      if (::poll(fds, 3, -1) < 0) {
+        if (errno == EINTR) continue;
+        terminate_all();
+      }
+      if (fds[2].revents) terminate_all();  // the trainer is gone
+      if (fds[1].revents) reap(true);
+      if (fds[0].revents & POLLIN) {
+        Message m{};
+        ssize_t n = ::recv(sock_, &m, sizeof m, 0);
+        if (n == static_cast<ssize_t>(sizeof m) && m.type == MsgType::shutdown) {
+          shutdown(std::chrono::milliseconds(m.arg));
+        }
+        if (n == 0) terminate_all();  // the loader closed its end without a shutdown
+      } else if (fds[0].revents & (POLLHUP | POLLERR)) {
+        terminate_all();
+      }
+    }
+  }
+
+ private:
+  void spawn(std::uint32_t w) {
+    const pid_t server = ::getpid();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != server) ::_exit(1);  // the server died before PDEATHSIG was armed
+      ::close(sock_);
+      ::close(sigfd_);
+      ::prctl(PR_SET_NAME, fmt::format("stoker-w{}", w).c_str());
+      try {
+        worker_main_(w);
+      } catch (...) {
+        ::_exit(70);
+      }
+      ::_exit(0);
+    }
+    workers_[w] = pid;
+    send_msg(sock_, Message{MsgType::spawned, w, pid, 0, 0});
+  }
+
+  bool any_alive() const {
+    return std::any_of(workers_.begin(), workers_.end(), [](pid_t p) { return p > 0; });
+  }
+
+  // Reaps every exited worker; reports each exit when `report`.
+  void reap(bool report) {
+    signalfd_siginfo info;
+    while (::read(sigfd_, &info, sizeof info) > 0) {
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = std::find(workers_.begin(), workers_.end(), pid);
+      if (it == workers_.end()) continue;
+      *it = -1;
+      auto w = static_cast<std::uint32_t>(it - workers_.begin());
+      if (report) send_msg(sock_, Message{MsgType::exited, w, pid, status, 0});
+    }
+  }
+
+  void kill_and_reap_all() {
+    for (pid_t p : workers_) {
+      if (p > 0) ::kill(p, SIGKILL);
+    }
+    for (pid_t& p : workers_) {
+      if (p <= 0) continue;
+      while (::waitpid(p, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      p = -1;
+    }
+  }
+
+  [[noreturn]] void terminate_all() {
+    kill_and_reap_all();
+    ::_exit(0);
+  }
+
+  [[noreturn]] void shutdown(std::chrono::milliseconds grace) {
+    auto deadline = Clock::now() + grace;
+    reap(false);
+    while (any_alive()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) break;
+      pollfd fd{sigfd_, POLLIN, 0};
+      ::poll(&fd, 1, static_cast<int>(left));
+      reap(false);
+    }
+    kill_and_reap_all();
+    send_msg(sock_, Message{MsgType::shutdown_done, 0, 0, 0, 0});
+    ::_exit(0);
+  }
+
+  int sock_, lifeline_, sigfd_;
+  const std::function<void(std::uint32_t)>& worker_main_;
+  std::vector<pid_t> workers_;
+};
+
+}  // namespace
+
+std::string describe_wait_status(int st) {
+  if (WIFSIGNALED(st)) {
+    return fmt::format("was killed by signal {}{}", signal_name(WTERMSIG(st)), WCOREDUMP(st) ? " (core dumped)" : "");
+  }
+  if (WIFEXITED(st)) return fmt::format("exited with status {}", WEXITSTATUS(st));
+  return fmt::format("stopped (wait status {:#x})", st);
+}
+
+ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32_t)> worker_main,
+                       std::vector<int> keep_fds, int lifeline) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the fork server");
+  UniqueFd mine(sv[0]), theirs(sv[1]);
+
+  pid_ = ::fork();
+  if (pid_ < 0) throw_errno("fork of the stoker fork server");
+  if (pid_ == 0) {
+    reset_signals();
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+    int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sigfd < 0) ::_exit(71);
+    keep_fds.insert(keep_fds.end(), {theirs.get(), lifeline, sigfd});
+    close_all_except(keep_fds);
+    ::prctl(PR_SET_NAME, "stoker-forksrv");
+    Server server(theirs.get(), lifeline, sigfd, num_workers, worker_main);
+    server.run();
+  }
+  theirs.reset();
+  sock_ = std::move(mine);
+  worker_pids_.assign(num_workers, -1);
+  for (std::uint32_t started = 0; started < num_workers;) {
+    Message m{};
+    ssize_t n = ::recv(sock_.get(), &m, sizeof m, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof m)) {
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+      pid_ = -1;
+      shut_down_ = true;
+      throw Error(fmt::format("stoker: the fork server {} while starting workers", describe_wait_status(st)));
+    }
+    if (m.type == MsgType::spawned) {
+      worker_pids_.at(m.worker) = m.pid;
+      ++started;
+    }
+  }
+}
+
+ForkServer::~ForkServer() { shutdown(std::chrono::milliseconds(2000)); }
+
+std::optional<WorkerExit> ForkServer::poll_exit() {
+  for (;;) {
+    Message m{};
+    ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::nullopt;
+    if (n == static_cast<ssize_t>(sizeof m)) {
+      if (m.type == MsgType::exited) return WorkerExit{m.worker, m.pid, m.status};
+      continue;
+    }
+    int st = 0;
+    std::string how = "is gone";
+    if (pid_ > 0 && ::waitpid(pid_, &st, WNOHANG) == pid_) {
+      how = describe_wait_status(st);
+      pid_ = -1;
+      shut_down_ = true;
+    }
+    throw Error(fmt::format("stoker: the fork server {}; its workers are gone", how));
+  }
+}
+
+void ForkServer::shutdown(std::chrono::milliseconds grace) noexcept {
+  if (shut_down_ || pid_ <= 0) return;
+  shut_down_ = true;
+  send_msg(sock_.get(), Message{MsgType::shutdown, 0, 0, 0, grace.count()});
+  // Wait for the server's answer or its end, bounded: it kills stragglers after `grace`.
+  auto deadline = Clock::now() + grace + std::chrono::seconds(3);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      ::kill(pid_, SIGKILL);  // workers follow by PR_SET_PDEATHSIG
+      break;
+    }
+    pollfd fd{sock_.get(), POLLIN, 0};
+    int r = ::poll(&fd, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    Message m{};
+    ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
+    if (n <= 0 || m.type == MsgType::shutdown_done) break;
+  }
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  sock_.reset();
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,72 @@
+// ForkServer: a small single-threaded process that forks the loader's workers.
+//
+// Forking a multi-threaded trainer is where fork goes wrong: a lock another thread holds at that
+// moment stays held forever in the child. The Loader starts the fork server in its constructor,
+// before it starts any thread of its own, and every worker (and, later, every respawn) is forked
+// from that single-threaded process instead of the trainer.
+//
+// Lifetimes: the server and its workers watch a "lifeline" pipe whose write end only the trainer
+// holds; when the trainer process ends, for whatever reason, the pipe hangs up, the server kills
+// and reaps its workers and exits, and workers exit by themselves at their next wait (or by
+// PR_SET_PDEATHSIG when the server is gone). PR_SET_PDEATHSIG is not used between the trainer and
+// the server because it follows the creating thread, not the process.
+//
+// Children reset signal dispositions and masks, ignore SIGINT (the trainer decides what Ctrl-C
+// does), close every inherited descriptor but those kept, and leave with _exit.
+//
+// The server reaps workers and reports each exit (pid, wait status) over a socket, so the consumer
+// wakes at once when a worker dies. Not thread-safe: owned and used by the consumer thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "util/unique_fd.h"
+
+namespace stoker::detail {
+
+struct WorkerExit {
+  std::uint32_t worker = 0;
+  pid_t pid = 0;
+  int wait_status = 0;  // as from waitpid
+};
+
+// "was killed by signal SIGKILL", "exited with status 3"
+std::string describe_wait_status(int wait_status);
+
+class ForkServer {
+ public:
+  // Forks the server, which forks `num_workers` workers; worker w runs worker_main(w) and exits
+  // with _exit(0) when it returns. `keep_fds` stay open in the server and the workers; `lifeline`
+  // is the read end of the trainer's lifeline pipe. Returns once every worker has started.
+  ForkServer(std::uint32_t num_workers, std::function<void(std::uint32_t)> worker_main, std::vector<int> keep_fds,
+             int lifeline);
+  ~ForkServer();
+  ForkServer(const ForkServer&) = delete;
+  ForkServer& operator=(const ForkServer&) = delete;
+
+  pid_t pid() const noexcept { return pid_; }
+  const std::vector<pid_t>& worker_pids() const noexcept { return worker_pids_; }
+
+  // Readable when an exit report is waiting or the server is gone; for poll().
+  int report_fd() const noexcept { return sock_.get(); }
+  // A pending exit report, without blocking. Throws stoker::Error when the server itself died.
+  std::optional<WorkerExit> poll_exit();
+
+  // Asks the server to wait up to `grace` for workers to exit (the caller has told them to), kill
+  // the rest, reap everything and exit; then reaps the server. Idempotent; never throws.
+  void shutdown(std::chrono::milliseconds grace) noexcept;
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd sock_;
+  std::vector<pid_t> worker_pids_;
+  bool shut_down_ = false;
+};
+
+}  // namespace stoker::detail

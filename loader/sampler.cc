@@ -1,0 +1,81 @@
+#include "loader/sampler.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "stoker/error.h"
+
+namespace stoker::detail {
+
+std::uint64_t splitmix64_mix(std::uint64_t z) noexcept {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t SplitMix64::next() noexcept {
+  state_ += 0x9e3779b97f4a7c15ULL;
+  return splitmix64_mix(state_);
+}
+
+std::uint64_t epoch_stream(std::uint64_t seed, std::uint64_t epoch) noexcept {
+  return splitmix64_mix(splitmix64_mix(seed) ^ epoch);
+}
+
+std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
+  std::vector<std::uint64_t> p(n);
+  std::iota(p.begin(), p.end(), std::uint64_t{0});
+  SplitMix64 rng(epoch_stream(seed, epoch));
+  for (std::uint64_t i = n; i-- > 1;) {
+    __extension__ using u128 = unsigned __int128;
+    auto j = static_cast<std::uint64_t>((static_cast<u128>(rng.next()) * (i + 1)) >> 64);
+    std::swap(p[i], p[j]);
+  }
+  return p;
+}
+
+Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, bool shuffle, std::uint64_t seed, Shard shard,
+                 bool drop_last)
+    : num_samples_(num_samples),
+      batch_size_(batch_size),
+      shuffle_(shuffle),
+      seed_(seed),
+      shard_(shard),
+      drop_last_(drop_last) {
+  if (batch_size == 0) throw Error("options: batch_size is 0; it must be at least 1");
+  if (shard.world_size == 0) throw Error("options: shard.world_size is 0; it must be at least 1");
+  if (shard.rank >= shard.world_size) {
+    throw Error(fmt::format("options: shard.rank {} is not below shard.world_size {}", shard.rank, shard.world_size));
+  }
+  per_rank_ = drop_last ? num_samples / shard.world_size : (num_samples + shard.world_size - 1) / shard.world_size;
+}
+
+std::uint64_t Sampler::batches_per_epoch() const noexcept {
+  return drop_last_ ? per_rank_ / batch_size_ : (per_rank_ + batch_size_ - 1) / batch_size_;
+}
+
+std::uint64_t Sampler::samples_per_epoch() const noexcept {
+  return drop_last_ ? batches_per_epoch() * batch_size_ : per_rank_;
+}
+
+std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch) const {
+  std::vector<std::uint64_t> all;
+  if (shuffle_) {
+    all = permutation(num_samples_, seed_, epoch);
+  } else {
+    all.resize(num_samples_);
+    std::iota(all.begin(), all.end(), std::uint64_t{0});
+  }
+  const std::uint64_t world = shard_.world_size;
+  const std::uint64_t total = per_rank_ * world;
+  // Pad by wrapping around (DistributedSampler): the first samples again, as often as needed.
+  for (std::uint64_t k = num_samples_; k < total; ++k) all.push_back(all[k % num_samples_]);
+  std::vector<std::uint64_t> mine;
+  mine.reserve(per_rank_);
+  for (std::uint64_t k = shard_.rank; k < total; k += world) mine.push_back(all[k]);
+  mine.resize(samples_per_epoch());
+  return mine;
+}
+
+}  // namespace stoker::detail

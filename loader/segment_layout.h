@@ -1,0 +1,156 @@
+// The layout of a loader's shared-memory segment, specified in docs/shm-layout.md. Offsets are
+// from the start of the segment; all multi-byte values are native (little-endian) and the segment
+// never leaves the machine.
+//
+//   [0, control_bytes)          SegmentHeader, FieldLayout[num_fields], WorkerChannel[num_workers]
+//   [slots_offset + s * slot_bytes, ...)   slot s: SlotHeader, indices, error text, field arrays
+//
+// Every slot is in exactly one place at a time: the consumer's free list, one worker's task ring
+// (assigned), that worker's done ring (filled), or a live Batch (held). So no ring can overflow.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "stoker/schema.h"
+
+namespace stoker::detail {
+
+inline constexpr char kSegmentMagic[8] = {'S', 'T', 'O', 'K', 'E', 'R', 'S', 'M'};
+inline constexpr std::uint32_t kSegmentVersion = 1;
+inline constexpr std::size_t kErrorTextBytes = 4096;
+inline constexpr std::uint32_t kStopWorker = 0xffffffffu;  // task ring sentinel: exit
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "rings in shared memory need lock-free atomics");
+
+struct SegmentHeader {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t num_slots;
+  std::uint32_t num_workers;
+  std::uint32_t num_fields;
+  std::uint64_t batch_size;
+  std::uint64_t segment_bytes;
+  std::uint64_t control_bytes;
+  std::uint64_t slots_offset;
+  std::uint64_t slot_bytes;
+  std::uint64_t channels_offset;
+  std::uint64_t channel_bytes;
+  std::uint64_t fields_offset;
+  std::uint8_t reserved[40];
+};
+static_assert(sizeof(SegmentHeader) == 128);
+
+struct FieldLayout {
+  std::uint8_t kind;    // FieldKind
+  std::uint8_t dtype;   // DType
+  std::uint8_t reserved[6];
+  std::uint64_t offset;            // of the field's array within a slot
+  std::uint64_t bytes_per_sample;  // fixed fields
+  std::uint64_t capacity;          // bytes reserved for the array in every slot
+};
+static_assert(sizeof(FieldLayout) == 32);
+
+enum class SlotStatus : std::uint32_t { empty = 0, ok = 1, error = 2 };
+
+struct SlotHeader {
+  std::uint64_t task_id;
+  std::uint64_t epoch;
+  std::uint64_t batch_index;
+  std::uint32_t num_samples;
+  std::uint32_t status;  // SlotStatus
+  std::uint32_t worker;
+  std::uint32_t error_bytes;
+  std::uint64_t busy_ns;  // time the worker spent filling this slot
+  std::uint64_t reserved[2];
+};
+static_assert(sizeof(SlotHeader) == 64);
+
+// A single-producer single-consumer ring of slot numbers. write and read are monotonic counters
+// on their own cache lines; the producer publishes an item with a release store of write, the
+// consumer frees its place with a release store of read. Full when write - read == capacity.
+class SlotRing {
+ public:
+  SlotRing() = default;
+  // `counters`: two cache lines (write, read); `items`: capacity words.
+  SlotRing(std::byte* counters, std::byte* items, std::uint32_t capacity) noexcept;
+  // Constructs the counters in place; once, before any process uses the ring.
+  void initialize() noexcept;
+
+  bool push(std::uint32_t value) noexcept;  // producer only
+  bool pop(std::uint32_t& value) noexcept;  // consumer only
+
+ private:
+  std::atomic<std::uint64_t>* write_ = nullptr;
+  std::atomic<std::uint64_t>* read_ = nullptr;
+  std::uint32_t* items_ = nullptr;
+  std::uint32_t capacity_ = 0;
+};
+
+// The rings between the consumer and one worker, and that worker's counters.
+struct WorkerChannel {
+  SlotRing tasks;  // consumer -> worker
+  SlotRing done;   // worker -> consumer
+  std::atomic<std::uint64_t>* cpu_ns = nullptr;  // the worker's CPU time, updated after each task
+};
+
+// Where everything is, computed from the schema and sizes; a view over a mapped segment.
+class SegmentLayout {
+ public:
+  SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers);
+
+  std::size_t slot_bytes() const noexcept { return slot_bytes_; }
+  std::size_t control_bytes(std::uint32_t num_slots) const noexcept;
+  std::size_t segment_bytes(std::uint32_t num_slots) const noexcept;
+
+  // Writes the header and initialises the rings of a fresh segment of segment_bytes(num_slots).
+  void initialize(std::byte* base, std::uint32_t num_slots) const;
+
+  std::uint32_t num_workers() const noexcept { return num_workers_; }
+  std::size_t batch_size() const noexcept { return batch_size_; }
+  const Schema& schema() const noexcept { return schema_; }
+  std::size_t field_offset(std::size_t f) const noexcept { return field_offsets_[f]; }
+
+ private:
+  Schema schema_;
+  std::size_t batch_size_;
+  std::uint32_t num_workers_;
+  std::size_t indices_offset_ = sizeof(SlotHeader);
+  std::size_t error_offset_ = 0;
+  std::vector<std::size_t> field_offsets_;
+  std::size_t slot_bytes_ = 0;
+
+  friend class SegmentView;
+};
+
+// Typed access to a mapped, initialised segment.
+class SegmentView {
+ public:
+  SegmentView() = default;
+  SegmentView(std::byte* base, const SegmentLayout& layout);
+
+  std::uint32_t num_slots() const noexcept { return header_->num_slots; }
+  SlotHeader& slot_header(std::uint32_t s) const noexcept;
+  std::uint64_t* slot_indices(std::uint32_t s) const noexcept;
+  char* slot_error(std::uint32_t s) const noexcept;
+  std::byte* slot_field(std::uint32_t s, std::size_t f) const noexcept;
+  std::byte* slot_begin(std::uint32_t s) const noexcept;
+  std::size_t slot_bytes() const noexcept { return header_->slot_bytes; }
+  WorkerChannel channel(std::uint32_t w) const noexcept;
+
+  // Writes `message` (truncated to fit) as slot s's error text.
+  void set_error(std::uint32_t s, std::string_view message) const noexcept;
+  std::string_view error(std::uint32_t s) const noexcept;
+
+ private:
+  std::byte* base_ = nullptr;
+  const SegmentHeader* header_ = nullptr;
+  std::size_t indices_offset_ = 0;
+  std::size_t error_offset_ = 0;
+  std::vector<std::size_t> field_offsets_;
+};
+
+}  // namespace stoker::detail

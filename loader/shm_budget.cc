@@ -1,0 +1,102 @@
+#include "loader/shm_budget.h"
+
+#include <fmt/format.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "stoker/error.h"
+#include "util/posix_error.h"
+
+namespace stoker::detail {
+namespace {
+
+constexpr std::uint64_t kUnlimited = std::numeric_limits<std::uint64_t>::max();
+
+// A number from a one-line cgroup file; kUnlimited for "max", a v1 "no limit" value or no file.
+std::uint64_t read_cgroup_number(const std::string& file) {
+  std::ifstream in(file);
+  std::string text;
+  if (!(in >> text) || text == "max") return kUnlimited;
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc()) return kUnlimited;
+  return v >= (1ULL << 60) ? kUnlimited : v;  // v1 reports "unlimited" as ~2^63
+}
+
+std::uint64_t headroom_of(const std::string& dir, const char* limit_file, const char* usage_file) {
+  std::uint64_t limit = read_cgroup_number(dir + "/" + limit_file);
+  if (limit == kUnlimited) return kUnlimited;
+  std::uint64_t usage = read_cgroup_number(dir + "/" + usage_file);
+  if (usage == kUnlimited) return kUnlimited;
+  return limit > usage ? limit - usage : 0;
+}
+
+// Headroom along `path` and its ancestors below `root`.
+std::uint64_t headroom_along(const std::string& root, std::string path, const char* limit_file,
+                             const char* usage_file) {
+  std::uint64_t best = kUnlimited;
+  for (;;) {
+    best = std::min(best, headroom_of(root + path, limit_file, usage_file));
+    if (path.empty() || path == "/") break;
+    auto slash = path.find_last_of('/');
+    path = slash == std::string::npos ? "" : path.substr(0, slash);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::uint64_t cgroup_memory_headroom(const ShmEnvironment& env) {
+  std::ifstream in(env.proc_cgroup);
+  std::string line;
+  std::uint64_t best = kUnlimited;
+  while (std::getline(in, line)) {
+    // "hierarchy-ID:controller-list:path"
+    auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (line.compare(0, a, "0") == 0 && controllers.empty()) {
+      best = std::min(best, headroom_along(env.cgroup_root, path, "memory.max", "memory.current"));
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+      // In a container the listed path is often the host's; the mounted hierarchy starts at its root.
+      std::string root = env.cgroup_root + "/memory";
+      best = std::min({best, headroom_along(root, path, "memory.limit_in_bytes", "memory.usage_in_bytes"),
+                       headroom_of(root, "memory.limit_in_bytes", "memory.usage_in_bytes")});
+    }
+  }
+  return best;
+}
+
+ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, const ShmEnvironment& env) {
+  struct statvfs vfs;
+  if (::statvfs(env.shm_dir.c_str(), &vfs) != 0) throw_errno(env.shm_dir + ": statvfs");
+  ShmBudget b;
+  b.shm_free = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  b.bytes = static_cast<std::uint64_t>(static_cast<double>(b.shm_free) * fraction);
+  b.reason = fmt::format("{:.0f}% of {} free in {}", fraction * 100, format_bytes(b.shm_free), env.shm_dir);
+  std::uint64_t cg = cgroup_memory_headroom(env);
+  if (cg < b.bytes) {
+    b.bytes = cg;
+    b.reason = fmt::format("the memory cgroup's headroom of {}", format_bytes(cg));
+  }
+  if (explicit_bytes && explicit_bytes < b.bytes) {
+    b.bytes = explicit_bytes;
+    b.reason = fmt::format("the shm budget option of {}", format_bytes(explicit_bytes));
+  }
+  if (const char* lws = std::getenv("LOCAL_WORLD_SIZE")) {
+    unsigned long n = std::strtoul(lws, nullptr, 10);
+    if (n > 1) {
+      b.bytes /= n;
+      b.reason += fmt::format(", shared by LOCAL_WORLD_SIZE={} local ranks", n);
+    }
+  }
+  return b;
+}
+
+}  // namespace stoker::detail

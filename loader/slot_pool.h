@@ -1,0 +1,49 @@
+// SlotPool: the segment's slots and who has them.
+//
+// A slot is free (in free_), in flight (taken by the consumer for a task), or held (by a live
+// Batch). The pool owns the mapping and is shared by the loader and every Batch, so a Batch may
+// outlive its Loader. Thread-safety: acquire() and make_batch() are the consumer's; release() may
+// come from any thread (a Batch destroyed in autograd, say); mu_ guards free_ and held_.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "loader/segment_layout.h"
+#include "loader/shm_segment.h"
+#include "stoker/batch.h"
+
+namespace stoker::detail {
+
+class SlotPool : public std::enable_shared_from_this<SlotPool> {
+ public:
+  SlotPool(ShmSegment segment, SegmentLayout layout, std::uint32_t num_slots);
+
+  const SegmentView& view() const noexcept { return view_; }
+  const SegmentLayout& layout() const noexcept { return layout_; }
+  const ShmSegment& segment() const noexcept { return segment_; }
+  std::uint32_t num_slots() const noexcept { return num_slots_; }
+
+  std::optional<std::uint32_t> acquire();
+  void release(std::uint32_t slot) noexcept;
+
+  // Hands slot s, filled, to the user.
+  Batch make_batch(std::uint32_t s);
+
+  // Batch indices (within their epochs) of the slots held by live batches, ascending.
+  std::vector<std::uint64_t> held_batches() const;
+
+ private:
+  ShmSegment segment_;
+  SegmentLayout layout_;
+  SegmentView view_;
+  std::uint32_t num_slots_;
+  mutable std::mutex mu_;
+  std::vector<std::uint32_t> free_;  // guarded by mu_
+  std::vector<bool> held_;           // guarded by mu_
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs everything stoker needs to build, test and benchmark on Debian 12, and nothing else.
+# This script is the single source of truth for dependencies: CI runs it, the README runs it.
+#
+#   tools/install-deps.sh            apt packages + project virtualenv (.venv) with torch
+#   STOKER_NO_TORCH=1 tools/...      skip the virtualenv (core library, tools and tests only)
+#
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=(
+  build-essential cmake ninja-build pkg-config git
+  libhdf5-dev hdf5-tools
+  liblmdb-dev lmdb-utils
+  libboost-dev
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
+  python3-venv python3-dev
+  util-linux
+)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: apt-get install ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [[ -z ${STOKER_NO_TORCH:-} ]]; then
+  # LibTorch comes from PyPI's torch wheel: the LibTorch 2.x users already have. Debian's python3
+  # makes the venv so that the result does not depend on whichever Python is first on PATH.
+  venv=.venv
+  if [[ ! -x $venv/bin/python ]]; then
+    /usr/bin/python3 -m venv "$venv"
+  fi
+  # The CPU-and-CUDA wheel from PyPI; h5py, lmdb, numpy and xxhash serve the PyTorch comparison
+  # benchmark and the tests that check stoker against an independent Python computation.
+  need=()
+  for m in torch h5py lmdb numpy xxhash; do
+    "$venv/bin/python" -c "import $m" 2>/dev/null || need+=("$m")
+  done
+  if ((${#need[@]})); then
+    echo "install-deps: pip install ${need[*]}"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q "torch>=2.1,<3" h5py lmdb numpy xxhash
+  fi
+  "$venv/bin/python" -c 'import torch; print("install-deps: torch", torch.__version__, "at", torch.utils.cmake_prefix_path)'
+fi
+echo "install-deps: done"
