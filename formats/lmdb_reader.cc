@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <utility>
 
 #include "formats/lmdb_env.h"
 #include "stoker/error.h"
@@ -113,6 +114,11 @@ LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& 
     }
     impl_->value_offset.push_back(off);
   }
+  // A handle opened in a read transaction survives only that transaction's commit; then one read
+  // transaction is kept, reset between batches.
+  int rc = mdb_txn_commit(std::exchange(impl_->txn, nullptr));
+  check_mdb(rc, path + ": opening sub-databases");
+  check_mdb(mdb_txn_begin(impl_->env.get(), nullptr, MDB_RDONLY, &impl_->txn), path + ": begin read transaction");
   mdb_txn_reset(impl_->txn);
 }
 

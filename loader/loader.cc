@@ -82,6 +82,9 @@ class LoaderImpl {
   const Schema& schema() const { return schema_; }
   const Sampler& sampler() const { return sampler_; }
   Stats stats() const;
+  std::vector<int> worker_pids() const {
+    return server_ ? std::vector<int>(server_->worker_pids().begin(), server_->worker_pids().end()) : std::vector<int>{};
+  }
 
  private:
   struct Task {
@@ -410,6 +413,7 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
     stats_.wait_seconds += seconds_since(t0);
     return take(*s);
   }
+  check_exits();  // a dead worker is reported at once, not only when its batch is due
   dispatch();
   if (send_idx_ == rcvd_idx_) throw_held();
   wait_for(rcvd_idx_);
@@ -446,6 +450,7 @@ const Options& Loader::options() const { return impl_->options(); }
 std::uint64_t Loader::batches_per_epoch() const { return impl_->sampler().batches_per_epoch(); }
 std::uint64_t Loader::samples_per_epoch() const { return impl_->sampler().samples_per_epoch(); }
 Stats Loader::stats() const { return impl_->stats(); }
+std::vector<int> Loader::worker_pids() const { return impl_->worker_pids(); }
 
 std::optional<Batch> Epoch::next() { return impl_->next(generation_); }
 

@@ -19,6 +19,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "stoker/batch.h"
 #include "stoker/error.h"
@@ -99,6 +100,8 @@ class Loader {
   std::uint64_t batches_per_epoch() const;
   std::uint64_t samples_per_epoch() const;
   Stats stats() const;
+  // Process ids of the workers (empty with num_workers = 0), for monitoring and debugging.
+  std::vector<int> worker_pids() const;
 
  private:
   std::unique_ptr<detail::LoaderImpl> impl_;

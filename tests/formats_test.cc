@@ -1,0 +1,325 @@
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <lmdb.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <gmock/gmock.h>
+
+#include "formats/hdf5_reader.h"
+#include "formats/lmdb_env.h"
+#include "formats/lmdb_reader.h"
+#include "formats/lmdb_writer.h"
+#include "formats/reader.h"
+#include "stoker/error.h"
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using formats::Hdf5WriteOptions;
+using ::testing::HasSubstr;
+
+// Reads `indices` through `r` and checks every byte against the generator.
+void expect_reads(formats::Reader& r, const std::vector<std::uint64_t>& indices) {
+  const Schema& s = r.schema();
+  std::vector<std::vector<std::byte>> bufs;
+  std::vector<std::byte*> dest;
+  for (const auto& f : s.fields) bufs.emplace_back(indices.size() * f.bytes_per_sample());
+  for (auto& b : bufs) dest.push_back(b.data());
+  r.read(indices, dest);
+  for (std::size_t f = 0; f < s.fields.size(); ++f) {
+    const std::size_t b = s.fields[f].bytes_per_sample();
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      auto want = expected_field(s.fields[f], indices[k]);
+      ASSERT_EQ(0, std::memcmp(bufs[f].data() + k * b, want.data(), b))
+          << "field " << s.fields[f].name << " sample " << indices[k];
+    }
+  }
+}
+
+const std::vector<std::uint64_t> kMixedIndices{0, 1, 2, 3, 50, 49, 98, 7, 8, 9, 10, 11, 12, 99, 64, 65, 31, 32};
+
+struct Layout {
+  const char* name;
+  Hdf5WriteOptions options;
+  bool direct;
+};
+
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
+
+class Hdf5Layouts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(Hdf5Layouts, EveryDtypeReadsExactly) {
+  TempDir tmp;
+  Schema schema = all_dtypes_schema(100);
+  write_hdf5(tmp.path("d.h5"), schema, GetParam().options);
+  for (auto mode : {formats::Hdf5Path::automatic, formats::Hdf5Path::hdf5_only}) {
+    formats::Hdf5Reader r(tmp.path("d.h5"), {}, mode);
+    ASSERT_EQ(r.schema(), schema);
+    for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+      EXPECT_EQ(r.reads_directly(f), mode == formats::Hdf5Path::automatic && GetParam().direct) << f;
+    }
+    expect_reads(r, kMixedIndices);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, Hdf5Layouts,
+    ::testing::Values(Layout{"contiguous", {Hdf5WriteOptions::Layout::contiguous, 0, 0}, true},
+                      Layout{"chunked", {Hdf5WriteOptions::Layout::chunked, 7, 0}, true},
+                      Layout{"chunked_gzip", {Hdf5WriteOptions::Layout::chunked, 16, 4}, false}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// Raw HDF5 helpers for files stoker's writer would never make.
+struct RawH5 {
+  hid_t file;
+  explicit RawH5(const std::string& path) : file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {}
+  ~RawH5() { H5Fclose(file); }
+  void dataset(const char* name, hid_t type, std::vector<hsize_t> dims, const void* data = nullptr, hid_t dcpl = H5P_DEFAULT) {
+    hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    hid_t d = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (data) H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    H5Dclose(d);
+    H5Sclose(space);
+  }
+};
+
+TEST(Hdf5Reader, UnwrittenChunksReadAsTheFillValueOnBothPaths) {
+  TempDir tmp;
+  {
+    RawH5 f(tmp.path("sparse.h5"));
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk[2] = {8, 3};
+    H5Pset_chunk(dcpl, 2, chunk);
+    std::int32_t fill = -7;
+    H5Pset_fill_value(dcpl, H5T_NATIVE_INT32, &fill);
+    f.dataset("x", H5T_STD_I32LE, {100, 3}, nullptr, dcpl);
+    H5Pclose(dcpl);
+    hid_t d = H5Dopen2(f.file, "x", H5P_DEFAULT);
+    hid_t space = H5Dget_space(d);
+    hsize_t start[2] = {0, 0}, count[2] = {10, 3};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t mem = H5Screate_simple(2, count, nullptr);
+    std::vector<std::int32_t> v(30);
+    for (int i = 0; i < 30; ++i) v[i] = i;
+    H5Dwrite(d, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, v.data());
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
+  }
+  for (auto mode : {formats::Hdf5Path::automatic, formats::Hdf5Path::hdf5_only}) {
+    formats::Hdf5Reader r(tmp.path("sparse.h5"), {}, mode);
+    EXPECT_EQ(r.reads_directly(0), mode == formats::Hdf5Path::automatic);
+    std::vector<std::uint64_t> idx{3, 9, 10, 55, 99};
+    std::vector<std::int32_t> out(15);
+    std::byte* dest[1] = {reinterpret_cast<std::byte*>(out.data())};
+    r.read(idx, dest);
+    EXPECT_EQ(out, (std::vector<std::int32_t>{9, 10, 11, 27, 28, 29, -7, -7, -7, -7, -7, -7, -7, -7, -7}));
+  }
+}
+
+TEST(Hdf5Reader, DefaultFieldsAreTheNumericRootDatasetsAlphabetically) {
+  TempDir tmp;
+  {
+    RawH5 f(tmp.path("mixed.h5"));
+    std::vector<std::int16_t> z(20, 1);
+    std::vector<std::uint8_t> a(40, 2);
+    f.dataset("zeta", H5T_STD_I16LE, {20});
+    f.dataset("alpha", H5T_STD_U8LE, {20, 2});
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 8);
+    f.dataset("names", str, {20});
+    H5Tclose(str);
+    H5Gclose(H5Gcreate2(f.file, "group", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  }
+  Schema s = formats::hdf5_schema(tmp.path("mixed.h5"));
+  ASSERT_EQ(s.fields.size(), 2u);
+  EXPECT_EQ(s.fields[0].name, "alpha");
+  EXPECT_EQ(s.fields[0].shape, (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(s.fields[1].name, "zeta");
+  EXPECT_EQ(s.num_samples, 20u);
+  // An explicit selection sets the order.
+  formats::Hdf5Reader r(tmp.path("mixed.h5"), {"zeta", "alpha"}, formats::Hdf5Path::automatic);
+  EXPECT_EQ(r.schema().fields[0].name, "zeta");
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    for (const auto& p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
+  }
+}
+
+TEST(Hdf5Reader, BadInputsGiveClearErrors) {
+  TempDir tmp;
+  const std::string p = tmp.path("bad.h5");
+  auto open = [&](std::vector<std::string> fields = {}) {
+    formats::Hdf5Reader r(p, fields, formats::Hdf5Path::automatic);
+  };
+  expect_error(open, {p, "No such file"});
+  { std::ofstream(p) << "definitely not hdf5"; }
+  expect_error(open, {p, "not an HDF5 file"});
+  {
+    RawH5 f(p);
+    f.dataset("image", H5T_STD_U8LE, {10, 4});
+    f.dataset("label", H5T_STD_I64LE, {9});
+  }
+  expect_error(open, {p, "different numbers of samples", "'image' has 10", "'label' has 9"});
+  expect_error([&] { open({"image", "nope"}); }, {p, "unknown field 'nope'", "image, label"});
+  expect_error([&] { open({"image", "image"}); }, {p, "'image' is selected twice"});
+  {
+    RawH5 f(p);
+    f.dataset("count", H5T_STD_U32LE, {10});
+  }
+  expect_error(open, {p, "dataset 'count'", "unsupported dtype", "unsigned 32-bit integer"});
+  {
+    RawH5 f(p);
+    f.dataset("empty", H5T_STD_U8LE, {0, 3});
+  }
+  expect_error(open, {p, "dataset 'empty'", "empty"});
+  {
+    RawH5 f(p);
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 8);
+    f.dataset("names", str, {20});
+    H5Tclose(str);
+  }
+  expect_error(open, {p, "no numeric datasets"});
+}
+
+TEST(LmdbReader, RoundTripsEveryDtypeAndSelectsFields) {
+  TempDir tmp;
+  Schema schema = all_dtypes_schema(300);
+  write_lmdb(tmp.path("d.lmdb"), schema);
+  formats::LmdbReader all(tmp.path("d.lmdb"), {});
+  EXPECT_EQ(all.schema(), schema);
+  expect_reads(all, kMixedIndices);
+  expect_reads(all, {299, 0, 150});
+  formats::LmdbReader some(tmp.path("d.lmdb"), {"i_f64", "b_i8"});
+  ASSERT_EQ(some.schema().fields.size(), 2u);
+  EXPECT_EQ(some.schema().fields[0].name, "i_f64");
+  expect_reads(some, kMixedIndices);
+  auto stored = formats::lmdb_stored_schema(tmp.path("d.lmdb"));
+  EXPECT_TRUE(stored.complete);
+  EXPECT_TRUE(stored.content_digest.has_value());
+}
+
+TEST(LmdbReader, ReadsTheDirectoryForm) {
+  TempDir tmp;
+  Schema schema = small_schema(50);
+  write_lmdb(tmp.path("data.mdb"), schema);  // a directory holding data.mdb is LMDB's default form
+  formats::LmdbReader r(tmp.dir().string(), {});
+  expect_reads(r, {0, 49, 3});
+  EXPECT_EQ(formats::detect_format(tmp.dir().string()), Format::lmdb);
+}
+
+// Opens `path` for writing with the raw LMDB API.
+struct RawEnv {
+  formats::LmdbEnv env;
+  explicit RawEnv(const std::string& path) {
+    mdb_env_set_maxdbs(env.get(), 4);
+    mdb_env_set_mapsize(env.get(), 64 << 20);
+    EXPECT_EQ(0, mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644));
+  }
+  void put(const char* db, const void* key, std::size_t klen, const void* val, std::size_t vlen) {
+    formats::LmdbTxn txn(env.get(), 0, "test");
+    MDB_dbi dbi;
+    ASSERT_EQ(0, mdb_dbi_open(txn.get(), db, MDB_CREATE, &dbi));
+    MDB_val k{klen, const_cast<void*>(key)}, v{vlen, const_cast<void*>(val)};
+    ASSERT_EQ(0, mdb_put(txn.get(), dbi, &k, &v, 0));
+    txn.commit("test");
+  }
+  void del(const char* db, const void* key, std::size_t klen) {
+    formats::LmdbTxn txn(env.get(), 0, "test");
+    MDB_dbi dbi;
+    ASSERT_EQ(0, mdb_dbi_open(txn.get(), db, 0, &dbi));
+    MDB_val k{klen, const_cast<void*>(key)};
+    ASSERT_EQ(0, mdb_del(txn.get(), dbi, &k, nullptr));
+    txn.commit("test");
+  }
+};
+
+TEST(LmdbReader, BadInputsGiveClearErrors) {
+  TempDir tmp;
+  const std::string p = tmp.path("bad.lmdb");
+  auto open = [&](std::vector<std::string> fields = {}) { formats::LmdbReader r(p, fields); };
+  expect_error(open, {p, "No such file"});
+  { std::ofstream(p) << std::string(8192, 'x'); }
+  expect_error(open, {p, "not an LMDB database"});
+  std::filesystem::remove(p);
+  {
+    RawEnv raw(p);
+    raw.put(nullptr, "k", 1, "v", 1);
+  }
+  expect_error(open, {p, "without a stoker schema"});
+  std::filesystem::remove(p);
+
+  Schema schema = small_schema(20);
+  write_lmdb(p, schema);
+  expect_error([&] { open({"pixels"}); }, {p, "unknown field 'pixels'", "image, label, weight"});
+  unsigned char key[8];
+  formats::encode_key(5, key);
+  {
+    RawEnv raw(p);
+    raw.put(formats::kSamplesDb, key, 8, "short", 5);
+  }
+  {
+    formats::LmdbReader r(p, {});
+    std::vector<std::byte> a(64 * 3), b(64 * 8), c(64 * 8);
+    std::byte* dest[3] = {a.data(), b.data(), c.data()};
+    std::vector<std::uint64_t> idx{4, 5};
+    expect_error([&] { r.read(idx, dest); }, {p, "sample 5", "key 0000000000000005", "has 5 bytes", "schema says 76"});
+  }
+  {
+    RawEnv raw(p);
+    raw.del(formats::kSamplesDb, key, 8);
+  }
+  expect_error(open, {p, "holds 19 records but the schema says 20"});
+}
+
+TEST(LmdbReader, RefusesAnIncompleteDatabase) {
+  TempDir tmp;
+  const std::string p = tmp.path("partial.lmdb");
+  {
+    formats::LmdbWriter w(p, small_schema(10), {});
+    auto rec = expected_sample(small_schema(10), 0);
+    w.append(rec.data());
+    w.commit();
+  }  // never finished
+  expect_error([&] { formats::LmdbReader r(p, {}); }, {p, "incomplete", "--resume"});
+}
+
+TEST(LmdbWriter, GrowsASmallMapInsteadOfFailing) {
+  TempDir tmp;
+  Schema schema = small_schema(2000);
+  formats::LmdbWriteOptions o;
+  o.map_size = 64 << 10;  // far too small
+  o.commit_records = 500;
+  const std::string p = tmp.path("grow.lmdb");
+  {
+    formats::LmdbWriter w(p, schema, o);
+    for (std::uint64_t i = 0; i < schema.num_samples; ++i) w.append(expected_sample(schema, i).data());
+    w.finish("0000000000000000");
+    EXPECT_GT(w.map_size(), 64u << 10);
+  }
+  formats::LmdbReader r(p, {});
+  expect_reads(r, {0, 1999, 1000});
+}
+
+TEST(DetectFormat, TellsHdf5FromLmdbAndRefusesOthers) {
+  TempDir tmp;
+  write_hdf5(tmp.path("a.h5"), small_schema(5), {});
+  write_lmdb(tmp.path("a.lmdb"), small_schema(5));
+  EXPECT_EQ(formats::detect_format(tmp.path("a.h5")), Format::hdf5);
+  EXPECT_EQ(formats::detect_format(tmp.path("a.lmdb")), Format::lmdb);
+  { std::ofstream(tmp.path("x.bin")) << "hello"; }
+  expect_error([&] { formats::detect_format(tmp.path("x.bin")); }, {"x.bin", "neither an HDF5 file nor an LMDB"});
+  expect_error([&] { formats::detect_format(tmp.path("nope")); }, {"nope", "No such file"});
+}
+
+}  // namespace
+}  // namespace stoker::test

@@ -1,0 +1,364 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <lmdb.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "formats/lmdb_env.h"
+#include "loader/sampler.h"
+#include "stoker/digest.h"
+#include "stoker/loader.h"
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Checks every field of `b` against the generator and returns its indices.
+std::vector<std::uint64_t> check_batch(const Batch& b, const Schema& schema) {
+  EXPECT_EQ(b.fields().size(), schema.fields.size());
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    const FieldView& v = b.fields()[f];
+    const Field& field = schema.fields[f];
+    EXPECT_EQ(v.name, field.name);
+    EXPECT_EQ(v.dtype, field.dtype);
+    std::vector<std::int64_t> shape{static_cast<std::int64_t>(b.size())};
+    shape.insert(shape.end(), field.shape.begin(), field.shape.end());
+    EXPECT_EQ(v.shape, shape);
+    EXPECT_EQ(v.bytes, b.size() * field.bytes_per_sample());
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      auto want = expected_field(field, b.indices()[k]);
+      EXPECT_EQ(0, std::memcmp(v.data + k * want.size(), want.data(), want.size()))
+          << field.name << " sample " << b.indices()[k] << " batch " << b.index();
+    }
+  }
+  return {b.indices().begin(), b.indices().end()};
+}
+
+// All indices of one epoch, in delivery order, with every batch checked.
+std::vector<std::uint64_t> run_epoch(Loader& loader, std::uint64_t epoch, const Schema& schema) {
+  std::vector<std::uint64_t> order;
+  std::uint64_t expected_index = 0;
+  for (Batch& b : loader.epoch(epoch)) {
+    EXPECT_EQ(b.index(), expected_index++);
+    EXPECT_EQ(b.epoch(), epoch);
+    EXPECT_LE(b.size(), loader.options().batch_size);
+    auto idx = check_batch(b, schema);
+    order.insert(order.end(), idx.begin(), idx.end());
+  }
+  EXPECT_EQ(expected_index, loader.batches_per_epoch());
+  return order;
+}
+
+class LoaderData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    schema_ = small_schema(100);
+    write_hdf5(tmp_.path("d.h5"), schema_, {formats::Hdf5WriteOptions::Layout::chunked, 16, 0});
+    write_hdf5(tmp_.path("gz.h5"), schema_, {formats::Hdf5WriteOptions::Layout::chunked, 16, 3});
+    write_hdf5(tmp_.path("contig.h5"), schema_, {formats::Hdf5WriteOptions::Layout::contiguous, 0, 0});
+    write_lmdb(tmp_.path("d.lmdb"), schema_);
+  }
+  Options options(const std::string& file, std::size_t workers, std::size_t batch) {
+    Options o;
+    o.source = tmp_.path(file);
+    o.num_workers = workers;
+    o.batch_size = batch;
+    return o;
+  }
+  TempDir tmp_;
+  Schema schema_;
+};
+
+TEST_F(LoaderData, SequentialEpochHasExactContentsForEveryFormatAndWorkerCount) {
+  for (const char* file : {"d.h5", "gz.h5", "contig.h5", "d.lmdb"}) {
+    for (std::size_t workers : {0, 1, 2, 3}) {
+      for (std::size_t batch : {7, 10}) {
+        SCOPED_TRACE(testing::Message() << file << " workers " << workers << " batch " << batch);
+        Loader loader(options(file, workers, batch));
+        EXPECT_EQ(loader.batches_per_epoch(), (100 + batch - 1) / batch);
+        auto order = run_epoch(loader, 0, schema_);
+        std::vector<std::uint64_t> seq(100);
+        std::iota(seq.begin(), seq.end(), 0);
+        EXPECT_EQ(order, seq);
+      }
+    }
+  }
+}
+
+TEST_F(LoaderData, ShuffledOrderIsTheSameForAnyNumberOfWorkers) {
+  std::vector<std::uint64_t> reference;
+  for (const char* file : {"d.h5", "d.lmdb"}) {
+    for (std::size_t workers : {0, 1, 2, 3}) {
+      for (bool drop_last : {false, true}) {
+        SCOPED_TRACE(testing::Message() << file << " workers " << workers << " drop_last " << drop_last);
+        Options o = options(file, workers, 8);
+        o.shuffle = true;
+        o.seed = 1234;
+        o.drop_last = drop_last;
+        Loader loader(o);
+        for (std::uint64_t epoch : {0, 1}) {
+          auto order = run_epoch(loader, epoch, schema_);
+          auto perm = detail::permutation(100, 1234, epoch);
+          if (drop_last) perm.resize(96);
+          EXPECT_EQ(order, perm);
+          std::set<std::uint64_t> unique(order.begin(), order.end());
+          EXPECT_EQ(unique.size(), order.size());
+        }
+      }
+    }
+  }
+}
+
+TEST_F(LoaderData, FieldsCanBeSelectedAndOrdered) {
+  Options o = options("d.lmdb", 2, 9);
+  o.fields = {"weight", "image"};
+  Loader loader(o);
+  ASSERT_EQ(loader.schema().fields.size(), 2u);
+  EXPECT_EQ(loader.schema().fields[0].name, "weight");
+  Schema selected = schema_;
+  selected.fields = {schema_.fields[2], schema_.fields[0]};
+  run_epoch(loader, 0, selected);
+}
+
+TEST_F(LoaderData, ThreeRanksCompleteAndAreDisjointApartFromPadding) {
+  std::map<std::uint64_t, int> seen;
+  for (std::uint32_t rank = 0; rank < 3; ++rank) {
+    Options o = options("d.h5", 2, 5);
+    o.shuffle = true;
+    o.shard = Shard{rank, 3};
+    Loader loader(o);
+    auto order = run_epoch(loader, 4, schema_);
+    EXPECT_EQ(order.size(), 34u);
+    for (auto i : order) ++seen[i];
+  }
+  EXPECT_EQ(seen.size(), 100u);
+  int twice = 0;
+  for (auto [i, c] : seen) twice += c == 2;
+  EXPECT_EQ(twice, 2);  // 3 * 34 - 100 samples of padding
+}
+
+TEST_F(LoaderData, ParentKeepsItsOwnHdf5AndLmdbHandlesOpen) {
+  hid_t file = H5Fopen(tmp_.path("d.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t dset = H5Dopen2(file, "label", H5P_DEFAULT);
+  formats::LmdbEnv env;
+  mdb_env_set_maxdbs(env.get(), 4);
+  ASSERT_EQ(0, mdb_env_open(env.get(), tmp_.path("d.lmdb").c_str(), MDB_NOSUBDIR | MDB_RDONLY, 0644));
+  for (const char* f : {"d.h5", "d.lmdb"}) {
+    Loader loader(options(f, 2, 16));
+    run_epoch(loader, 0, schema_);
+    run_epoch(loader, 1, schema_);
+  }
+  // The parent's handles still work.
+  std::vector<std::int64_t> labels(100);
+  EXPECT_GE(H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()), 0);
+  auto want = expected_field(schema_.fields[1], 42);
+  EXPECT_EQ(0, std::memcmp(&labels[42], want.data(), 8));
+  H5Dclose(dset);
+  H5Fclose(file);
+}
+
+TEST_F(LoaderData, HoldingEverySlotRaisesTheHeldErrorAndReleasingResumes) {
+  for (std::size_t workers : {0, 2}) {
+    Options o = options("d.lmdb", workers, 10);
+    o.prefetch = workers ? 1 : 2;  // two slots either way
+    Loader loader(o);
+    Epoch epoch = loader.epoch(0);
+    std::optional<Batch> a = epoch.next(), b = epoch.next();
+    ASSERT_TRUE(a && b);
+    try {
+      epoch.next();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("all 2 batch slots are held"));
+      EXPECT_THAT(e.what(), HasSubstr("batches 0, 1 of epoch 0"));
+      EXPECT_THAT(e.what(), HasSubstr("release()"));
+    }
+    check_batch(*a, schema_);
+    a.reset();
+    b->release();
+    std::uint64_t rest = 0;
+    while (auto c = epoch.next()) {
+      EXPECT_EQ(c->index(), 2 + rest++);
+      check_batch(*c, schema_);
+    }
+    EXPECT_EQ(rest, 8u);
+  }
+}
+
+TEST_F(LoaderData, BatchesOutliveTheLoader) {
+  std::vector<Batch> kept;
+  {
+    Options o = options("d.h5", 2, 10);
+    o.prefetch = 3;
+    Loader loader(o);
+    Epoch e = loader.epoch(0);
+    for (int i = 0; i < 3; ++i) kept.push_back(std::move(*e.next()));
+  }
+  for (auto& b : kept) check_batch(b, schema_);
+}
+
+TEST_F(LoaderData, AWorkerErrorIsRaisedAtItsBatchAndLaterBatchesStillCome) {
+  // Sample 15 of a copy has a value of the wrong size.
+  const std::string p = tmp_.path("bad.lmdb");
+  write_lmdb(p, schema_);
+  {
+    formats::LmdbEnv env;
+    mdb_env_set_maxdbs(env.get(), 4);
+    ASSERT_EQ(0, mdb_env_open(env.get(), p.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644));
+    formats::LmdbTxn txn(env.get(), 0, "t");
+    MDB_dbi dbi;
+    ASSERT_EQ(0, mdb_dbi_open(txn.get(), "samples", 0, &dbi));
+    unsigned char key[8];
+    formats::encode_key(15, key);
+    MDB_val k{8, key}, v{3, const_cast<char*>("abc")};
+    ASSERT_EQ(0, mdb_put(txn.get(), dbi, &k, &v, 0));
+    txn.commit("t");
+  }
+  for (std::size_t workers : {0, 2}) {
+    SCOPED_TRACE(workers);
+    Options o = options("bad.lmdb", workers, 10);
+    Loader loader(o);
+    Epoch epoch = loader.epoch(0);
+    check_batch(*epoch.next(), schema_);
+    try {
+      epoch.next();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      if (workers) {
+        EXPECT_THAT(e.what(), HasSubstr("worker "));
+        EXPECT_THAT(e.what(), HasSubstr("(pid "));
+      }
+      EXPECT_THAT(e.what(), HasSubstr("batch 1 of epoch 0"));
+      EXPECT_THAT(e.what(), HasSubstr(p));
+      EXPECT_THAT(e.what(), HasSubstr("sample 15"));
+      EXPECT_THAT(e.what(), HasSubstr("has 3 bytes"));
+    }
+    int later = 0;
+    while (auto b = epoch.next()) {
+      EXPECT_EQ(b->index(), 2u + later++);
+      check_batch(*b, schema_);
+    }
+    EXPECT_EQ(later, 8);
+  }
+}
+
+TEST_F(LoaderData, StartingAnotherEpochEndsTheFirstAndResumeStartsMidEpoch) {
+  Options o = options("d.h5", 2, 10);
+  o.shuffle = true;
+  Loader loader(o);
+  Epoch first = loader.epoch(0);
+  first.next();
+  first.next();
+  Epoch resumed = loader.epoch(0, 3);
+  EXPECT_THROW(first.next(), Error);
+  auto perm = detail::permutation(100, 0, 0);
+  std::vector<std::uint64_t> got;
+  while (auto b = resumed.next()) {
+    check_batch(*b, schema_);
+    got.insert(got.end(), b->indices().begin(), b->indices().end());
+  }
+  EXPECT_EQ(got, std::vector<std::uint64_t>(perm.begin() + 30, perm.end()));
+  EXPECT_THROW(loader.epoch(0, 11), Error);
+  run_epoch(loader, 1, schema_);
+}
+
+TEST_F(LoaderData, StatsCountWhatWasDelivered) {
+  Loader loader(options("d.lmdb", 2, 10));
+  run_epoch(loader, 0, schema_);
+  Stats s = loader.stats();
+  EXPECT_EQ(s.batches, 10u);
+  EXPECT_EQ(s.samples, 100u);
+  EXPECT_EQ(s.bytes, 100u * 76);
+  EXPECT_EQ(s.workers, 2u);
+  EXPECT_EQ(s.depth, 4u);
+  EXPECT_GT(s.shm_bytes, 4u * 4096);
+  EXPECT_EQ(loader.worker_pids().size(), 2u);
+}
+
+TEST_F(LoaderData, ContentDigestIsEqualAcrossFormatsAndWorkers) {
+  std::set<std::string> digests;
+  for (const char* file : {"d.h5", "gz.h5", "d.lmdb"}) {
+    for (std::size_t workers : {0, 3}) {
+      Options o = options(file, workers, 6);
+      o.shuffle = workers > 0;
+      Loader loader(o);
+      ContentDigest d;
+      for (Batch& b : loader.epoch(0)) d.add(b);
+      digests.insert(d.hex());
+    }
+  }
+  EXPECT_EQ(digests.size(), 1u);
+  ContentDigest direct;
+  for (std::uint64_t i = 0; i < 100; ++i) direct.add(i, expected_sample(schema_, i));
+  EXPECT_EQ(*digests.begin(), direct.hex());
+}
+
+TEST(LoaderOptions, BadOptionsAndInputsAreClearErrors) {
+  TempDir tmp;
+  write_lmdb(tmp.path("d.lmdb"), small_schema(10));
+  auto expect = [](Options o, const std::string& part) {
+    try {
+      Loader loader(o);
+      FAIL() << "no error for " << part;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(part));
+    }
+  };
+  Options o;
+  expect(o, "source is empty");
+  o.source = tmp.path("d.lmdb");
+  o.batch_size = 0;
+  expect(o, "batch_size is 0");
+  o.batch_size = 4;
+  o.prefetch = 0;
+  expect(o, "prefetch is 0");
+  o.prefetch = 2;
+  o.shm_fraction = 0.9;
+  expect(o, "shm_fraction");
+  o.shm_fraction = 0.5;
+  o.batch_size = 11;
+  o.drop_last = true;
+  expect(o, "no batch per epoch");
+  o.drop_last = false;
+  o.fields = {"nope"};
+  o.num_workers = 2;
+  expect(o, "unknown field 'nope'");
+  o.fields = {};
+  o.source = tmp.path("missing.h5");
+  expect(o, "missing.h5: No such file");
+}
+
+TEST(ShardFromEnv, ReadsTorchrunAndOpenMpiAndNeverGuesses) {
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_THROW(Shard::from_env(), Error);
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  EXPECT_EQ(Shard::from_env().rank, 1u);
+  ::setenv("RANK", "2", 1);
+  ::setenv("WORLD_SIZE", "3", 1);
+  Shard s = Shard::from_env();
+  EXPECT_EQ(s.rank, 2u);
+  EXPECT_EQ(s.world_size, 3u);
+  ::setenv("RANK", "x", 1);
+  EXPECT_THROW(Shard::from_env(), Error);
+  ::unsetenv("WORLD_SIZE");
+  ::setenv("RANK", "0", 1);
+  EXPECT_THROW(Shard::from_env(), Error);
+  ::unsetenv("RANK");
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+}
+
+}  // namespace
+}  // namespace stoker::test

@@ -1,0 +1,221 @@
+// Multi-process behaviour, for real: killed and stuck workers, killed trainers, a small /dev/shm.
+// Scenarios that must not disturb the test process run in a forked harness with a watchdog.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "stoker/digest.h"
+#include "stoker/loader.h"
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kSkip = 77;
+
+// Runs `body` in a forked child that SIGALRM ends after `watchdog_s`; returns its wait status.
+int run_in_child(const std::function<int()>& body, unsigned watchdog_s = 60) {
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(watchdog_s);
+    int rc = 1;
+    try {
+      rc = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "harness: %s\n", e.what());
+      rc = 2;
+    }
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return st;
+}
+
+#define HARNESS_CHECK(cond)                                                   \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      std::fprintf(stderr, "harness: check failed at line %d: %s\n", __LINE__, #cond); \
+      return 3;                                                               \
+    }                                                                         \
+  } while (0)
+
+class Processes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    schema_ = small_schema(2000);
+    write_lmdb(tmp_.path("d.lmdb"), schema_);
+  }
+  Options options(std::size_t workers) {
+    Options o;
+    o.source = tmp_.path("d.lmdb");
+    o.num_workers = workers;
+    o.batch_size = 10;
+    return o;
+  }
+  TempDir tmp_;
+  Schema schema_;
+};
+
+TEST_F(Processes, AKilledWorkerIsReportedWithItsPidAndSignal) {
+  ::alarm(60);  // watchdog: a hang fails the test instead of CI
+  Loader loader(options(2));
+  Epoch epoch = loader.epoch(0);
+  ASSERT_TRUE(epoch.next());
+  const int victim = loader.worker_pids().at(1);
+  ASSERT_EQ(0, ::kill(victim, SIGKILL));
+  std::string message;
+  try {
+    while (epoch.next()) {
+    }
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_THAT(message, HasSubstr("worker 1 (pid " + std::to_string(victim) + ") was killed by signal SIGKILL"));
+  // The loader stays broken and says so again.
+  EXPECT_THROW(epoch.next(), Error);
+  ::alarm(0);
+}
+
+TEST_F(Processes, AStuckWorkerIsReportedAfterTheTimeout) {
+  ::alarm(60);
+  Options o = options(1);
+  o.timeout = std::chrono::milliseconds(300);
+  o.shutdown_grace = std::chrono::milliseconds(100);
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  ASSERT_TRUE(epoch.next());
+  const int victim = loader.worker_pids().at(0);
+  ASSERT_EQ(0, ::kill(victim, SIGSTOP));
+  std::string message;
+  try {
+    while (epoch.next()) {
+    }
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_THAT(message, HasSubstr("worker 0 (pid " + std::to_string(victim) + ") has not delivered batch"));
+  EXPECT_THAT(message, HasSubstr("within 300 ms"));
+  ::alarm(0);
+}
+
+TEST_F(Processes, NoProcessAndNoShmEntryRemainAfterTheLoader) {
+  ASSERT_TRUE(descendants().empty());
+  {
+    Loader loader(options(3));
+    for (Batch& b : loader.epoch(0)) (void)b;
+    EXPECT_EQ(descendants().size(), 4u);  // fork server + 3 workers
+    EXPECT_TRUE(shm_entries_of(::getpid()).empty()) << "segments are unlinked as soon as they exist";
+  }
+  EXPECT_TRUE(descendants().empty());
+  EXPECT_TRUE(shm_entries_of(::getpid()).empty());
+}
+
+TEST_F(Processes, AKilledTrainerLeavesNoProcessAndNoShmEntry) {
+  int st = run_in_child([&]() -> int {
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphans come to this harness, which checks they end
+    int ready[2];
+    HARNESS_CHECK(::pipe(ready) == 0);
+    pid_t trainer = ::fork();
+    if (trainer == 0) {
+      ::close(ready[0]);
+      Loader loader(options(3));
+      Epoch epoch = loader.epoch(0);
+      auto a = epoch.next();
+      auto b = epoch.next();
+      std::vector<int> pids = loader.worker_pids();
+      (void)!::write(ready[1], pids.data(), pids.size() * sizeof(int));
+      ::pause();
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    int workers[3];
+    HARNESS_CHECK(::read(ready[0], workers, sizeof workers) == sizeof workers);
+    HARNESS_CHECK(::kill(trainer, SIGKILL) == 0);
+    HARNESS_CHECK(::waitpid(trainer, nullptr, 0) == trainer);
+    // Everything left (the fork server, reparented here) must end by itself.
+    while (::waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
+    }
+    HARNESS_CHECK(errno == ECHILD);
+    for (int w : workers) HARNESS_CHECK(::kill(w, 0) != 0 && errno == ESRCH);
+    HARNESS_CHECK(shm_entries_of(trainer).empty());
+    HARNESS_CHECK(descendants().empty());
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(st)) << "harness status " << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+TEST(SmallDevShm, LowersDepthOrRefusesAndNeverDiesOfSigbus) {
+  TempDir tmp;
+  Schema schema;
+  schema.num_samples = 48;
+  schema.fields = {{"pixels", FieldKind::fixed, DType::u8, {256, 1024}}, {"label", FieldKind::fixed, DType::i64, {}}};
+  write_lmdb(tmp.path("big.lmdb"), schema);
+  int st = run_in_child([&]() -> int {
+    if (::unshare(CLONE_NEWNS) != 0) return kSkip;
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return kSkip;
+    if (::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m") != 0) return kSkip;
+    std::vector<std::string> warnings;
+    Options o;
+    o.source = tmp.path("big.lmdb");
+    o.batch_size = 16;  // 4 MiB a batch
+    o.num_workers = 2;
+    o.prefetch = 8;     // wants 16 slots = 64 MiB; half of 64 MiB fits 7
+    o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+    {
+      Loader loader(o);
+      HARNESS_CHECK(loader.stats().depth < 16 && loader.stats().depth >= 2);
+      HARNESS_CHECK(warnings.size() == 1);
+      HARNESS_CHECK(warnings[0].find("ring lowered from 16 to") != std::string::npos);
+      std::uint64_t samples = 0;
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        for (Batch& b : loader.epoch(epoch)) {
+          for (std::size_t k = 0; k < b.size(); ++k) {
+            auto want = expected_field(schema.fields[1], b.indices()[k]);
+            HARNESS_CHECK(std::memcmp(b["label"].data + 8 * k, want.data(), 8) == 0);
+            auto px = expected_field(schema.fields[0], b.indices()[k]);
+            HARNESS_CHECK(std::memcmp(b["pixels"].data + px.size() * k, px.data(), px.size()) == 0);
+          }
+          samples += b.size();
+        }
+      }
+      HARNESS_CHECK(samples == 96);
+    }
+    o.batch_size = 40;  // 10 MiB a batch: 4 workers need 40 MiB, more than half of 64 MiB
+    o.num_workers = 4;
+    try {
+      Loader loader(o);
+      std::fprintf(stderr, "harness: no error for a loader that cannot fit\n");
+      return 4;
+    } catch (const Error& e) {
+      std::string m = e.what();
+      std::fprintf(stderr, "harness: refused as expected: %s\n", e.what());
+      HARNESS_CHECK(m.find("not enough shared memory for 4 workers") != std::string::npos);
+      HARNESS_CHECK(m.find("needs 40.") != std::string::npos);
+      HARNESS_CHECK(m.find("/dev/shm") != std::string::npos);
+      HARNESS_CHECK(m.find("--shm-size=") != std::string::npos);
+      HARNESS_CHECK(m.find("fewer workers") != std::string::npos);
+    }
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(st)) << "harness died: " << (WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "?");
+  if (WEXITSTATUS(st) == kSkip) GTEST_SKIP() << "mount namespaces are not permitted here (unshare/mount failed)";
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+}  // namespace
+}  // namespace stoker::test

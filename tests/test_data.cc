@@ -1,0 +1,161 @@
+#include "tests/test_data.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "formats/lmdb_writer.h"
+#include "stoker/digest.h"
+
+namespace stoker::test {
+namespace {
+
+std::uint64_t salt(const std::string& name) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h;
+}
+
+template <class T>
+void put(std::vector<std::byte>& out, std::size_t e, T v) {
+  std::memcpy(out.data() + e * sizeof(T), &v, sizeof(T));
+}
+
+}  // namespace
+
+std::vector<std::byte> expected_field(const Field& field, std::uint64_t index) {
+  const std::size_t n = field.elements_per_sample();
+  std::vector<std::byte> out(field.bytes_per_sample());
+  const std::uint64_t s = salt(field.name);
+  for (std::size_t e = 0; e < n; ++e) {
+    std::uint64_t v = (index * 1000003ULL + e * 7919ULL + s) ^ (index >> 3);
+    switch (field.dtype) {
+      case DType::u8: put(out, e, static_cast<std::uint8_t>(v)); break;
+      case DType::i8: put(out, e, static_cast<std::int8_t>(v)); break;
+      case DType::u16: put(out, e, static_cast<std::uint16_t>(v)); break;
+      case DType::i16: put(out, e, static_cast<std::int16_t>(v)); break;
+      case DType::i32: put(out, e, static_cast<std::int32_t>(v)); break;
+      case DType::i64: put(out, e, static_cast<std::int64_t>(v * 0x9e3779b97f4a7c15ULL)); break;
+      case DType::f16: put(out, e, static_cast<std::uint16_t>(0x3c00 + v % 1024)); break;  // finite, in [1, 2)
+      case DType::f32: put(out, e, static_cast<float>(v % 100003) * 0.25f); break;
+      case DType::f64: put(out, e, static_cast<double>(v % 1000003) * 0.125); break;
+    }
+  }
+  return out;
+}
+
+std::vector<std::byte> expected_sample(const Schema& schema, std::uint64_t index) {
+  std::vector<std::byte> out;
+  for (const auto& f : schema.fields) {
+    auto b = expected_field(f, index);
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+Schema small_schema(std::uint64_t n) {
+  Schema s;
+  s.num_samples = n;
+  s.fields = {{"image", FieldKind::fixed, DType::u8, {3, 4, 5}},
+              {"label", FieldKind::fixed, DType::i64, {}},
+              {"weight", FieldKind::fixed, DType::f32, {2}}};
+  return s;
+}
+
+Schema all_dtypes_schema(std::uint64_t n) {
+  Schema s;
+  s.num_samples = n;
+  s.fields = {{"a_u8", FieldKind::fixed, DType::u8, {7}},       {"b_i8", FieldKind::fixed, DType::i8, {2, 3}},
+              {"c_u16", FieldKind::fixed, DType::u16, {5}},     {"d_i16", FieldKind::fixed, DType::i16, {}},
+              {"e_i32", FieldKind::fixed, DType::i32, {3, 1}},  {"f_i64", FieldKind::fixed, DType::i64, {2}},
+              {"g_f16", FieldKind::fixed, DType::f16, {4}},     {"h_f32", FieldKind::fixed, DType::f32, {2, 2, 2}},
+              {"i_f64", FieldKind::fixed, DType::f64, {3}}};
+  return s;
+}
+
+void write_hdf5(const std::string& path, const Schema& schema, const formats::Hdf5WriteOptions& options) {
+  formats::Hdf5Writer w(path, schema, options);
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    std::vector<std::byte> all;
+    for (std::uint64_t i = 0; i < schema.num_samples; ++i) {
+      auto b = expected_field(schema.fields[f], i);
+      all.insert(all.end(), b.begin(), b.end());
+    }
+    w.write(f, 0, schema.num_samples, all.data());
+  }
+  w.close();
+}
+
+void write_lmdb(const std::string& path, const Schema& schema) {
+  formats::LmdbWriteOptions o;
+  o.commit_records = 97;  // several transactions even for small tests
+  formats::LmdbWriter w(path, schema, o);
+  ContentDigest digest;
+  for (std::uint64_t i = 0; i < schema.num_samples; ++i) {
+    auto rec = expected_sample(schema, i);
+    digest.add(i, rec);
+    w.append(rec.data());
+  }
+  w.finish(digest.hex());
+}
+
+TempDir::TempDir() {
+  std::random_device rd;
+  dir_ = std::filesystem::temp_directory_path() / ("stoker-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  std::filesystem::create_directories(dir_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::vector<std::string> shm_entries_of(int pid) {
+  std::vector<std::string> out;
+  std::string prefix = "stoker-" + std::to_string(pid) + "-";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<int> descendants() {
+  std::map<int, int> parent;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    int ppid;
+    rest >> state >> ppid;
+    parent[std::stoi(name)] = ppid;
+  }
+  std::vector<int> out;
+  const int self = ::getpid();
+  for (auto [pid, ppid] : parent) {
+    for (int p = ppid, hops = 0; p > 1 && hops < 64; ++hops) {
+      if (p == self) {
+        out.push_back(pid);
+        break;
+      }
+      auto it = parent.find(p);
+      if (it == parent.end()) break;
+      p = it->second;
+    }
+  }
+  return out;
+}
+
+}  // namespace stoker::test
