@@ -1,0 +1,273 @@
+// loader-bench: how fast stoker delivers a dataset, epoch by epoch, and proof of what it delivered.
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "stoker/digest.h"
+#include "stoker/loader.h"
+#include "tools/synthetic_data.h"
+#include "util/posix_error.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using stoker::Batch;
+using stoker::Loader;
+using stoker::Options;
+
+struct Args {
+  std::string data;
+  std::string format = "auto";
+  std::vector<std::string> fields;
+  std::size_t batch_size = 256;
+  std::size_t workers = 2;
+  std::size_t prefetch = 2;
+  bool shuffle = false;
+  std::uint64_t seed = 0;
+  int epochs = 2;
+  bool drop_last = false;
+  std::string device = "cpu";
+  double step_ms = 0;
+  std::uint64_t shm_budget = 0;
+  bool json = false;
+  bool digest = false;
+  std::string make_data;
+  std::uint64_t demo_samples = 100000;
+};
+
+double process_cpu_seconds() {
+  timespec ts;
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(k, v.size() - 1)];
+}
+
+struct EpochResult {
+  std::uint64_t samples = 0, batches = 0, bytes = 0;
+  double seconds = 0, ttfb_ms = 0, wait_p50_ms = 0, wait_p99_ms = 0, stall_pct = 0;
+  double worker_cpu_s = 0, consumer_cpu_s = 0;
+  std::string content_digest, order_digest;
+};
+
+EpochResult run_epoch(Loader& loader, int epoch, const Args& args) {
+  EpochResult r;
+  stoker::ContentDigest content;
+  stoker::OrderDigest order;
+  std::vector<double> waits;
+  const stoker::Stats before = loader.stats();
+  const double cpu0 = process_cpu_seconds();
+  const auto t0 = Clock::now();
+  double waited = 0;
+  auto e = loader.epoch(static_cast<std::uint64_t>(epoch));
+  for (;;) {
+    auto w0 = Clock::now();
+    std::optional<Batch> b = e.next();
+    double wait = std::chrono::duration<double>(Clock::now() - w0).count();
+    if (!b) break;
+    if (r.batches == 0) r.ttfb_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    waits.push_back(wait * 1e3);
+    waited += wait;
+    r.batches += 1;
+    r.samples += b->size();
+    for (const auto& f : b->fields()) r.bytes += f.bytes;
+    if (args.digest) {
+      content.add(*b);
+      order.add(*b);
+    }
+    if (args.step_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.step_ms));
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.wait_p50_ms = percentile(waits, 0.5);
+  r.wait_p99_ms = percentile(waits, 0.99);
+  r.stall_pct = r.seconds > 0 ? 100.0 * waited / r.seconds : 0;
+  const stoker::Stats after = loader.stats();
+  r.worker_cpu_s = after.worker_cpu_seconds - before.worker_cpu_seconds;
+  r.consumer_cpu_s = process_cpu_seconds() - cpu0;
+  if (args.digest) {
+    r.content_digest = content.hex();
+    r.order_digest = order.hex();
+  }
+  return r;
+}
+
+void print_header() {
+  std::cout << fmt::format("{:<28} {:>5} {:>9} {:>7} {:>8} {:>11} {:>9} {:>8} {:>7} {:>7} {:>6} {:>7} {:>8} {:>10} {:>7} {:>7}\n",
+                           "data", "epoch", "samples", "batches", "seconds", "samples/s", "MB/s", "ttfb_ms", "p50_ms",
+                           "p99_ms", "stall%", "workers", "prefetch", "shm", "wcpu_s", "ccpu_s");
+}
+
+void report(const std::string& data, int epoch, const EpochResult& r, const Loader& loader, const Args& args) {
+  const stoker::Stats s = loader.stats();
+  const std::size_t prefetch = s.workers ? s.depth / s.workers : s.depth;
+  const double sps = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0;
+  const double mbps = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e6 : 0;
+  if (args.json) {
+    nlohmann::json j = {{"data", data},
+                        {"epoch", epoch},
+                        {"samples", r.samples},
+                        {"batches", r.batches},
+                        {"seconds", r.seconds},
+                        {"samples_per_s", sps},
+                        {"mb_per_s", mbps},
+                        {"ttfb_ms", r.ttfb_ms},
+                        {"wait_p50_ms", r.wait_p50_ms},
+                        {"wait_p99_ms", r.wait_p99_ms},
+                        {"stall_pct", r.stall_pct},
+                        {"workers", s.workers},
+                        {"prefetch", prefetch},
+                        {"shm_bytes", s.shm_bytes},
+                        {"worker_cpu_s", r.worker_cpu_s},
+                        {"consumer_cpu_s", r.consumer_cpu_s}};
+    if (args.digest) {
+      j["content_digest"] = r.content_digest;
+      j["order_digest"] = r.order_digest;
+    }
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+  std::string name = data.size() > 28 ? "..." + data.substr(data.size() - 25) : data;
+  std::cout << fmt::format("{:<28} {:>5} {:>9} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>8.2f} {:>7.3f} {:>7.3f} {:>6.1f} {:>7} {:>8} {:>10} {:>7.2f} {:>7.2f}\n",
+                           name, epoch, r.samples, r.batches, r.seconds, sps, mbps, r.ttfb_ms, r.wait_p50_ms,
+                           r.wait_p99_ms, r.stall_pct, s.workers, prefetch, stoker::format_bytes(s.shm_bytes),
+                           r.worker_cpu_s, r.consumer_cpu_s);
+  if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
+  std::cout.flush();
+}
+
+void bench(const std::string& path, const Args& args) {
+  Options o;
+  o.source = path;
+  o.format = args.format == "hdf5" ? stoker::Format::hdf5
+             : args.format == "lmdb" ? stoker::Format::lmdb
+                                     : stoker::Format::auto_detect;
+  o.fields = args.fields;
+  o.batch_size = args.batch_size;
+  o.num_workers = args.workers;
+  o.prefetch = args.prefetch;
+  o.shuffle = args.shuffle;
+  o.seed = args.seed;
+  o.drop_last = args.drop_last;
+  o.shm_budget = args.shm_budget;
+  Loader loader(o);
+  static bool header_printed = false;
+  if (!args.json && !std::exchange(header_printed, true)) print_header();
+  for (int e = 0; e < args.epochs; ++e) report(path, e, run_epoch(loader, e, args), loader, args);
+}
+
+// A progress line on a terminal, nothing otherwise.
+std::function<void(std::uint64_t)> progress_for(const std::string& what, std::uint64_t total) {
+  if (!::isatty(STDERR_FILENO)) return {};
+  return [what, total](std::uint64_t done) {
+    std::cerr << fmt::format("\r{}: {}/{} samples", what, done, total) << (done == total ? "\n" : "") << std::flush;
+  };
+}
+
+void make_data(const std::string& dir, bool quiet) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  using Layout = stoker::formats::Hdf5WriteOptions::Layout;
+  struct Set {
+    const char* name;
+    std::uint64_t n;
+    std::int64_t side;
+    std::uint64_t chunk;
+  };
+  for (Set s : {Set{"small", 100000, 32, 256}, Set{"large", 3000, 224, 32}}) {
+    auto schema = stoker::tools::image_schema(s.n, s.side);
+    auto p = [&](const std::string& suffix) { return (fs::path(dir) / (std::string(s.name) + suffix)).string(); };
+    auto prog = [&](const std::string& f) { return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n); };
+    if (!fs::exists(p(".h5"))) stoker::tools::write_synthetic_hdf5(p(".h5"), schema, {Layout::chunked, s.chunk, 0}, prog(p(".h5")));
+    if (std::string(s.name) == "small" && !fs::exists(p("-gzip.h5"))) {
+      stoker::tools::write_synthetic_hdf5(p("-gzip.h5"), schema, {Layout::chunked, s.chunk, 4}, prog(p("-gzip.h5")));
+    }
+    if (!fs::exists(p(".lmdb"))) stoker::tools::write_synthetic_lmdb(p(".lmdb"), schema, prog(p(".lmdb")));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  CLI::App app{
+      "loader-bench: measures how fast stoker delivers a dataset (samples/s, MB/s, time to first batch, wait per\n"
+      "batch, stall %) and, with --digest, proves what it delivered. Without --data it generates a small demo\n"
+      "dataset (HDF5 and LMDB) in a temporary directory and benchmarks both.",
+      "loader-bench"};
+  app.add_option("--data", args.data, "HDF5 file or LMDB database to read (default: a generated demo dataset)");
+  app.add_option("--format", args.format, "Format of --data")->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))->capture_default_str();
+  app.add_option("--fields", args.fields, "Fields to load, in this order (default: all, alphabetical)")->delimiter(',');
+  app.add_option("--batch-size", args.batch_size, "Samples per batch")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--workers", args.workers, "Worker processes (0: load in this process)")->capture_default_str();
+  app.add_option("--prefetch", args.prefetch, "Batches in flight per worker")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_flag("--shuffle", args.shuffle, "Shuffle every epoch (order depends on --seed and the epoch)");
+  app.add_option("--seed", args.seed, "Shuffle seed")->capture_default_str();
+  app.add_option("--epochs", args.epochs, "Epochs to run")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_flag("--drop-last", args.drop_last, "Drop the last incomplete batch");
+  app.add_option("--device", args.device, "Where batches go: cpu, or cuda[:i]")->capture_default_str();
+  app.add_option("--step-ms", args.step_ms, "Simulate a training step of T ms per batch; stall % is then the share of "
+                                            "the loop spent waiting for data")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--shm-budget", args.shm_budget, "Upper bound on shared memory (e.g. 512m, 2g)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
+  app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
+  app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
+  app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (args.device != "cpu") {
+      throw stoker::Error(fmt::format("--device {}: this build of loader-bench delivers to the CPU only", args.device));
+    }
+    if (!args.make_data.empty()) {
+      make_data(args.make_data, args.json);
+      return 0;
+    }
+    if (!args.data.empty()) {
+      bench(args.data, args);
+      return 0;
+    }
+    // The demo: a small dataset, generated, benchmarked in both formats, removed.
+    std::string tmpl = (std::filesystem::temp_directory_path() / "loader-bench-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) stoker::throw_errno(tmpl);
+    struct Cleanup {
+      std::string dir;
+      ~Cleanup() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    } cleanup{tmpl};
+    auto schema = stoker::tools::image_schema(args.demo_samples, 32);
+    const std::string h5 = tmpl + "/demo.h5", lmdb = tmpl + "/demo.lmdb";
+    if (!args.json) {
+      std::cerr << fmt::format("loader-bench: no --data given; generated a demo dataset of {} samples (image u8[3,32,32], "
+                               "label i64) in {}\n",
+                               args.demo_samples, tmpl);
+    }
+    stoker::tools::write_synthetic_hdf5(h5, schema, {stoker::formats::Hdf5WriteOptions::Layout::chunked, 256, 0});
+    stoker::tools::write_synthetic_lmdb(lmdb, schema);
+    bench(h5, args);
+    bench(lmdb, args);
+  } catch (const std::exception& e) {
+    std::cerr << "loader-bench: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
