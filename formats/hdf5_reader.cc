@@ -107,7 +107,8 @@ struct Column {
   bool direct = false;
   bool chunked = false;
   haddr_t contiguous_offset = HADDR_UNDEF;
-  hsize_t rows_per_chunk = 0;
+  hsize_t rows_per_chunk = 0;  // direct path only
+  hsize_t chunk_rows = 0;      // any chunked dataset
   std::vector<haddr_t> chunk_addr;  // per chunk along dim 0, kNotLookedUp until first use
   std::vector<std::byte> fill_sample;
 };
@@ -234,6 +235,7 @@ void Hdf5Reader::Impl::open_column(const std::string& name, Hdf5Path mode) {
   if (layout == H5D_CHUNKED) H5Pget_chunk(dcpl.get(), rank, chunk.data());
 
   Hid dapl(check_hid(H5Pcreate(H5P_DATASET_ACCESS), ctx));
+  if (layout == H5D_CHUNKED) c.chunk_rows = chunk[0];
   if (layout == H5D_CHUNKED) {
     std::size_t chunk_bytes = dtype_size(c.field.dtype);
     for (auto d : chunk) chunk_bytes *= d;
@@ -362,6 +364,8 @@ Hdf5Reader::~Hdf5Reader() {
 const Schema& Hdf5Reader::schema() const { return impl_->schema; }
 
 bool Hdf5Reader::reads_directly(std::size_t f) const { return impl_->columns.at(f).direct; }
+
+std::uint64_t Hdf5Reader::rows_per_chunk(std::size_t f) const { return impl_->columns.at(f).chunk_rows; }
 
 void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
   Hdf5Quiet quiet;

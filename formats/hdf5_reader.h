@@ -36,6 +36,8 @@ class Hdf5Reader final : public Reader {
 
   // Whether field `f` (in schema order) is read straight from the file.
   bool reads_directly(std::size_t f) const;
+  // Samples per chunk of field `f`; 0 when it is not chunked.
+  std::uint64_t rows_per_chunk(std::size_t f) const;
 
  private:
   struct Impl;

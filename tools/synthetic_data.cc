@@ -14,7 +14,7 @@ namespace {
 constexpr std::uint64_t kBlock = 1024;
 
 void fill_image(std::byte* out, std::size_t bytes, std::uint64_t index) {
-  detail::SplitMix64 rng(index * 0x9e3779b97f4a7c15ULL + 12345);
+  detail::SplitMix64 rng(detail::splitmix64_mix(index ^ 0x5eed5eed5eed5eedULL));  // unrelated streams per sample
   std::size_t k = 0;
   for (; k + 8 <= bytes; k += 8) {
     std::uint64_t v = rng.next();

@@ -1,0 +1,286 @@
+// h5-to-lmdb: converts an HDF5 dataset into stoker's LMDB layout (docs/lmdb-layout.md),
+// streaming, atomically, resumably, and optionally verified.
+//
+// Memory stays bounded whatever the input's size: one read block (~16 MiB of samples, whole
+// chunks), the records of one uncommitted transaction twice over (kept to replay it when the map
+// must grow, and LMDB's dirty pages on the heap; --commit-every and 32 MiB bound it), and HDF5's
+// chunk cache for compressed datasets (at most 64 MiB per field).
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "formats/hdf5_reader.h"
+#include "formats/lmdb_reader.h"
+#include "formats/lmdb_writer.h"
+#include "formats/schema_json.h"
+#include "stoker/digest.h"
+#include "stoker/error.h"
+#include "tools/progress.h"
+#include "util/posix_error.h"
+#include "util/unique_fd.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using stoker::Error;
+
+constexpr std::uint64_t kBlockBytes = 16u << 20;
+constexpr std::uint64_t kCommitBytes = 32u << 20;
+constexpr std::string_view kProgressKey = "progress";
+
+struct Args {
+  std::string input, output;
+  std::vector<std::string> fields;
+  std::uint64_t commit_every = 10000;
+  std::uint64_t map_size = 0;
+  bool resume = false, verify = false, force = false, quiet = false;
+};
+
+// What makes two runs the same conversion: the source file as it was, and the fields.
+json fingerprint(const std::string& input, const stoker::Schema& schema) {
+  struct stat st;
+  if (::stat(input.c_str(), &st) != 0) stoker::throw_errno(input);
+  json fields = json::array();
+  for (const auto& f : schema.fields) fields.push_back(f.describe());
+  return {{"source", fs::absolute(input).string()},
+          {"size", static_cast<std::uint64_t>(st.st_size)},
+          {"mtime_ns", static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+                           static_cast<std::uint64_t>(st.st_mtim.tv_nsec)},
+          {"num_samples", schema.num_samples},
+          {"fields", fields}};
+}
+
+std::string differences(const json& was, const json& now) {
+  std::vector<std::string> out;
+  for (auto& [k, v] : now.items()) {
+    if (!was.contains(k) || was[k] != v) {
+      out.push_back(fmt::format("{} was {}, now {}", k, was.contains(k) ? was[k].dump() : "unset", v.dump()));
+    }
+  }
+  return fmt::format("{}", fmt::join(out, "; "));
+}
+
+// Samples per read block: whole chunks of every field, about kBlockBytes.
+std::uint64_t block_rows(const stoker::formats::Hdf5Reader& r) {
+  std::uint64_t chunk = 1;
+  for (std::size_t f = 0; f < r.schema().fields.size(); ++f) chunk = std::lcm(chunk, std::max<std::uint64_t>(1, r.rows_per_chunk(f)));
+  std::uint64_t rows = std::max<std::uint64_t>(1, kBlockBytes / std::max<std::size_t>(1, r.schema().bytes_per_sample()));
+  rows = std::max(chunk, rows / chunk * chunk);
+  return std::min<std::uint64_t>(rows, r.schema().num_samples);
+}
+
+// Reads samples [start, start + n) of every field into `bufs`.
+void read_block(stoker::formats::Reader& r, std::uint64_t start, std::uint64_t n,
+                std::vector<std::vector<std::byte>>& bufs) {
+  std::vector<std::uint64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), start);
+  std::vector<std::byte*> dest;
+  for (std::size_t f = 0; f < bufs.size(); ++f) {
+    bufs[f].resize(n * r.schema().fields[f].bytes_per_sample());
+    dest.push_back(bufs[f].data());
+  }
+  r.read(idx, dest);
+}
+
+void fsync_dir(const std::string& dir) {
+  stoker::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd || ::fsync(fd.get()) != 0) stoker::throw_errno(dir + ": fsync");
+}
+
+// Moves `from` to `to` atomically, replacing `to` (a file, or an LMDB directory) when present.
+void move_into_place(const std::string& from, const std::string& to) {
+  if (fs::is_directory(to)) {
+    // rename(2) cannot replace a non-empty directory: exchange the two, then drop the old one.
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0) {
+      stoker::throw_errno(fmt::format("{}: replacing it with {}", to, from));
+    }
+    fs::remove_all(from);
+  } else if (::rename(from.c_str(), to.c_str()) != 0) {
+    stoker::throw_errno(fmt::format("{}: moving {} into place", to, from));
+  }
+  fsync_dir(fs::absolute(to).parent_path().string());
+}
+
+void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Reader& h5) {
+  stoker::formats::LmdbReader out(lmdb_path, {});
+  const stoker::Schema& schema = h5.schema();
+  if (!(out.schema() == schema)) throw Error(fmt::format("verify: {}: schema differs from {}'s", lmdb_path, a.input));
+  stoker::tools::Progress progress("verify", schema.num_samples, schema.bytes_per_sample(), a.quiet);
+  const std::uint64_t rows = block_rows(h5);
+  std::vector<std::vector<std::byte>> want(schema.fields.size()), got(schema.fields.size());
+  stoker::ContentDigest digest;
+  std::vector<std::byte> record(schema.bytes_per_sample());
+  for (std::uint64_t start = 0; start < schema.num_samples; start += rows) {
+    std::uint64_t n = std::min(rows, schema.num_samples - start);
+    read_block(h5, start, n, want);
+    read_block(out, start, n, got);
+    for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+      if (want[f] != got[f]) {
+        std::size_t b = schema.fields[f].bytes_per_sample();
+        std::uint64_t k = 0;
+        while (std::memcmp(want[f].data() + k * b, got[f].data() + k * b, b) == 0) ++k;
+        throw Error(fmt::format("verify: {}: sample {} field '{}' differs from {}", lmdb_path, start + k,
+                                schema.fields[f].name, a.input));
+      }
+    }
+    for (std::uint64_t k = 0; k < n; ++k) {
+      std::size_t off = 0;
+      for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+        std::size_t b = schema.fields[f].bytes_per_sample();
+        std::memcpy(record.data() + off, got[f].data() + k * b, b);
+        off += b;
+      }
+      digest.add(start + k, record);
+    }
+    progress.update(start + n);
+  }
+  progress.finish();
+  auto stored = stoker::formats::lmdb_stored_schema(lmdb_path);
+  if (stored.content_digest != digest.hex()) {
+    throw Error(fmt::format("verify: {}: stored content_digest {} but the content hashes to {}", lmdb_path,
+                            stored.content_digest.value_or("(none)"), digest.hex()));
+  }
+}
+
+void convert(const Args& a) {
+  const std::string partial = a.output + ".partial";
+  if (fs::exists(a.output) && !a.force) {
+    throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
+  }
+  stoker::formats::Hdf5Reader h5(a.input, a.fields, stoker::formats::Hdf5Path::automatic);
+  const stoker::Schema& schema = h5.schema();
+  const json fp = fingerprint(a.input, schema);
+
+  bool resuming = false;
+  if (fs::exists(partial)) {
+    if (a.resume) {
+      resuming = true;
+    } else if (a.force) {
+      fs::remove_all(partial);
+    } else {
+      throw Error(fmt::format("{}: an interrupted conversion is there; continue it with --resume or start over "
+                              "with --force",
+                              partial));
+    }
+  }
+
+  stoker::ContentDigest digest;
+  stoker::formats::LmdbWriteOptions wo;
+  wo.map_size = a.map_size;
+  wo.commit_records = a.commit_every;
+  wo.commit_bytes = kCommitBytes;
+  stoker::formats::LmdbWriter* writer_ptr = nullptr;
+  // The resume point commits in the same transaction as the records it counts.
+  wo.on_commit = [&](const auto& put) {
+    if (!writer_ptr) return;  // the writer's own first commit, before any sample
+    json p = {{"fingerprint", fp}, {"next_sample", writer_ptr->next_index()}, {"digest", digest.hex()}};
+    put(kProgressKey, p.dump());
+  };
+  stoker::formats::LmdbWriter writer(partial, schema, wo);
+  writer_ptr = &writer;
+  std::uint64_t start = writer.next_index();
+  if (resuming) {
+    auto text = writer.meta(kProgressKey);
+    if (!text) {
+      if (start != 0) throw Error(fmt::format("{}: has samples but no resume point; start over with --force", partial));
+    } else {
+      json p = json::parse(*text);
+      if (p["fingerprint"] != fp) {
+        throw Error(fmt::format("{}: was started from a different source or with different fields ({}); start over "
+                                "with --force",
+                                partial, differences(p["fingerprint"], fp)));
+      }
+      if (p["next_sample"].get<std::uint64_t>() != start) {
+        throw Error(fmt::format("{}: resume point {} does not match its {} samples; start over with --force", partial,
+                                p["next_sample"].get<std::uint64_t>(), start));
+      }
+      digest = stoker::ContentDigest(std::stoull(p["digest"].get<std::string>(), nullptr, 16));
+    }
+    if (!a.quiet) std::cerr << fmt::format("h5-to-lmdb: resuming {} at sample {}\n", partial, start);
+  }
+
+  stoker::tools::Progress progress(a.output, schema.num_samples, schema.bytes_per_sample(), a.quiet, start);
+  const std::uint64_t rows = block_rows(h5);
+  std::vector<std::vector<std::byte>> bufs(schema.fields.size());
+  std::vector<std::byte> record(schema.bytes_per_sample());
+  // Blocks stay aligned to chunks from sample 0, also when resuming mid-block.
+  for (std::uint64_t block = start / rows * rows; block < schema.num_samples; block += rows) {
+    std::uint64_t first = std::max(block, start);
+    std::uint64_t n = std::min(block + rows, schema.num_samples) - first;
+    read_block(h5, first, n, bufs);
+    for (std::uint64_t k = 0; k < n; ++k) {
+      std::size_t off = 0;
+      for (std::size_t f = 0; f < bufs.size(); ++f) {
+        std::size_t b = schema.fields[f].bytes_per_sample();
+        std::memcpy(record.data() + off, bufs[f].data() + k * b, b);
+        off += b;
+      }
+      digest.add(first + k, record);
+      writer.append(record.data());
+    }
+    progress.update(first + n);
+  }
+  writer.finish(digest.hex());
+  progress.finish();
+  const double seconds = progress.seconds();
+  writer_ptr = nullptr;
+  if (a.verify) verify(a, partial, h5);
+  move_into_place(partial, a.output);
+  if (!a.quiet) {
+    double mb = static_cast<double>(schema.num_samples * schema.bytes_per_sample()) / 1e6;
+    std::cerr << fmt::format("h5-to-lmdb: {} samples, {:.1f} MB in {:.2f} s ({:.1f} MB/s){} -> {} (content_digest {})\n",
+                             schema.num_samples - start, mb * static_cast<double>(schema.num_samples - start) /
+                                                             static_cast<double>(schema.num_samples),
+                             seconds, mb * static_cast<double>(schema.num_samples - start) /
+                                          static_cast<double>(schema.num_samples) / std::max(seconds, 1e-9),
+                             a.verify ? ", verified" : "", a.output, digest.hex());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{
+      "h5-to-lmdb: converts an HDF5 dataset into stoker's LMDB layout (docs/lmdb-layout.md), streaming with\n"
+      "bounded memory. OUTPUT appears only when complete: the work goes into OUTPUT.partial, which --resume\n"
+      "continues after an interruption.",
+      "h5-to-lmdb"};
+  app.add_option("INPUT", a.input, "HDF5 file to read")->required();
+  app.add_option("OUTPUT", a.output, "LMDB database file to write")->required();
+  app.add_option("--fields", a.fields, "Datasets to convert, in this order (default: every numeric root dataset, "
+                                       "alphabetical)")
+      ->delimiter(',');
+  app.add_option("--commit-every", a.commit_every, "Samples per transaction (also bounded to 32 MiB)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--map-size", a.map_size, "Initial LMDB map size (e.g. 4g; grows when full; default: estimated)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_flag("--resume", a.resume, "Continue an interrupted conversion of the same INPUT and fields");
+  app.add_flag("--verify", a.verify, "Re-read every sample of the output and compare it with INPUT");
+  app.add_flag("--force", a.force, "Replace an existing OUTPUT (atomically) or an interrupted conversion");
+  app.add_flag("--quiet", a.quiet, "No progress and no summary");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    convert(a);
+  } catch (const std::exception& e) {
+    std::cerr << "h5-to-lmdb: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
