@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <sys/statvfs.h>
+
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "formats/lmdb_env.h"
 #include "stoker/error.h"
+#include "util/posix_error.h"
 
 namespace stoker::formats {
 
@@ -59,6 +63,15 @@ bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
   }
   int rc = txn.try_commit();
   if (rc == MDB_MAP_FULL) return false;
+  if (rc == ENOSPC || rc == EIO) {
+    // LMDB reports a short write (a full disk) as EIO: say what the filesystem has left.
+    struct statvfs vfs;
+    std::string dir = std::filesystem::absolute(path).parent_path().string();
+    if (::statvfs(dir.c_str(), &vfs) == 0) {
+      check_mdb(rc, fmt::format("{}: commit ({} free in {}: is the disk full?)", path,
+                                format_bytes(static_cast<unsigned long long>(vfs.f_bavail) * vfs.f_frsize), dir));
+    }
+  }
   check_mdb(rc, path + ": commit");
   committed += pending_records();
   pending.clear();

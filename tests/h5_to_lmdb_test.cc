@@ -1,0 +1,246 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include "formats/lmdb_reader.h"
+#include "stoker/digest.h"
+#include "stoker/loader.h"
+#include "tests/run_process.h"
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kTool = STOKER_H5_TO_LMDB;
+
+RunResult convert(std::vector<std::string> args) {
+  args.insert(args.begin(), kTool);
+  return run_program(args);
+}
+
+// Every sample of the LMDB equals the generator's.
+void expect_lmdb_content(const std::string& path, const Schema& schema) {
+  formats::LmdbReader r(path, {});
+  ASSERT_EQ(r.schema(), schema);
+  std::vector<std::uint64_t> idx(schema.num_samples);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::vector<std::vector<std::byte>> bufs;
+  std::vector<std::byte*> dest;
+  for (const auto& f : schema.fields) bufs.emplace_back(schema.num_samples * f.bytes_per_sample());
+  for (auto& b : bufs) dest.push_back(b.data());
+  r.read(idx, dest);
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    const std::size_t b = schema.fields[f].bytes_per_sample();
+    for (std::uint64_t i = 0; i < schema.num_samples; ++i) {
+      auto want = expected_field(schema.fields[f], i);
+      ASSERT_EQ(0, std::memcmp(bufs[f].data() + i * b, want.data(), b)) << schema.fields[f].name << " " << i;
+    }
+  }
+}
+
+std::string loader_digest(const std::string& path) {
+  Options o;
+  o.source = path;
+  o.batch_size = 64;
+  o.num_workers = 1;
+  Loader loader(o);
+  ContentDigest d;
+  for (Batch& b : loader.epoch(0)) d.add(b);
+  return d.hex();
+}
+
+TEST(H5ToLmdb, RoundTripsEveryDtypeForEveryLayout) {
+  TempDir tmp;
+  Schema schema = all_dtypes_schema(777);
+  using L = formats::Hdf5WriteOptions::Layout;
+  for (auto [name, opts] : {std::pair{"contig", formats::Hdf5WriteOptions{L::contiguous, 0, 0}},
+                            {"chunked", formats::Hdf5WriteOptions{L::chunked, 50, 0}},
+                            {"gzip", formats::Hdf5WriteOptions{L::chunked, 64, 4}}}) {
+    SCOPED_TRACE(name);
+    const std::string in = tmp.path(std::string(name) + ".h5"), out = tmp.path(std::string(name) + ".lmdb");
+    write_hdf5(in, schema, opts);
+    RunResult r = convert({in, out, "--commit-every", "100", "--verify"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("777 samples"));
+    EXPECT_THAT(r.err, HasSubstr("verified"));
+    EXPECT_FALSE(fs::exists(out + ".partial"));
+    expect_lmdb_content(out, schema);
+    auto stored = formats::lmdb_stored_schema(out);
+    EXPECT_TRUE(stored.complete);
+    EXPECT_EQ(stored.content_digest, loader_digest(in));
+    EXPECT_EQ(loader_digest(out), loader_digest(in));
+  }
+}
+
+TEST(H5ToLmdb, SelectedFieldsKeepTheirOrder) {
+  TempDir tmp;
+  Schema schema = small_schema(100);
+  write_hdf5(tmp.path("in.h5"), schema, {});
+  RunResult r = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--fields", "weight,image", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  auto stored = formats::lmdb_stored_schema(tmp.path("out.lmdb"));
+  ASSERT_EQ(stored.schema.fields.size(), 2u);
+  EXPECT_EQ(stored.schema.fields[0].name, "weight");  // records in the selected order
+  Schema delivered = schema;  // a reader's default order is alphabetical
+  delivered.fields = {schema.fields[0], schema.fields[2]};
+  expect_lmdb_content(tmp.path("out.lmdb"), delivered);
+}
+
+TEST(H5ToLmdb, ATinyInitialMapGrowsInsteadOfFailing) {
+  TempDir tmp;
+  Schema schema = small_schema(3000);
+  write_hdf5(tmp.path("in.h5"), schema, {});
+  RunResult r = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--map-size", "65536", "--commit-every", "250"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_lmdb_content(tmp.path("out.lmdb"), schema);
+}
+
+TEST(H5ToLmdb, KilledMidwayLeavesNoOutputAndResumeCompletesIdentically) {
+  TempDir tmp;
+  Schema schema = small_schema(6000);
+  const std::string in = tmp.path("in.h5"), out = tmp.path("out.lmdb"), partial = out + ".partial";
+  write_hdf5(in, schema, {formats::Hdf5WriteOptions::Layout::chunked, 128, 0});
+  // One sample per synced transaction: slow enough to be killed part-way.
+  int pid = start_program({kTool, in, out, "--commit-every", "1"});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(fs::exists(partial) && fs::file_size(partial) > 64 * 1024) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(0, ::kill(pid, SIGKILL));
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFSIGNALED(st)) << "the conversion finished before it could be killed";
+  EXPECT_FALSE(fs::exists(out));
+  ASSERT_TRUE(fs::exists(partial));
+  // The loader refuses the partial database.
+  Options o;
+  o.source = partial;
+  try {
+    Loader loader(o);
+    FAIL() << "the loader accepted an incomplete database";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("incomplete"));
+  }
+  // Without --resume the tool refuses to clobber the partial work.
+  RunResult again = convert({in, out});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr("--resume"));
+  // A different field selection cannot resume it.
+  RunResult other = convert({in, out, "--resume", "--fields", "image"});
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_THAT(other.err, HasSubstr("different source or with different fields"));
+
+  RunResult resumed = convert({in, out, "--resume", "--verify"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.err, HasSubstr("resuming"));
+  EXPECT_FALSE(fs::exists(partial));
+  expect_lmdb_content(out, schema);
+
+  RunResult fresh = convert({in, tmp.path("fresh.lmdb"), "--quiet"});
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_EQ(formats::lmdb_stored_schema(out).content_digest, formats::lmdb_stored_schema(tmp.path("fresh.lmdb")).content_digest);
+  EXPECT_EQ(formats::lmdb_stored_schema(out).content_digest, loader_digest(in));
+}
+
+TEST(H5ToLmdb, ForceReplacesAFileOrAnLmdbDirectoryAtomically) {
+  TempDir tmp;
+  Schema schema = small_schema(50);
+  write_hdf5(tmp.path("in.h5"), schema, {});
+  { std::ofstream(tmp.path("out.lmdb")) << "old"; }
+  RunResult refused = convert({tmp.path("in.h5"), tmp.path("out.lmdb")});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("out.lmdb: already exists; use --force"));
+  RunResult forced = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--force", "--quiet"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  expect_lmdb_content(tmp.path("out.lmdb"), schema);
+
+  fs::create_directories(tmp.path("dir.lmdb"));
+  write_lmdb(tmp.path("dir.lmdb") + "/data.mdb", small_schema(7));
+  RunResult dir = convert({tmp.path("in.h5"), tmp.path("dir.lmdb"), "--force", "--quiet"});
+  ASSERT_EQ(dir.exit_code, 0) << dir.err;
+  EXPECT_TRUE(fs::is_regular_file(tmp.path("dir.lmdb")));
+  expect_lmdb_content(tmp.path("dir.lmdb"), schema);
+  EXPECT_FALSE(fs::exists(tmp.path("dir.lmdb.partial")));
+}
+
+TEST(H5ToLmdb, BadInputsGiveTheirMessageAndExitCode) {
+  TempDir tmp;
+  const std::string out = tmp.path("out.lmdb");
+  RunResult missing = convert({tmp.path("missing.h5"), out});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("h5-to-lmdb: " + tmp.path("missing.h5") + ": No such file"));
+
+  { std::ofstream(tmp.path("text.h5")) << "not hdf5"; }
+  RunResult text = convert({tmp.path("text.h5"), out});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_THAT(text.err, HasSubstr("not an HDF5 file"));
+
+  auto make = [&](const std::string& name, hid_t type1, hsize_t n1, hid_t type2, hsize_t n2) {
+    hid_t f = H5Fcreate(tmp.path(name).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t d1[1] = {n1}, d2[1] = {n2};
+    hid_t s1 = H5Screate_simple(1, d1, nullptr), s2 = H5Screate_simple(1, d2, nullptr);
+    H5Dclose(H5Dcreate2(f, "count", type1, s1, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Dclose(H5Dcreate2(f, "label", type2, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Sclose(s1);
+    H5Sclose(s2);
+    H5Fclose(f);
+  };
+  make("u32.h5", H5T_STD_U32LE, 10, H5T_STD_I64LE, 10);
+  RunResult u32 = convert({tmp.path("u32.h5"), out});
+  EXPECT_EQ(u32.exit_code, 1);
+  EXPECT_THAT(u32.err, HasSubstr("u32.h5: dataset 'count': unsupported dtype (unsigned 32-bit integer)"));
+
+  make("n.h5", H5T_STD_I32LE, 10, H5T_STD_I64LE, 12);
+  RunResult n = convert({tmp.path("n.h5"), out});
+  EXPECT_EQ(n.exit_code, 1);
+  EXPECT_THAT(n.err, HasSubstr("different numbers of samples"));
+  EXPECT_FALSE(fs::exists(out));
+
+  RunResult usage = convert({"--no-such-flag"});
+  EXPECT_EQ(usage.exit_code, 2);
+  RunResult help = convert({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--resume"));
+}
+
+TEST(H5ToLmdb, AFullDiskIsAnErrorNotACrash) {
+  TempDir tmp;
+  Schema schema = small_schema(60000);  // ~4.6 MB of records
+  write_hdf5(tmp.path("in.h5"), schema, {});
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(60);
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(77);
+    fs::create_directories(tmp.path("small"));
+    if (::mount("tmpfs", tmp.path("small").c_str(), "tmpfs", 0, "size=1m") != 0) ::_exit(77);
+    RunResult r = convert({tmp.path("in.h5"), tmp.path("small") + "/out.lmdb", "--quiet"});
+    std::fprintf(stderr, "exit %d: %s\n", r.exit_code, r.err.c_str());
+    bool ok = r.exit_code == 1 && r.err.find("is the disk full?") != std::string::npos &&
+              !fs::exists(tmp.path("small") + "/out.lmdb");
+    ::_exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) GTEST_SKIP() << "mount namespaces are not permitted here";
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+}  // namespace
+}  // namespace stoker::test
