@@ -230,7 +230,11 @@ int main(int argc, char** argv) {
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
   app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
       ->check(CLI::PositiveNumber)->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // usage errors exit 2, runtime errors 1
+  }
 
   try {
     if (args.device != "cpu") {

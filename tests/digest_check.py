@@ -1,0 +1,71 @@
+"""Checks loader-bench's digests against an independent computation (h5py + xxhash + numpy).
+
+usage: digest_check.py LOADER_BENCH SCRATCH_DIR
+Writes an HDF5 file with h5py, then compares loader-bench --digest with docs/digest.md and
+docs/sampler.md implemented here from scratch.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import xxhash
+
+M = (1 << 64) - 1
+
+
+def mix(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+
+
+def permutation(n, seed, epoch):
+    p, state = list(range(n)), mix(mix(seed) ^ epoch)
+    for i in range(n - 1, 0, -1):
+        state = (state + 0x9E3779B97F4A7C15) & M
+        j = (mix(state) * (i + 1)) >> 64
+        p[i], p[j] = p[j], p[i]
+    return p
+
+
+def main():
+    bench, scratch = sys.argv[1], sys.argv[2]
+    os.makedirs(scratch, exist_ok=True)
+    path = os.path.join(scratch, "py.h5")
+    rng = np.random.default_rng(7)
+    n = 500
+    arrays = {  # alphabetical: the default field order
+        "a_image": rng.integers(0, 256, size=(n, 3, 4, 4), dtype=np.uint8),
+        "b_label": rng.integers(-(2**40), 2**40, size=(n,), dtype=np.int64),
+        "c_half": rng.standard_normal(size=(n, 5)).astype(np.float16),
+        "d_big_endian": rng.integers(-1000, 1000, size=(n, 2)).astype(">i4"),
+    }
+    with h5py.File(path, "w") as f:
+        for name, a in arrays.items():
+            f.create_dataset(name, data=a, chunks=(32,) + a.shape[1:])
+
+    seed, epoch = 11, 0
+    order = permutation(n, seed, epoch)
+    total = 0
+    for i in range(n):
+        b = b"".join(np.ascontiguousarray(a[i]).astype(a.dtype.newbyteorder("<")).tobytes() for a in arrays.values())
+        total = (total + xxhash.xxh64_intdigest(b, seed=i)) % 2**64
+    want_content = f"{total:016x}"
+    want_order = f"{xxhash.xxh64_intdigest(np.asarray(order, dtype='<u8').tobytes(), seed=0):016x}"
+
+    out = subprocess.run([bench, "--data", path, "--shuffle", "--seed", str(seed), "--workers", "2",
+                          "--batch-size", "64", "--epochs", "1", "--digest", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    got = json.loads(out.splitlines()[0])
+    ok = got["content_digest"] == want_content and got["order_digest"] == want_order
+    print(f"content_digest: loader-bench {got['content_digest']}, python {want_content}")
+    print(f"order_digest:   loader-bench {got['order_digest']}, python {want_order}")
+    print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
