@@ -43,6 +43,7 @@ struct Args {
   bool digest = false;
   std::string make_data;
   std::uint64_t demo_samples = 100000;
+  std::uint64_t max_batches = 0;
 };
 
 double process_cpu_seconds() {
@@ -91,6 +92,7 @@ EpochResult run_epoch(Loader& loader, int epoch, const Args& args) {
       order.add(*b);
     }
     if (args.step_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.step_ms));
+    if (args.max_batches && r.batches >= args.max_batches) break;
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.wait_p50_ms = percentile(waits, 0.5);
@@ -228,6 +230,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
+  app.add_option("--max-batches", args.max_batches, "Stop each epoch after N batches (0: the whole epoch)");
   app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
       ->check(CLI::PositiveNumber)->capture_default_str();
   try {

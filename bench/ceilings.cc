@@ -1,0 +1,118 @@
+// stoker-ceilings: the physical limits stoker's throughput is judged against, measured in the
+// same run as the comparison.
+//   --memcpy            single-core memcpy bandwidth from a page-cache-sized buffer into a reused one
+//   --lmdb PATH         random mdb_get + memcpy into a reused buffer, in --procs concurrent processes
+// Prints one JSON object.
+#include <fmt/format.h>
+#include <lmdb.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "formats/lmdb_env.h"
+#include "formats/lmdb_reader.h"
+#include "loader/sampler.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double memcpy_gb_per_s() {
+  const std::size_t src_bytes = 512u << 20, chunk = 4u << 20;  // a source larger than any cache
+  std::vector<char> src(src_bytes, 1), dst(chunk);
+  for (std::size_t i = 0; i < src_bytes; i += 4096) src[i] = static_cast<char>(i);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    for (std::size_t off = 0; off < src_bytes; off += chunk) {
+      std::memcpy(dst.data(), src.data() + off, chunk);
+      asm volatile("" : : "r"(dst.data()) : "memory");
+    }
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(src_bytes) / s / 1e9);
+  }
+  return best;
+}
+
+// Random gets for `seconds` in this process; returns samples read.
+std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t seed) {
+  auto stored = stoker::formats::lmdb_stored_schema(path);
+  const std::uint64_t n = stored.schema.num_samples;
+  stoker::formats::LmdbEnv env;
+  mdb_env_set_maxdbs(env.get(), 4);
+  stoker::formats::check_mdb(
+      mdb_env_open(env.get(), path.c_str(), MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK | MDB_NORDAHEAD | MDB_NOTLS, 0644), path);
+  MDB_txn* txn;
+  stoker::formats::check_mdb(mdb_txn_begin(env.get(), nullptr, MDB_RDONLY, &txn), path);
+  MDB_dbi dbi;
+  stoker::formats::check_mdb(mdb_dbi_open(txn, stoker::formats::kSamplesDb, 0, &dbi), path);
+  std::vector<char> buf(stored.schema.bytes_per_sample());
+  stoker::detail::SplitMix64 rng(seed);
+  std::uint64_t count = 0;
+  auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < deadline) {
+    for (int k = 0; k < 256; ++k, ++count) {
+      unsigned char key[8];
+      stoker::formats::encode_key(rng.next() % n, key);
+      MDB_val kv{8, key}, v;
+      if (mdb_get(txn, dbi, &kv, &v) != 0) return count;
+      std::memcpy(buf.data(), v.mv_data, std::min(v.mv_size, buf.size()));
+    }
+  }
+  mdb_txn_abort(txn);
+  return count;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"stoker-ceilings: physical limits measured in this run (JSON)", "stoker-ceilings"};
+  bool memcpy_flag = false;
+  std::string lmdb;
+  int procs = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  double seconds = 2;
+  app.add_flag("--memcpy", memcpy_flag, "Measure single-core memcpy bandwidth");
+  app.add_option("--lmdb", lmdb, "Measure random mdb_get + memcpy on this stoker LMDB database");
+  app.add_option("--procs", procs, "Concurrent processes for --lmdb")->capture_default_str();
+  app.add_option("--seconds", seconds, "Duration of the --lmdb loop")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  nlohmann::json out;
+  try {
+    if (memcpy_flag) out["memcpy_gb_per_s"] = memcpy_gb_per_s();
+    if (!lmdb.empty()) {
+      int fds[2];
+      if (::pipe(fds) != 0) throw std::runtime_error("pipe");
+      for (int p = 0; p < procs; ++p) {
+        if (::fork() == 0) {
+          std::uint64_t c = lmdb_loop(lmdb, seconds, static_cast<std::uint64_t>(p) + 1);
+          (void)!::write(fds[1], &c, sizeof c);
+          ::_exit(0);
+        }
+      }
+      std::uint64_t total = 0;
+      for (int p = 0; p < procs; ++p) {
+        std::uint64_t c = 0;
+        if (::read(fds[0], &c, sizeof c) == sizeof c) total += c;
+      }
+      while (::wait(nullptr) > 0) {
+      }
+      auto stored = stoker::formats::lmdb_stored_schema(lmdb);
+      double sps = static_cast<double>(total) / seconds;
+      out["lmdb_procs"] = procs;
+      out["lmdb_samples_per_s"] = sps;
+      out["lmdb_mb_per_s"] = sps * static_cast<double>(stored.schema.bytes_per_sample()) / 1e6;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "stoker-ceilings: " << e.what() << std::endl;
+    return 1;
+  }
+  std::cout << out.dump() << std::endl;
+  return 0;
+}

@@ -1,0 +1,153 @@
+// Microbenchmarks of stoker's building blocks, each next to its baseline.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+#include "formats/hdf5_reader.h"
+#include "formats/lmdb_env.h"
+#include "formats/lmdb_reader.h"
+#include "loader/sampler.h"
+#include "loader/segment_layout.h"
+#include "loader/shm_segment.h"
+#include "tools/synthetic_data.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using stoker::formats::Hdf5WriteOptions;
+
+// Small datasets (20k samples of 3 KB), made once per run in a scratch directory.
+struct Data {
+  fs::path dir = fs::temp_directory_path() / ("stoker-micro-" + std::to_string(::getpid()));
+  stoker::Schema schema = stoker::tools::image_schema(20000, 32);
+  Data() {
+    fs::create_directories(dir);
+    stoker::tools::write_synthetic_lmdb(path("d.lmdb"), schema);
+    stoker::tools::write_synthetic_hdf5(path("contig.h5"), schema, {Hdf5WriteOptions::Layout::contiguous, 0, 0});
+    stoker::tools::write_synthetic_hdf5(path("chunked.h5"), schema, {Hdf5WriteOptions::Layout::chunked, 256, 0});
+  }
+  ~Data() { fs::remove_all(dir); }
+  std::string path(const char* name) const { return (dir / name).string(); }
+};
+
+const Data& data() {
+  static Data d;
+  return d;
+}
+
+std::vector<std::uint64_t> random_batch(std::size_t n, std::uint64_t total, std::uint64_t seed) {
+  stoker::detail::SplitMix64 rng(seed);
+  std::vector<std::uint64_t> v(n);
+  for (auto& i : v) i = rng.next() % total;
+  return v;
+}
+
+void BM_RingPublishConsume(benchmark::State& state) {
+  alignas(64) std::byte counters[128], items[64 * 4];
+  stoker::detail::SlotRing ring(counters, items, 64);
+  ring.initialize();
+  std::uint32_t v = 0;
+  for (auto _ : state) {
+    ring.push(v);
+    ring.pop(v);
+    benchmark::DoNotOptimize(v);
+  }
+}
+BENCHMARK(BM_RingPublishConsume);
+
+// The ceiling for stoker's LMDB reads: mdb_get + memcpy into a reused buffer.
+void BM_LmdbRawGetMemcpy(benchmark::State& state) {
+  const std::string path = data().path("d.lmdb");
+  stoker::formats::LmdbEnv env;
+  mdb_env_set_maxdbs(env.get(), 4);
+  mdb_env_open(env.get(), path.c_str(), MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK | MDB_NORDAHEAD, 0644);
+  MDB_txn* txn;
+  mdb_txn_begin(env.get(), nullptr, MDB_RDONLY, &txn);
+  MDB_dbi dbi;
+  mdb_dbi_open(txn, stoker::formats::kSamplesDb, 0, &dbi);
+  std::vector<char> buf(data().schema.bytes_per_sample() * 256);
+  std::uint64_t seed = 1;
+  for (auto _ : state) {
+    auto idx = random_batch(256, data().schema.num_samples, seed++);
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      unsigned char key[8];
+      stoker::formats::encode_key(idx[k], key);
+      MDB_val kv{8, key}, v;
+      mdb_get(txn, dbi, &kv, &v);
+      std::memcpy(buf.data() + k * v.mv_size, v.mv_data, v.mv_size);
+    }
+  }
+  mdb_txn_abort(txn);
+  state.SetItemsProcessed(state.iterations() * 256);
+  state.SetBytesProcessed(state.iterations() * 256 * static_cast<std::int64_t>(data().schema.bytes_per_sample()));
+}
+BENCHMARK(BM_LmdbRawGetMemcpy);
+
+void read_batches(benchmark::State& state, stoker::formats::Reader& r) {
+  std::vector<std::vector<std::byte>> bufs;
+  std::vector<std::byte*> dest;
+  for (const auto& f : r.schema().fields) bufs.emplace_back(256 * f.bytes_per_sample());
+  for (auto& b : bufs) dest.push_back(b.data());
+  std::uint64_t seed = 1;
+  for (auto _ : state) r.read(random_batch(256, r.schema().num_samples, seed++), dest);
+  state.SetItemsProcessed(state.iterations() * 256);
+  state.SetBytesProcessed(state.iterations() * 256 * static_cast<std::int64_t>(r.schema().bytes_per_sample()));
+}
+
+void BM_StokerLmdbBatch(benchmark::State& state) {
+  stoker::formats::LmdbReader r(data().path("d.lmdb"), {});
+  read_batches(state, r);
+}
+BENCHMARK(BM_StokerLmdbBatch);
+
+void BM_Hdf5Batch(benchmark::State& state, const char* file, stoker::formats::Hdf5Path mode) {
+  stoker::formats::Hdf5Reader r(data().path(file), {}, mode);
+  read_batches(state, r);
+}
+BENCHMARK_CAPTURE(BM_Hdf5Batch, contiguous_direct, "contig.h5", stoker::formats::Hdf5Path::automatic);
+BENCHMARK_CAPTURE(BM_Hdf5Batch, chunked_direct, "chunked.h5", stoker::formats::Hdf5Path::automatic);
+BENCHMARK_CAPTURE(BM_Hdf5Batch, contiguous_hdf5, "contig.h5", stoker::formats::Hdf5Path::hdf5_only);
+BENCHMARK_CAPTURE(BM_Hdf5Batch, chunked_hdf5, "chunked.h5", stoker::formats::Hdf5Path::hdf5_only);
+
+// Writing a batch into reused, pre-faulted shared memory (stoker) against a fresh segment per
+// batch (what a per-batch shm allocation costs).
+constexpr std::size_t kBatchBytes = 8u << 20;
+
+void BM_MemcpyIntoPrefaultedShm(benchmark::State& state) {
+  auto seg = stoker::detail::ShmSegment::try_create_shared(kBatchBytes);
+  std::vector<char> src(kBatchBytes, 3);
+  for (auto _ : state) {
+    std::memcpy(seg->data(), src.data(), kBatchBytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kBatchBytes));
+}
+BENCHMARK(BM_MemcpyIntoPrefaultedShm);
+
+void BM_MemcpyIntoFreshShm(benchmark::State& state) {
+  std::vector<char> src(kBatchBytes, 3);
+  for (auto _ : state) {
+    std::string name = "/stoker-micro-" + std::to_string(::getpid());
+    int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ::shm_unlink(name.c_str());
+    if (fd < 0 || ::ftruncate(fd, kBatchBytes) != 0) state.SkipWithError("shm_open");
+    void* p = ::mmap(nullptr, kBatchBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    std::memcpy(p, src.data(), kBatchBytes);
+    benchmark::ClobberMemory();
+    ::munmap(p, kBatchBytes);
+    ::close(fd);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kBatchBytes));
+}
+BENCHMARK(BM_MemcpyIntoFreshShm);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,128 @@
+"""PyTorch's DataLoader over the same HDF5 / LMDB files, written the way its documentation
+recommends: the file or environment is opened lazily, once per worker process, samples are read
+one at a time in __getitem__, and batches are made by default_collate. h5py is used with its
+defaults, as users usually do.
+
+usage: pytorch_dataloader.py --data PATH [--format auto|hdf5|lmdb] [--batch-size N] [--workers N]
+                             [--shuffle] [--seed S] [--epochs E] [--max-batches N] [--json]
+Prints one line (or JSON object) per epoch: samples, seconds, samples/s, MB/s.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+def detect(path):
+    if os.path.isdir(path):
+        return "lmdb"
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return "hdf5" if head == b"\x89HDF\r\n\x1a\n" else "lmdb"
+
+
+class H5Dataset(Dataset):
+    def __init__(self, path):
+        import h5py
+        self.path = path
+        with h5py.File(path, "r") as f:
+            self.names = sorted(k for k, v in f.items() if isinstance(v, h5py.Dataset) and v.dtype.kind in "iuf")
+            self.n = f[self.names[0]].shape[0]
+        self.file = None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.file is None:  # opened lazily, in the worker that uses it
+            import h5py
+            self.file = h5py.File(self.path, "r")
+        return {name: torch.from_numpy(np.asarray(self.file[name][i])) for name in self.names}
+
+
+class LmdbDataset(Dataset):
+    def __init__(self, path):
+        self.path = path
+        env = self._open()
+        with env.begin() as txn:
+            meta = env.open_db(b"stoker", txn=txn, create=False)
+            schema = json.loads(bytes(txn.get(b"schema", db=meta)))
+        env.close()
+        self.n = schema["num_samples"]
+        self.fields = []
+        offset = 0
+        for f in schema["fields"]:
+            dtype = np.dtype({"u8": "u1", "i8": "i1", "u16": "<u2", "i16": "<i2", "i32": "<i4", "i64": "<i8",
+                              "f16": "<f2", "f32": "<f4", "f64": "<f8"}[f["dtype"]])
+            count = int(np.prod(f["shape"])) if f["shape"] else 1
+            self.fields.append((f["name"], dtype, tuple(f["shape"]), offset, count))
+            offset += count * dtype.itemsize
+        self.fields.sort()
+        self.env = None
+
+    def _open(self):
+        import lmdb
+        return lmdb.open(self.path, subdir=os.path.isdir(self.path), readonly=True, lock=False,
+                         readahead=False, meminit=False, max_dbs=2)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.env is None:  # opened lazily, in the worker that uses it
+            self.env = self._open()
+            self.db = self.env.open_db(b"samples", create=False)
+        with self.env.begin(db=self.db, buffers=True) as txn:
+            value = txn.get(int(i).to_bytes(8, "big"))
+            out = {}
+            for name, dtype, shape, offset, count in self.fields:
+                a = np.frombuffer(value, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
+                out[name] = torch.from_numpy(a)
+            return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True)
+    p.add_argument("--format", default="auto", choices=["auto", "hdf5", "lmdb"])
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--shuffle", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--max-batches", type=int, default=0, help="stop each epoch after N batches (0: all)")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+
+    fmt = detect(a.data) if a.format == "auto" else a.format
+    ds = H5Dataset(a.data) if fmt == "hdf5" else LmdbDataset(a.data)
+    torch.manual_seed(a.seed)
+    loader = DataLoader(ds, batch_size=a.batch_size, shuffle=a.shuffle, num_workers=a.workers,
+                        persistent_workers=a.workers > 0)
+    for epoch in range(a.epochs):
+        samples = nbytes = batches = 0
+        t0 = time.perf_counter()
+        for batch in loader:
+            batches += 1
+            samples += next(iter(batch.values())).shape[0]
+            nbytes += sum(t.numel() * t.element_size() for t in batch.values())
+            if a.max_batches and batches >= a.max_batches:
+                break
+        seconds = time.perf_counter() - t0
+        row = {"epoch": epoch, "samples": samples, "batches": batches, "seconds": seconds,
+               "samples_per_s": samples / seconds, "mb_per_s": nbytes / seconds / 1e6, "workers": a.workers}
+        if a.json:
+            print(json.dumps(row), flush=True)
+        else:
+            print(f"epoch {epoch}: {samples} samples in {seconds:.3f} s, {row['samples_per_s']:.0f} samples/s, "
+                  f"{row['mb_per_s']:.1f} MB/s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
