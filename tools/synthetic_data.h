@@ -1,5 +1,5 @@
 // Synthetic image-classification datasets for benchmarks and demos: `image` u8[3,H,W] of
-// pseudo-random bytes (incompressible, like real photos' residue) and `label` i64 = index % 1000,
+// noisy levels (deflate halves them, as it does decoded photos) and `label` i64 = index % 1000,
 // written as HDF5 and/or LMDB in blocks so that memory stays small whatever the size.
 #pragma once
 
