@@ -323,3 +323,39 @@ TEST(DetectFormat, TellsHdf5FromLmdbAndRefusesOthers) {
 
 }  // namespace
 }  // namespace stoker::test
+
+namespace stoker::test {
+namespace {
+
+long rss_anon_kb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::stol(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(Hdf5Reader, CompressedChunkCacheStaysBoundedUnderRandomReads) {
+  TempDir tmp;
+  Schema schema;
+  schema.num_samples = 20000;
+  schema.fields = {{"image", FieldKind::fixed, DType::u8, {3, 32, 32}}};  // 60 MB raw, 192 KiB chunks
+  write_hdf5(tmp.path("gz.h5"), schema, {formats::Hdf5WriteOptions::Layout::chunked, 64, 1});
+  formats::Hdf5Reader r(tmp.path("gz.h5"), {}, formats::Hdf5Path::automatic);
+  std::vector<std::byte> out(3072);
+  std::byte* dest[1] = {out.data()};
+  const long before = rss_anon_kb();
+  std::uint64_t state = 99;
+  for (int k = 0; k < 600; ++k) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::uint64_t i = (state >> 33) % schema.num_samples;
+    r.read({&i, 1}, dest);
+    auto want = expected_field(schema.fields[0], i);
+    ASSERT_EQ(0, std::memcmp(out.data(), want.data(), want.size())) << i;
+  }
+  // Unbounded, the cache would hold most of the 60 MB inflated; bounded it holds 8 chunks.
+  EXPECT_LT(rss_anon_kb() - before, 16 * 1024);
+}
+
+}  // namespace
+}  // namespace stoker::test
