@@ -8,8 +8,10 @@
 namespace stoker {
 
 Batch::Batch(Batch&& other) noexcept
-    : pool_(std::move(other.pool_)),
+    : owner_(std::move(other.owner_)),
       slot_(other.slot_),
+      device_(other.device_),
+      ready_event_(std::exchange(other.ready_event_, nullptr)),
       epoch_(other.epoch_),
       index_(other.index_),
       indices_(std::exchange(other.indices_, {})),
@@ -18,8 +20,10 @@ Batch::Batch(Batch&& other) noexcept
 Batch& Batch::operator=(Batch&& other) noexcept {
   if (this != &other) {
     release();
-    pool_ = std::move(other.pool_);
+    owner_ = std::move(other.owner_);
     slot_ = other.slot_;
+    device_ = other.device_;
+    ready_event_ = std::exchange(other.ready_event_, nullptr);
     epoch_ = other.epoch_;
     index_ = other.index_;
     indices_ = std::exchange(other.indices_, {});
@@ -31,12 +35,21 @@ Batch& Batch::operator=(Batch&& other) noexcept {
 Batch::~Batch() { release(); }
 
 void Batch::release() noexcept {
-  if (pool_) {
-    pool_->release(slot_);
-    pool_.reset();
+  if (owner_) {
+    owner_->release(slot_);
+    owner_.reset();
   }
   indices_ = {};
   fields_.clear();
+  ready_event_ = nullptr;
+}
+
+void Batch::ready_on(void* stream) {
+  if (owner_) owner_->ready_on(slot_, stream);
+}
+
+void Batch::record_stream(void* stream) {
+  if (owner_) owner_->record_stream(slot_, stream);
 }
 
 const FieldView& Batch::field(std::string_view name) const {
@@ -45,7 +58,7 @@ const FieldView& Batch::field(std::string_view name) const {
   }
   std::vector<std::string_view> names;
   for (const auto& f : fields_) names.push_back(f.name);
-  if (!pool_) throw Error(fmt::format("batch: no field '{}': the batch is empty (moved from or released)", name));
+  if (!owner_) throw Error(fmt::format("batch: no field '{}': the batch is empty (moved from or released)", name));
   throw Error(fmt::format("batch: no field '{}' (fields: {})", name, fmt::join(names, ", ")));
 }
 
@@ -98,7 +111,7 @@ Batch SlotPool::make_batch(std::uint32_t s) {
     std::lock_guard lock(mu_);
     held_[s] = true;
   }
-  b.pool_ = shared_from_this();
+  b.owner_ = shared_from_this();
   return b;
 }
 

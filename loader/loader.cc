@@ -18,9 +18,11 @@
 #include <csignal>
 #include <cmath>
 #include <iostream>
+#include <mutex>
 #include <ostream>
 
 #include "formats/reader.h"
+#include "loader/device_feeder.h"
 #include "loader/fork_server.h"
 #include "loader/sampler.h"
 #include "loader/shm_budget.h"
@@ -66,17 +68,31 @@ void validate(const Options& o) {
     throw Error(fmt::format("options: shm_fraction {} is outside (0, 0.5]", o.shm_fraction));
   }
   if (o.batch_size > (1u << 24)) throw Error(fmt::format("options: batch_size {} is too large", o.batch_size));
+  if (o.device.staged() && o.prefetch_to_device == 0) {
+    throw Error("options: prefetch_to_device is 0; it must be at least 1");
+  }
 }
 
 }  // namespace
 
-class LoaderImpl {
+class LoaderImpl final : public HostSource {
  public:
   explicit LoaderImpl(Options options);
-  ~LoaderImpl();
+  ~LoaderImpl() override;
 
-  std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch);
-  std::optional<Batch> next(std::uint64_t generation);
+  std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch) {
+    return feeder_ ? feeder_->start_epoch(epoch, start_batch) : start_host_epoch(epoch, start_batch);
+  }
+  std::optional<Batch> next(std::uint64_t generation) {
+    return feeder_ ? feeder_->next(generation) : next_host(generation);
+  }
+
+  // HostSource: the shared-memory pipeline (the staging thread's, when there is one).
+  std::uint64_t start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch) override;
+  std::optional<Batch> next_host(std::uint64_t generation) override;
+  std::byte* slot_memory() const override { return pool_->segment().data(); }
+  std::size_t slot_memory_bytes() const override { return pool_->segment().size(); }
+  std::uint32_t depth() const override { return depth_; }
 
   const Options& options() const { return opt_; }
   const Schema& schema() const { return schema_; }
@@ -95,6 +111,8 @@ class LoaderImpl {
 
   void create_shared_pool(const SegmentLayout& layout);
   void start_workers();
+  // Sends every worker the stop sentinel and shuts the fork server down (idempotent).
+  void stop_workers() noexcept;
   void warn(const std::string& message) const;
   void prepare_slot(std::uint32_t s, std::uint64_t batch);
   void dispatch();
@@ -129,7 +147,9 @@ class LoaderImpl {
   std::vector<Task> tasks_;
   std::vector<std::uint32_t> outstanding_;  // per worker
   std::optional<std::string> broken_;
+  mutable std::mutex stats_mu_;  // stats_ is written by the staging thread, read by the user's
   Stats stats_;
+  std::unique_ptr<DeviceFeeder> feeder_;  // staged devices; started last, stopped first
 };
 
 LoaderImpl::LoaderImpl(Options options)
@@ -161,6 +181,15 @@ LoaderImpl::LoaderImpl(Options options)
   stats_.workers = num_workers_;
   stats_.depth = depth_;
   stats_.shm_bytes = pool_->segment().shared() ? pool_->segment().size() : 0;
+  // Threads (ours, and the CUDA driver's) start only now, after the fork server.
+  if (opt_.device.staged()) {
+    try {
+      feeder_ = std::make_unique<DeviceFeeder>(opt_, schema_, *this);
+    } catch (...) {
+      stop_workers();  // the destructor does not run for a constructor that throws
+      throw;
+    }
+  }
 }
 
 void LoaderImpl::warn(const std::string& message) const {
@@ -235,12 +264,18 @@ void LoaderImpl::start_workers() {
 }
 
 LoaderImpl::~LoaderImpl() {
+  feeder_.reset();  // its thread draws from the workers
+  stop_workers();
+}
+
+void LoaderImpl::stop_workers() noexcept {
   if (!server_) return;
   for (std::uint32_t w = 0; w < num_workers_; ++w) {
     pool_->view().channel(w).tasks.push(kStopWorker);  // a full ring: the server kills it after the grace
     signal_eventfd(task_events_[w].get());
   }
   server_->shutdown(opt_.shutdown_grace);
+  server_.reset();
 }
 
 void LoaderImpl::prepare_slot(std::uint32_t s, std::uint64_t batch) {
@@ -358,7 +393,7 @@ void LoaderImpl::drain_in_flight() {
   }
 }
 
-std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_batch) {
+std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch) {
   if (broken_) throw Error(*broken_);
   if (server_) drain_in_flight();
   if (start_batch > sampler_.batches_per_epoch()) {
@@ -391,14 +426,17 @@ Batch LoaderImpl::take(std::uint32_t s) {
     if (server_) dispatch();
     throw Error(message);
   }
-  stats_.batches += 1;
-  stats_.samples += h.num_samples;
-  stats_.bytes += h.num_samples * schema_.bytes_per_sample();
-  stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.batches += 1;
+    stats_.samples += h.num_samples;
+    stats_.bytes += h.num_samples * schema_.bytes_per_sample();
+    stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
+  }
   return pool_->make_batch(s);
 }
 
-std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
+std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
   if (generation != generation_) {
     throw Error("stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
   }
@@ -410,7 +448,10 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
     if (!s) throw_held();
     prepare_slot(*s, rcvd_idx_++);
     fill_slot(pool_->view(), *s, *inline_reader_, "stoker");
-    stats_.wait_seconds += seconds_since(t0);
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.wait_seconds += seconds_since(t0);
+    }
     return take(*s);
   }
   check_exits();  // a dead worker is reported at once, not only when its batch is due
@@ -420,14 +461,22 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
   const Task task = tasks_[rcvd_idx_ % depth_];
   --outstanding_[task.worker];
   ++rcvd_idx_;
-  stats_.wait_seconds += seconds_since(t0);
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.wait_seconds += seconds_since(t0);
+  }
   Batch b = take(task.slot);
   dispatch();
   return b;
 }
 
 Stats LoaderImpl::stats() const {
-  Stats s = stats_;
+  Stats s;
+  {
+    std::lock_guard lock(stats_mu_);
+    s = stats_;
+  }
+  if (feeder_) feeder_->add_stats(s);
   if (server_) {
     for (std::uint32_t w = 0; w < num_workers_; ++w) {
       s.worker_cpu_seconds += static_cast<double>(pool_->view().channel(w).cpu_ns->load()) * 1e-9;

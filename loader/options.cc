@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "stoker/error.h"
+#include "stoker/device.h"
 #include "stoker/options.h"
 
 namespace stoker {
@@ -42,6 +43,28 @@ Shard Shard::from_env() {
   }
   throw Error("Shard::from_env: neither RANK/WORLD_SIZE (torchrun) nor OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE "
               "(Open MPI) is set; set Options::shard explicitly for a single process");
+}
+
+Device Device::parse(std::string_view text) {
+  if (text == "cpu") return cpu();
+  if (text == "emulated") return emulated();
+  if (text == "cuda") return cuda(0);
+  if (text.rfind("cuda:", 0) == 0) {
+    std::string_view n = text.substr(5);
+    int index = 0;
+    auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
+    if (ec == std::errc() && p == n.data() + n.size() && index >= 0) return cuda(index);
+  }
+  throw Error(fmt::format("device '{}': expected cpu, cuda, cuda:N or emulated", text));
+}
+
+std::string Device::str() const {
+  switch (kind) {
+    case Kind::cpu: return "cpu";
+    case Kind::cuda: return fmt::format("cuda:{}", index);
+    case Kind::emulated: return "emulated";
+  }
+  return "?";
 }
 
 }  // namespace stoker

@@ -12,13 +12,14 @@
 #include <optional>
 #include <vector>
 
+#include "loader/batch_owner.h"
 #include "loader/segment_layout.h"
 #include "loader/shm_segment.h"
 #include "stoker/batch.h"
 
 namespace stoker::detail {
 
-class SlotPool : public std::enable_shared_from_this<SlotPool> {
+class SlotPool final : public BatchOwner, public std::enable_shared_from_this<SlotPool> {
  public:
   SlotPool(ShmSegment segment, SegmentLayout layout, std::uint32_t num_slots);
 
@@ -28,7 +29,7 @@ class SlotPool : public std::enable_shared_from_this<SlotPool> {
   std::uint32_t num_slots() const noexcept { return num_slots_; }
 
   std::optional<std::uint32_t> acquire();
-  void release(std::uint32_t slot) noexcept;
+  void release(std::uint32_t slot) noexcept override;
 
   // Hands slot s, filled, to the user.
   Batch make_batch(std::uint32_t s);

@@ -13,23 +13,28 @@
 #include <string_view>
 #include <vector>
 
+#include "stoker/device.h"
 #include "stoker/dtype.h"
 
 namespace stoker {
 
 namespace detail {
+class BatchOwner;
 class SlotPool;
+class DeviceBufferPool;
 }
 
-// One field of a batch: a C-order array [batch size, field shape...].
+// One field of a batch: a C-order array [batch size, field shape...], in host memory or, for a
+// staged device, in device memory.
 struct FieldView {
   std::string_view name;
+  Device device;
   DType dtype = DType::u8;
   std::vector<std::int64_t> shape;  // shape[0] is the number of samples in the batch
   const std::byte* data = nullptr;
   std::size_t bytes = 0;
 
-  // The elements as T; T's size must match the dtype's.
+  // The elements as T; T's size must match the dtype's. Host memory only.
   template <class T>
   std::span<const T> as() const {
     return {reinterpret_cast<const T*>(data), bytes / sizeof(T)};
@@ -46,7 +51,7 @@ class Batch {
   ~Batch();
 
   // False for a default-constructed, moved-from or released Batch.
-  explicit operator bool() const noexcept { return pool_ != nullptr; }
+  explicit operator bool() const noexcept { return owner_ != nullptr; }
 
   std::uint64_t epoch() const noexcept { return epoch_; }
   // Position of this batch within its epoch (0-based).
@@ -63,10 +68,27 @@ class Batch {
   // Returns the slot to the loader now; the views become invalid.
   void release() noexcept;
 
+  // Where the field data is.
+  const Device& device() const noexcept { return device_; }
+
+  // Staged devices (CUDA): makes `stream` (a CUstream / cudaStream_t; 0 is the legacy default
+  // stream) wait, on the device, until this batch's copy has landed — no host synchronisation — and
+  // records the stream like record_stream(). The loader measures GPU idle time at these points.
+  // CPU device: does nothing.
+  void ready_on(void* stream);
+  // Notes that work queued on `stream` reads this batch: its device buffer is reused only after
+  // that work has finished, even when the Batch is destroyed earlier (like Tensor::record_stream).
+  void record_stream(void* stream);
+  // The event (CUevent) that completes when the data is on the device; null on the CPU device.
+  void* ready_event() const noexcept { return ready_event_; }
+
  private:
   friend class detail::SlotPool;
-  std::shared_ptr<detail::SlotPool> pool_;
+  friend class detail::DeviceBufferPool;
+  std::shared_ptr<detail::BatchOwner> owner_;
   std::uint32_t slot_ = 0;
+  Device device_;
+  void* ready_event_ = nullptr;
   std::uint64_t epoch_ = 0;
   std::uint64_t index_ = 0;
   std::span<const std::uint64_t> indices_;

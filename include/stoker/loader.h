@@ -43,6 +43,12 @@ struct Stats {
   std::size_t workers = 0;
   std::size_t depth = 0;               // batches the ring holds (num_workers * prefetch or fewer)
   std::uint64_t shm_bytes = 0;         // shared memory reserved
+  // Staged devices only:
+  std::uint64_t h2d_bytes = 0;         // copied host -> device
+  double h2d_seconds = 0;              // copy engine time of those copies (device events)
+  double gpu_wait_seconds = 0;         // compute stream stalled waiting for batches (device events)
+  double gpu_span_seconds = 0;         // compute stream time covered by those measurements
+  std::uint64_t gpu_steps = 0;         // steps measured (Batch::ready_on calls resolved)
 };
 std::ostream& operator<<(std::ostream& os, const Stats& s);
 

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "stoker/device.h"
+
 namespace stoker {
 
 enum class Format { auto_detect, hdf5, lmdb };
@@ -67,6 +69,12 @@ struct Options {
 
   // How long shutdown waits for workers to exit before killing them.
   std::chrono::milliseconds shutdown_grace{2000};
+
+  // Where batches go (stoker/device.h). With a CUDA device a staging thread copies batches to the
+  // GPU `prefetch_to_device` batches ahead of the training loop.
+  Device device = Device::cpu();
+  std::size_t prefetch_to_device = 2;
+  Staging staging = Staging::pinned_copy;
 
   // Receives one-line warnings (e.g. a lowered ring depth). Default: stderr, prefixed "stoker: ".
   std::function<void(std::string_view)> on_warning;

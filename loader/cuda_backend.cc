@@ -1,0 +1,251 @@
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "loader/cuda_driver.h"
+#include "loader/device_backend.h"
+#include "stoker/error.h"
+
+namespace stoker::detail {
+namespace cuda {
+namespace {
+
+struct Loaded {
+  Driver driver{};
+  std::string error;  // why the driver cannot be used; empty when it can
+  int devices = 0;
+};
+
+template <class F>
+bool resolve(void* lib, F& fn, const char* name, std::string& error) {
+  fn = reinterpret_cast<F>(::dlsym(lib, name));
+  if (!fn && error.empty()) error = fmt::format("the driver has no {} (too old a driver?)", name);
+  return fn != nullptr;
+}
+
+Loaded load() {
+  Loaded l;
+  // RTLD_NOLOAD first: the driver torch already loaded, if any, is the one to use.
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) lib = ::dlopen("libcuda.so.1", RTLD_NOW);
+  if (!lib) {
+    const char* why = ::dlerror();
+    l.error = fmt::format("no NVIDIA driver: libcuda.so.1 cannot be loaded ({})", why ? why : "not found");
+    return l;
+  }
+  Driver& d = l.driver;
+  std::string& e = l.error;
+  resolve(lib, d.cuInit, "cuInit", e);
+  resolve(lib, d.cuDriverGetVersion, "cuDriverGetVersion", e);
+  resolve(lib, d.cuDeviceGetCount, "cuDeviceGetCount", e);
+  resolve(lib, d.cuDeviceGet, "cuDeviceGet", e);
+  resolve(lib, d.cuDeviceGetName, "cuDeviceGetName", e);
+  resolve(lib, d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", e);
+  resolve(lib, d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", e);
+  resolve(lib, d.cuCtxSetCurrent, "cuCtxSetCurrent", e);
+  resolve(lib, d.cuCtxGetCurrent, "cuCtxGetCurrent", e);
+  resolve(lib, d.cuMemAlloc, "cuMemAlloc_v2", e);
+  resolve(lib, d.cuMemFree, "cuMemFree_v2", e);
+  resolve(lib, d.cuMemHostAlloc, "cuMemHostAlloc", e);
+  resolve(lib, d.cuMemFreeHost, "cuMemFreeHost", e);
+  resolve(lib, d.cuMemHostRegister, "cuMemHostRegister_v2", e);
+  resolve(lib, d.cuMemHostUnregister, "cuMemHostUnregister", e);
+  resolve(lib, d.cuStreamCreate, "cuStreamCreate", e);
+  resolve(lib, d.cuStreamDestroy, "cuStreamDestroy_v2", e);
+  resolve(lib, d.cuStreamSynchronize, "cuStreamSynchronize", e);
+  resolve(lib, d.cuStreamWaitEvent, "cuStreamWaitEvent", e);
+  resolve(lib, d.cuEventCreate, "cuEventCreate", e);
+  resolve(lib, d.cuEventDestroy, "cuEventDestroy_v2", e);
+  resolve(lib, d.cuEventRecord, "cuEventRecord", e);
+  resolve(lib, d.cuEventQuery, "cuEventQuery", e);
+  resolve(lib, d.cuEventSynchronize, "cuEventSynchronize", e);
+  resolve(lib, d.cuEventElapsedTime, "cuEventElapsedTime", e);
+  resolve(lib, d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", e);
+  resolve(lib, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", e);
+  resolve(lib, d.cuModuleLoadData, "cuModuleLoadData", e);
+  resolve(lib, d.cuModuleGetFunction, "cuModuleGetFunction", e);
+  resolve(lib, d.cuLaunchKernel, "cuLaunchKernel", e);
+  resolve(lib, d.cuGetErrorName, "cuGetErrorName", e);
+  resolve(lib, d.cuGetErrorString, "cuGetErrorString", e);
+  if (!e.empty()) return l;
+  CUresult rc = d.cuInit(0);
+  if (rc != CUDA_SUCCESS) {
+    l.error = fmt::format("the NVIDIA driver failed to initialise: {}", error_text(rc));
+    return l;
+  }
+  rc = d.cuDeviceGetCount(&l.devices);
+  if (rc != CUDA_SUCCESS || l.devices == 0) l.error = "the NVIDIA driver reports no CUDA device";
+  return l;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = load();  // detected once per process
+  return l;
+}
+
+}  // namespace
+
+const Driver& driver() {
+  const Loaded& l = loaded();
+  if (!l.error.empty()) throw Error(fmt::format("device cuda: {}; use Device::cpu() on this machine", l.error));
+  return l.driver;
+}
+
+std::string error_text(CUresult rc) {
+  const Loaded& l = loaded();
+  const char *name = nullptr, *text = nullptr;
+  if (l.driver.cuGetErrorName) l.driver.cuGetErrorName(rc, &name);
+  if (l.driver.cuGetErrorString) l.driver.cuGetErrorString(rc, &text);
+  return fmt::format("{} ({})", name ? name : fmt::format("CUDA error {}", rc), text ? text : "no description");
+}
+
+void check(CUresult rc, const std::string& context) {
+  if (rc != CUDA_SUCCESS) throw Error(fmt::format("{}: {}", context, error_text(rc)));
+}
+
+namespace {
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  explicit CudaBackend(const Device& device) : device_(device), d_(driver()) {
+    int count = loaded().devices;
+    if (device.index < 0 || device.index >= count) {
+      throw Error(fmt::format("device {}: this machine has {} CUDA device(s) (cuda:0..cuda:{})", device.str(), count,
+                              count - 1));
+    }
+    check(d_.cuDeviceGet(&dev_, device.index), ctx("cuDeviceGet"));
+    check(d_.cuDevicePrimaryCtxRetain(&ctx_, dev_), ctx("cuDevicePrimaryCtxRetain"));
+  }
+  ~CudaBackend() override { d_.cuDevicePrimaryCtxRelease(dev_); }
+
+  const Device& device() const override { return device_; }
+  void bind_thread() override { check(d_.cuCtxSetCurrent(ctx_), ctx("cuCtxSetCurrent")); }
+
+  void* alloc_pinned(std::size_t bytes) override {
+    Current c(*this);
+    void* p = nullptr;
+    check(d_.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE), ctx(fmt::format("pinning {} bytes of host memory", bytes)));
+    return p;
+  }
+  void free_pinned(void* p) noexcept override {
+    Current c(*this);
+    d_.cuMemFreeHost(p);
+  }
+  std::byte* alloc_device(std::size_t bytes) override {
+    Current c(*this);
+    CUdeviceptr p = 0;
+    check(d_.cuMemAlloc(&p, bytes), ctx(fmt::format("allocating {} bytes of device memory", bytes)));
+    return reinterpret_cast<std::byte*>(p);
+  }
+  void free_device(std::byte* p) noexcept override {
+    Current c(*this);
+    d_.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  }
+  bool register_host(void* p, std::size_t bytes) override {
+    Current c(*this);
+    return d_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS;
+  }
+  void unregister_host(void* p) noexcept override {
+    Current c(*this);
+    d_.cuMemHostUnregister(p);
+  }
+  StreamHandle create_stream() override {
+    Current c(*this);
+    CUstream s = nullptr;
+    check(d_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), ctx("cuStreamCreate"));
+    return s;
+  }
+  void destroy_stream(StreamHandle s) noexcept override {
+    Current c(*this);
+    d_.cuStreamDestroy(static_cast<CUstream>(s));
+  }
+  EventHandle create_event(bool timing) override {
+    Current c(*this);
+    CUevent e = nullptr;
+    // Blocking sync: a host wait sleeps instead of spinning a core.
+    check(d_.cuEventCreate(&e, CU_EVENT_BLOCKING_SYNC | (timing ? 0 : CU_EVENT_DISABLE_TIMING)), ctx("cuEventCreate"));
+    return e;
+  }
+  void destroy_event(EventHandle e) noexcept override {
+    Current c(*this);
+    d_.cuEventDestroy(static_cast<CUevent>(e));
+  }
+  void copy_to_device_async(std::byte* dst, const void* src, std::size_t bytes, StreamHandle s) override {
+    Current c(*this);
+    check(d_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, bytes, static_cast<CUstream>(s)),
+          ctx("cuMemcpyHtoDAsync"));
+  }
+  void copy_to_host(void* dst, const std::byte* src, std::size_t bytes) override {
+    Current c(*this);
+    check(d_.cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), ctx("cuMemcpyDtoH"));
+  }
+  void record(EventHandle e, StreamHandle s) override {
+    Current c(*this);
+    check(d_.cuEventRecord(static_cast<CUevent>(e), static_cast<CUstream>(s)), ctx("cuEventRecord"));
+  }
+  void stream_wait(StreamHandle s, EventHandle e) override {
+    Current c(*this);
+    check(d_.cuStreamWaitEvent(static_cast<CUstream>(s), static_cast<CUevent>(e), 0), ctx("cuStreamWaitEvent"));
+  }
+  bool query(EventHandle e) override {
+    Current c(*this);
+    CUresult rc = d_.cuEventQuery(static_cast<CUevent>(e));
+    if (rc == CUDA_ERROR_NOT_READY) return false;
+    check(rc, ctx("cuEventQuery"));
+    return true;
+  }
+  void synchronize(EventHandle e) override {
+    Current c(*this);
+    check(d_.cuEventSynchronize(static_cast<CUevent>(e)), ctx("cuEventSynchronize"));
+  }
+  double elapsed_seconds(EventHandle from, EventHandle to) override {
+    Current c(*this);
+    float ms = 0;
+    check(d_.cuEventElapsedTime(&ms, static_cast<CUevent>(from), static_cast<CUevent>(to)), ctx("cuEventElapsedTime"));
+    return ms * 1e-3;
+  }
+
+ private:
+  // Makes this device's primary context current for one call and restores the caller's: batches
+  // are released on any thread (autograd's, say), whose current context is not ours.
+  class Current {
+   public:
+    explicit Current(const CudaBackend& b) : d_(b.d_) {
+      if (d_.cuCtxGetCurrent(&saved_) == CUDA_SUCCESS && saved_ != b.ctx_) {
+        switched_ = d_.cuCtxSetCurrent(b.ctx_) == CUDA_SUCCESS;
+      }
+    }
+    ~Current() {
+      if (switched_) d_.cuCtxSetCurrent(saved_);
+    }
+    Current(const Current&) = delete;
+    Current& operator=(const Current&) = delete;
+
+   private:
+    const Driver& d_;
+    CUcontext saved_ = nullptr;
+    bool switched_ = false;
+  };
+
+  std::string ctx(const std::string& what) const { return fmt::format("device {}: {}", device_.str(), what); }
+
+  Device device_;
+  const Driver& d_;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+};
+
+}  // namespace
+}  // namespace cuda
+
+std::unique_ptr<DeviceBackend> make_device_backend(const Device& device) {
+  switch (device.kind) {
+    case Device::Kind::cuda: return std::make_unique<cuda::CudaBackend>(device);
+    case Device::Kind::emulated: return make_emulated_backend();
+    case Device::Kind::cpu: break;
+  }
+  throw Error("make_device_backend: the CPU device has no backend");
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,225 @@
+// The staging pipeline, run on the emulated device (host memory, a thread per stream), and the
+// CUDA device where there is one.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <set>
+
+#include "loader/device_backend.h"
+#include "loader/emulated_device.h"
+#include "loader/sampler.h"
+#include "stoker/loader.h"
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Waits (inline) for the batch's copy, then checks every field against the generator.
+void expect_contents(Batch& b, const Schema& schema) {
+  b.ready_on(nullptr);  // the emulated device's null stream runs the wait at once
+  ASSERT_EQ(b.fields().size(), schema.fields.size());
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    const FieldView& v = b.fields()[f];
+    EXPECT_EQ(v.device, Device::emulated());
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      auto want = expected_field(schema.fields[f], b.indices()[k]);
+      ASSERT_EQ(0, std::memcmp(v.data + k * want.size(), want.data(), want.size()))
+          << schema.fields[f].name << " sample " << b.indices()[k];
+    }
+  }
+}
+
+class EmulatedDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    schema_ = small_schema(200);
+    write_lmdb(tmp_.path("d.lmdb"), schema_);
+  }
+  Options options(std::size_t workers, Staging staging) {
+    Options o;
+    o.source = tmp_.path("d.lmdb");
+    o.num_workers = workers;
+    o.batch_size = 16;
+    o.device = Device::emulated();
+    o.staging = staging;
+    o.shuffle = true;
+    o.seed = 3;
+    return o;
+  }
+  TempDir tmp_;
+  Schema schema_;
+};
+
+TEST_F(EmulatedDevice, BatchesArriveInOrderWithExactContentsThroughEitherStaging) {
+  for (Staging staging : {Staging::pinned_copy, Staging::registered_shm}) {
+    for (std::size_t workers : {0, 2}) {
+      SCOPED_TRACE(testing::Message() << "staging " << static_cast<int>(staging) << " workers " << workers);
+      Loader loader(options(workers, staging));
+      for (std::uint64_t epoch : {0, 1}) {
+        std::vector<std::uint64_t> order;
+        std::uint64_t index = 0;
+        for (Batch& b : loader.epoch(epoch)) {
+          EXPECT_EQ(b.index(), index++);
+          EXPECT_EQ(b.device(), Device::emulated());
+          EXPECT_NE(b.ready_event(), nullptr);
+          expect_contents(b, schema_);
+          order.insert(order.end(), b.indices().begin(), b.indices().end());
+        }
+        EXPECT_EQ(order, detail::permutation(200, 3, epoch));
+      }
+      Stats s = loader.stats();
+      EXPECT_EQ(s.h2d_bytes, 2u * 200 * schema_.bytes_per_sample());
+      EXPECT_EQ(s.gpu_steps, 26u);  // every ready_on resolved
+    }
+  }
+}
+
+TEST_F(EmulatedDevice, ABufferIsReusedOnlyAfterTheStreamsRecordedOnItFinish) {
+  Options o = options(1, Staging::pinned_copy);
+  o.prefetch_to_device = 1;  // two device buffers: the second batch after the first reuses its buffer
+  Loader loader(o);
+  auto user = detail::make_emulated_backend();
+  detail::StreamHandle step = user->create_stream();
+  Epoch epoch = loader.epoch(0);
+
+  std::optional<Batch> b0 = epoch.next();
+  expect_contents(*b0, schema_);
+  const std::byte* buffer = b0->fields()[0].data;
+  const std::vector<std::byte> snapshot(buffer, buffer + b0->fields()[0].bytes);
+  // A long "training step" on the user's stream reads batch 0's memory after the Batch is gone.
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::atomic<bool> intact_during_step{false};
+  b0->ready_on(step);
+  detail::emulated_enqueue(step, [&, open] {
+    open.wait();
+    intact_during_step = std::memcmp(buffer, snapshot.data(), snapshot.size()) == 0;
+  });
+  b0.reset();
+
+  std::optional<Batch> b1 = epoch.next();
+  std::optional<Batch> b2 = epoch.next();  // staged into batch 0's buffer, but not yet copied
+  ASSERT_EQ(b2->fields()[0].data, buffer) << "expected the pool of two to reuse batch 0's buffer";
+  EXPECT_EQ(0, std::memcmp(buffer, snapshot.data(), snapshot.size())) << "overwritten while the step could read it";
+  gate.set_value();
+  expect_contents(*b2, schema_);  // the copy ran once the step finished
+  EXPECT_TRUE(intact_during_step);
+  expect_contents(*b1, schema_);
+  b1.reset();
+  b2.reset();
+  user->destroy_stream(step);
+}
+
+TEST_F(EmulatedDevice, ThePoolNeverGrowsAndHoldingItAllIsAClearError) {
+  Options o = options(2, Staging::pinned_copy);
+  o.prefetch_to_device = 2;
+  Loader loader(o);
+  std::set<const std::byte*> buffers;
+  for (Batch& b : loader.epoch(0)) {
+    expect_contents(b, schema_);
+    buffers.insert(b.fields()[0].data);
+  }
+  EXPECT_LE(buffers.size(), 3u);
+  Epoch epoch = loader.epoch(1);
+  std::vector<Batch> held;
+  for (int i = 0; i < 3; ++i) held.push_back(std::move(*epoch.next()));
+  try {
+    epoch.next();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("all 3 device buffers are held"));
+    EXPECT_THAT(e.what(), HasSubstr("prefetch_to_device"));
+  }
+  held.erase(held.begin());
+  auto next = epoch.next();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->index(), 3u);
+  expect_contents(*next, schema_);
+}
+
+TEST_F(EmulatedDevice, BatchesHeldWhenTheLoaderIsDestroyedStayValid) {
+  std::vector<Batch> kept;
+  {
+    Loader loader(options(2, Staging::registered_shm));
+    Epoch epoch = loader.epoch(0);
+    kept.push_back(std::move(*epoch.next()));
+    kept.push_back(std::move(*epoch.next()));
+  }
+  for (Batch& b : kept) expect_contents(b, schema_);
+}
+
+TEST_F(EmulatedDevice, AWorkerErrorArrivesAtItsTurnThroughTheStagingThread) {
+  Options o = options(2, Staging::pinned_copy);
+  o.source = tmp_.path("missing.lmdb");
+  EXPECT_THROW(Loader loader(o), Error);
+  o = options(2, Staging::pinned_copy);
+  o.prefetch_to_device = 0;
+  try {
+    Loader loader(o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("prefetch_to_device is 0"));
+  }
+}
+
+TEST(DeviceParse, NamesEveryDevice) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::parse("emulated"), Device::emulated());
+  EXPECT_EQ(Device::cuda(2).str(), "cuda:2");
+  EXPECT_THROW(Device::parse("gpu"), Error);
+  EXPECT_THROW(Device::parse("cuda:x"), Error);
+}
+
+// Without a GPU: the request is refused at construction, naming what is missing.
+// With one: the same exact-contents check as the emulated device, on the real copy engine.
+TEST(CudaDevice, DeliversExactContentsOrRefusesClearlyWithoutAGpu) {
+  TempDir tmp;
+  Schema schema = small_schema(300);
+  write_lmdb(tmp.path("d.lmdb"), schema);
+  Options o;
+  o.source = tmp.path("d.lmdb");
+  o.num_workers = 2;
+  o.batch_size = 32;
+  o.device = Device::cuda(0);
+  std::unique_ptr<Loader> loader;
+  try {
+    loader = std::make_unique<Loader>(o);
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_THAT(m, HasSubstr("device cuda"));
+    EXPECT_TRUE(m.find("no NVIDIA driver") != std::string::npos || m.find("no CUDA device") != std::string::npos ||
+                m.find("failed to initialise") != std::string::npos)
+        << m;
+    GTEST_SKIP() << "no GPU here: " << m;
+  }
+  auto backend = detail::make_device_backend(Device::cuda(0));
+  for (Staging staging : {Staging::pinned_copy, Staging::registered_shm}) {
+    o.staging = staging;
+    loader = std::make_unique<Loader>(o);
+    std::uint64_t samples = 0;
+    for (Batch& b : loader->epoch(0)) {
+      for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+        const FieldView& v = b.fields()[f];
+        std::vector<std::byte> host(v.bytes);
+        backend->synchronize(b.ready_event());
+        backend->copy_to_host(host.data(), v.data, v.bytes);
+        for (std::size_t k = 0; k < b.size(); ++k) {
+          auto want = expected_field(schema.fields[f], b.indices()[k]);
+          ASSERT_EQ(0, std::memcmp(host.data() + k * want.size(), want.data(), want.size()));
+        }
+      }
+      samples += b.size();
+    }
+    EXPECT_EQ(samples, 300u);
+  }
+}
+
+}  // namespace
+}  // namespace stoker::test
