@@ -303,6 +303,7 @@ void DeviceFeeder::stage_loop() {
       auto [epoch, start] = *p.request;
       p.request.reset();
       generation = p.generation;
+      p.active = true;  // from here on, next() waits for this epoch's batches
       lock.unlock();
       std::exception_ptr error;
       try {
@@ -316,7 +317,7 @@ void DeviceFeeder::stage_loop() {
         p.queue.push_back({generation, std::nullopt, error, false});
         p.cv.notify_all();
       }
-      p.active = !error && generation == p.generation;
+      if (generation == p.generation) p.active = !error;
       continue;
     }
     const std::uint32_t buffer = p.free_list.back();

@@ -8,6 +8,9 @@
 #include <future>
 #include <set>
 
+#include <lmdb.h>
+
+#include "formats/lmdb_env.h"
 #include "loader/device_backend.h"
 #include "loader/emulated_device.h"
 #include "loader/sampler.h"
@@ -88,6 +91,7 @@ TEST_F(EmulatedDevice, ABufferIsReusedOnlyAfterTheStreamsRecordedOnItFinish) {
   Epoch epoch = loader.epoch(0);
 
   std::optional<Batch> b0 = epoch.next();
+  std::optional<Batch> b1 = epoch.next();  // both buffers are now held
   expect_contents(*b0, schema_);
   const std::byte* buffer = b0->fields()[0].data;
   const std::vector<std::byte> snapshot(buffer, buffer + b0->fields()[0].bytes);
@@ -102,9 +106,8 @@ TEST_F(EmulatedDevice, ABufferIsReusedOnlyAfterTheStreamsRecordedOnItFinish) {
   });
   b0.reset();
 
-  std::optional<Batch> b1 = epoch.next();
-  std::optional<Batch> b2 = epoch.next();  // staged into batch 0's buffer, but not yet copied
-  ASSERT_EQ(b2->fields()[0].data, buffer) << "expected the pool of two to reuse batch 0's buffer";
+  std::optional<Batch> b2 = epoch.next();  // staged into batch 0's buffer, the only free one
+  ASSERT_EQ(b2->fields()[0].data, buffer);
   EXPECT_EQ(0, std::memcmp(buffer, snapshot.data(), snapshot.size())) << "overwritten while the step could read it";
   gate.set_value();
   expect_contents(*b2, schema_);  // the copy ran once the step finished
@@ -154,10 +157,48 @@ TEST_F(EmulatedDevice, BatchesHeldWhenTheLoaderIsDestroyedStayValid) {
 }
 
 TEST_F(EmulatedDevice, AWorkerErrorArrivesAtItsTurnThroughTheStagingThread) {
+  // Sample 40 of a copy has a value of the wrong size: batch 2 (samples 32..47) fails.
+  const std::string p = tmp_.path("bad.lmdb");
+  write_lmdb(p, schema_);
+  {
+    formats::LmdbEnv env;
+    mdb_env_set_maxdbs(env.get(), 4);
+    ASSERT_EQ(0, mdb_env_open(env.get(), p.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644));
+    formats::LmdbTxn txn(env.get(), 0, "t");
+    MDB_dbi dbi;
+    ASSERT_EQ(0, mdb_dbi_open(txn.get(), "samples", 0, &dbi));
+    unsigned char key[8];
+    formats::encode_key(40, key);
+    MDB_val k{8, key}, v{3, const_cast<char*>("abc")};
+    ASSERT_EQ(0, mdb_put(txn.get(), dbi, &k, &v, 0));
+    txn.commit("t");
+  }
   Options o = options(2, Staging::pinned_copy);
-  o.source = tmp_.path("missing.lmdb");
-  EXPECT_THROW(Loader loader(o), Error);
-  o = options(2, Staging::pinned_copy);
+  o.source = p;
+  o.shuffle = false;
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  for (int i = 0; i < 2; ++i) {
+    auto b = epoch.next();
+    expect_contents(*b, schema_);
+  }
+  try {
+    epoch.next();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("batch 2 of epoch 0"));
+    EXPECT_THAT(e.what(), HasSubstr("sample 40"));
+  }
+  std::uint64_t later = 0;
+  while (auto b = epoch.next()) {
+    EXPECT_EQ(b->index(), 3 + later++);
+    expect_contents(*b, schema_);
+  }
+  EXPECT_EQ(later, 10u);  // batches 3..12 of 13
+}
+
+TEST_F(EmulatedDevice, BadDeviceOptionsAreRefusedBeforeAnyWorkerStarts) {
+  Options o = options(2, Staging::pinned_copy);
   o.prefetch_to_device = 0;
   try {
     Loader loader(o);
@@ -165,6 +206,7 @@ TEST_F(EmulatedDevice, AWorkerErrorArrivesAtItsTurnThroughTheStagingThread) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("prefetch_to_device is 0"));
   }
+  EXPECT_TRUE(descendants().empty());
 }
 
 TEST(DeviceParse, NamesEveryDevice) {
