@@ -15,6 +15,8 @@
 
 #include "stoker/digest.h"
 #include "stoker/loader.h"
+#include "loader/device_backend.h"
+#include "tools/gpu_step.h"
 #include "tools/synthetic_data.h"
 #include "util/posix_error.h"
 
@@ -44,6 +46,7 @@ struct Args {
   std::string make_data;
   std::uint64_t demo_samples = 100000;
   std::uint64_t max_batches = 0;
+  std::string staging = "pinned";
 };
 
 double process_cpu_seconds() {
@@ -59,14 +62,48 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(k, v.size() - 1)];
 }
 
+// The "training loop" side on a staged device: a compute stream of its own, a simulated step,
+// and at most one step queued ahead of the host, as a loop that reads its loss each step has.
+struct DeviceLoop {
+  std::unique_ptr<stoker::detail::DeviceBackend> backend;
+  stoker::detail::StreamHandle stream = nullptr;
+  std::unique_ptr<stoker::tools::GpuStep> step;
+  stoker::detail::EventHandle done[2] = {nullptr, nullptr};
+
+  explicit DeviceLoop(const stoker::Device& device) : backend(stoker::detail::make_device_backend(device)) {
+    backend->bind_thread();
+    stream = backend->create_stream();
+    step = std::make_unique<stoker::tools::GpuStep>(device);
+    for (auto& e : done) e = backend->create_event(false);
+  }
+  ~DeviceLoop() {
+    for (auto& e : done) {
+      backend->synchronize(e);
+      backend->destroy_event(e);
+    }
+    backend->destroy_stream(stream);
+  }
+  void consume(Batch& b, double step_ms, std::uint64_t i) {
+    b.ready_on(stream);
+    if (step_ms > 0) step->launch(stream, step_ms);
+    backend->record(done[i % 2], stream);
+    if (i > 0) backend->synchronize(done[(i + 1) % 2]);  // the previous step
+  }
+  void finish() {
+    backend->synchronize(done[0]);
+    backend->synchronize(done[1]);
+  }
+};
+
 struct EpochResult {
   std::uint64_t samples = 0, batches = 0, bytes = 0;
+  double gpu_idle_pct = -1, h2d_gb_per_s = -1;
   double seconds = 0, ttfb_ms = 0, wait_p50_ms = 0, wait_p99_ms = 0, stall_pct = 0;
   double worker_cpu_s = 0, consumer_cpu_s = 0;
   std::string content_digest, order_digest;
 };
 
-EpochResult run_epoch(Loader& loader, int epoch, const Args& args) {
+EpochResult run_epoch(Loader& loader, int epoch, const Args& args, DeviceLoop* device) {
   EpochResult r;
   stoker::ContentDigest content;
   stoker::OrderDigest order;
@@ -91,15 +128,26 @@ EpochResult run_epoch(Loader& loader, int epoch, const Args& args) {
       content.add(*b);
       order.add(*b);
     }
-    if (args.step_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.step_ms));
+    if (device) {
+      device->consume(*b, args.step_ms, r.batches);
+    } else if (args.step_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.step_ms));
+    }
     if (args.max_batches && r.batches >= args.max_batches) break;
   }
+  if (device) device->finish();
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.wait_p50_ms = percentile(waits, 0.5);
   r.wait_p99_ms = percentile(waits, 0.99);
   r.stall_pct = r.seconds > 0 ? 100.0 * waited / r.seconds : 0;
   const stoker::Stats after = loader.stats();
   r.worker_cpu_s = after.worker_cpu_seconds - before.worker_cpu_seconds;
+  if (device) {
+    double span = after.gpu_span_seconds - before.gpu_span_seconds;
+    double h2d = after.h2d_seconds - before.h2d_seconds;
+    if (span > 0) r.gpu_idle_pct = 100.0 * (after.gpu_wait_seconds - before.gpu_wait_seconds) / span;
+    if (h2d > 0) r.h2d_gb_per_s = static_cast<double>(after.h2d_bytes - before.h2d_bytes) / h2d / 1e9;
+  }
   r.consumer_cpu_s = process_cpu_seconds() - cpu0;
   if (args.digest) {
     r.content_digest = content.hex();
@@ -136,6 +184,9 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
                         {"shm_bytes", s.shm_bytes},
                         {"worker_cpu_s", r.worker_cpu_s},
                         {"consumer_cpu_s", r.consumer_cpu_s}};
+    j["device"] = args.device;
+    if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
+    if (r.h2d_gb_per_s >= 0) j["h2d_gb_per_s"] = r.h2d_gb_per_s;
     if (args.digest) {
       j["content_digest"] = r.content_digest;
       j["order_digest"] = r.order_digest;
@@ -148,6 +199,10 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
                            name, epoch, r.samples, r.batches, r.seconds, sps, mbps, r.ttfb_ms, r.wait_p50_ms,
                            r.wait_p99_ms, r.stall_pct, s.workers, prefetch, stoker::format_bytes(s.shm_bytes),
                            r.worker_cpu_s, r.consumer_cpu_s);
+  if (r.gpu_idle_pct >= 0 || r.h2d_gb_per_s >= 0) {
+    std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GB/s\n", args.device,
+                             r.gpu_idle_pct, r.h2d_gb_per_s);
+  }
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
   std::cout.flush();
 }
@@ -166,10 +221,14 @@ void bench(const std::string& path, const Args& args) {
   o.seed = args.seed;
   o.drop_last = args.drop_last;
   o.shm_budget = args.shm_budget;
+  o.device = stoker::Device::parse(args.device);
+  o.staging = args.staging == "registered" ? stoker::Staging::registered_shm : stoker::Staging::pinned_copy;
   Loader loader(o);
+  std::unique_ptr<DeviceLoop> device;
+  if (o.device.staged()) device = std::make_unique<DeviceLoop>(o.device);
   static bool header_printed = false;
   if (!args.json && !std::exchange(header_printed, true)) print_header();
-  for (int e = 0; e < args.epochs; ++e) report(path, e, run_epoch(loader, e, args), loader, args);
+  for (int e = 0; e < args.epochs; ++e) report(path, e, run_epoch(loader, e, args, device.get()), loader, args);
 }
 
 // A progress line on a terminal, nothing otherwise.
@@ -221,9 +280,16 @@ int main(int argc, char** argv) {
   app.add_option("--seed", args.seed, "Shuffle seed")->capture_default_str();
   app.add_option("--epochs", args.epochs, "Epochs to run")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_flag("--drop-last", args.drop_last, "Drop the last incomplete batch");
-  app.add_option("--device", args.device, "Where batches go: cpu, or cuda[:i]")->capture_default_str();
-  app.add_option("--step-ms", args.step_ms, "Simulate a training step of T ms per batch; stall % is then the share of "
-                                            "the loop spent waiting for data")
+  app.add_option("--device", args.device, "Where batches go: cpu, cuda[:i], or emulated (the CUDA pipeline on host "
+                                          "memory)")
+      ->capture_default_str();
+  app.add_option("--staging", args.staging, "CUDA staging: pinned (copy into pinned buffers) or registered (copy "
+                                            "straight from page-locked shared memory)")
+      ->check(CLI::IsMember({"pinned", "registered"}))
+      ->capture_default_str();
+  app.add_option("--step-ms", args.step_ms, "Simulate a training step of T ms per batch (a sleep on the CPU, a "
+                                            "spinning kernel on CUDA); stall % is then the share of the loop spent "
+                                            "waiting for data")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--shm-budget", args.shm_budget, "Upper bound on shared memory (e.g. 512m, 2g)")
       ->transform(CLI::AsSizeValue(false));
@@ -240,9 +306,6 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (args.device != "cpu") {
-      throw stoker::Error(fmt::format("--device {}: this build of loader-bench delivers to the CPU only", args.device));
-    }
     if (!args.make_data.empty()) {
       make_data(args.make_data, args.json);
       return 0;
