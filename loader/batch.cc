@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "loader/slot_pool.h"
 #include "stoker/error.h"
@@ -65,7 +67,11 @@ const FieldView& Batch::field(std::string_view name) const {
 namespace detail {
 
 SlotPool::SlotPool(ShmSegment segment, SegmentLayout layout, std::uint32_t num_slots)
-    : segment_(std::move(segment)), layout_(std::move(layout)), num_slots_(num_slots), held_(num_slots, false) {
+    : segment_(std::move(segment)),
+      layout_(std::move(layout)),
+      num_slots_(num_slots),
+      held_(num_slots, false),
+      free_flag_(num_slots, true) {
   layout_.initialize(segment_.data(), num_slots);
   view_ = SegmentView(segment_.data(), layout_);
   // Lowest slot first, so that small runs touch few pages.
@@ -77,12 +83,19 @@ std::optional<std::uint32_t> SlotPool::acquire() {
   if (free_.empty()) return std::nullopt;
   std::uint32_t s = free_.back();
   free_.pop_back();
+  free_flag_[s] = false;
   return s;
 }
 
 void SlotPool::release(std::uint32_t s) noexcept {
   std::lock_guard lock(mu_);
+  if (free_flag_[s]) {
+    // Two owners for one slot would hand the same memory to two batches: stop here, loudly.
+    std::fprintf(stderr, "stoker: internal error: slot %u released twice\n", s);
+    std::abort();
+  }
   held_[s] = false;
+  free_flag_[s] = true;
   free_.push_back(s);
 }
 

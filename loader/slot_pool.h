@@ -45,6 +45,7 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   mutable std::mutex mu_;
   std::vector<std::uint32_t> free_;  // guarded by mu_
   std::vector<bool> held_;           // guarded by mu_
+  std::vector<bool> free_flag_;      // guarded by mu_: slot s is in free_ (catches a double release)
 };
 
 }  // namespace stoker::detail

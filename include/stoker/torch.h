@@ -1,0 +1,38 @@
+// stoker/torch.h: batches as LibTorch tensors (target stoker::torch).
+//
+//   for (stoker::Batch& batch : loader.epoch(e)) {
+//     auto t = stoker::to_tensors(std::move(batch));   // field name -> tensor, in field order
+//     auto loss = criterion(model->forward(t["image"].to(torch::kFloat)), t["label"]);
+//
+// Each tensor has the field's dtype and shape [B, ...] and lives on the batch's device.
+// Thread-safety: like the Batch it takes; the returned tensors are ordinary tensors.
+#pragma once
+
+// torch/types.h first: ordered_dict.h uses TORCH_CHECK without including it.
+#include <torch/types.h>
+// (keep the order)
+#include <torch/ordered_dict.h>
+
+#include <string>
+
+#include "stoker/batch.h"
+
+namespace stoker {
+
+using TensorMap = torch::OrderedDict<std::string, torch::Tensor>;
+
+// Zero-copy: the tensors ALIAS the loader's memory (a shared-memory slot on the CPU, a device
+// buffer on CUDA) and keep the batch alive; its slot returns when the last of them is freed.
+// Keep such tensors only as long as a batch would be kept: holding many stalls the loader (it
+// reports this as an error rather than hanging). On CUDA the tensors are ready for use on torch's
+// current stream for their device: that stream waits, on the device, for the batch's copy, and is
+// recorded so the buffer is recycled only after the work queued there.
+TensorMap to_tensors(Batch&& batch);
+
+// Copies: the tensors own their memory, on the batch's device, and the batch is released at once.
+// For tensors to keep (e.g. accumulate across steps).
+TensorMap copy_to_tensors(Batch&& batch);
+
+torch::Dtype torch_dtype(DType t);
+
+}  // namespace stoker

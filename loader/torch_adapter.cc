@@ -1,0 +1,86 @@
+// The only translation unit that includes LibTorch.
+#include "stoker/torch.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <cstring>
+#include <memory>
+
+#include "stoker/error.h"
+
+namespace stoker {
+namespace {
+
+torch::Device torch_device(const Device& d) {
+  if (d.kind == Device::Kind::cuda) return {torch::kCUDA, static_cast<c10::DeviceIndex>(d.index)};
+  return torch::kCPU;  // the emulated device is host memory
+}
+
+// Makes the batch usable on torch's current stream (CUDA), or at all (emulated), without a host
+// synchronisation on CUDA.
+void make_ready(Batch& b) {
+  switch (b.device().kind) {
+    case Device::Kind::cpu: break;
+    case Device::Kind::emulated: b.ready_on(nullptr); break;  // the host waits: it is the "device"
+    case Device::Kind::cuda: {
+      const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+      c10::Stream s = impl->getStream(torch_device(b.device()));
+      b.ready_on(s.native_handle());
+      break;
+    }
+  }
+}
+
+std::vector<std::int64_t> sizes(const FieldView& f) { return {f.shape.begin(), f.shape.end()}; }
+
+}  // namespace
+
+torch::Dtype torch_dtype(DType t) {
+  switch (t) {
+    case DType::u8: return torch::kUInt8;
+    case DType::i8: return torch::kInt8;
+    case DType::u16: return torch::kUInt16;
+    case DType::i16: return torch::kInt16;
+    case DType::i32: return torch::kInt32;
+    case DType::i64: return torch::kInt64;
+    case DType::f16: return torch::kFloat16;
+    case DType::f32: return torch::kFloat32;
+    case DType::f64: return torch::kFloat64;
+  }
+  throw Error("torch_dtype: unknown dtype");
+}
+
+TensorMap to_tensors(Batch&& batch) {
+  if (!batch) throw Error("to_tensors: the batch is empty (moved from or released)");
+  auto holder = std::make_shared<Batch>(std::move(batch));
+  make_ready(*holder);
+  TensorMap out;
+  for (const FieldView& f : holder->fields()) {
+    auto options = torch::TensorOptions().dtype(torch_dtype(f.dtype)).device(torch_device(f.device));
+    // Every tensor's deleter holds the batch; the batch goes when the last tensor does.
+    out.insert(std::string(f.name),
+               torch::from_blob(const_cast<std::byte*>(f.data), sizes(f), [holder](void*) {}, options));
+  }
+  return out;
+}
+
+TensorMap copy_to_tensors(Batch&& batch) {
+  if (!batch) throw Error("copy_to_tensors: the batch is empty (moved from or released)");
+  Batch b = std::move(batch);
+  make_ready(b);
+  TensorMap out;
+  for (const FieldView& f : b.fields()) {
+    auto options = torch::TensorOptions().dtype(torch_dtype(f.dtype)).device(torch_device(f.device));
+    torch::Tensor t = torch::empty(sizes(f), options);
+    if (f.device.kind == Device::Kind::cuda) {
+      // Queued on the current stream, which waits for the batch and is recorded for recycling.
+      t.copy_(torch::from_blob(const_cast<std::byte*>(f.data), sizes(f), options), /*non_blocking=*/true);
+    } else {
+      std::memcpy(t.data_ptr(), f.data, f.bytes);
+    }
+    out.insert(std::string(f.name), std::move(t));
+  }
+  return out;  // `b` is released here
+}
+
+}  // namespace stoker

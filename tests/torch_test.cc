@@ -1,0 +1,148 @@
+#include "stoker/torch.h"
+
+#include <torch/cuda.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "stoker/loader.h"
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+void expect_tensor_matches(const torch::Tensor& t, const Field& field, std::span<const std::uint64_t> indices) {
+  ASSERT_EQ(t.scalar_type(), torch_dtype(field.dtype));
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(indices.size())};
+  shape.insert(shape.end(), field.shape.begin(), field.shape.end());
+  ASSERT_EQ(t.sizes().vec(), shape);
+  torch::Tensor c = t.cpu().contiguous();
+  const auto* bytes = static_cast<const std::byte*>(c.data_ptr());
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    auto want = expected_field(field, indices[k]);
+    ASSERT_EQ(0, std::memcmp(bytes + k * want.size(), want.data(), want.size())) << field.name << " " << indices[k];
+  }
+}
+
+class TorchAdapter : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    schema_ = all_dtypes_schema(90);
+    write_lmdb(tmp_.path("d.lmdb"), schema_);
+  }
+  Options options() {
+    Options o;
+    o.source = tmp_.path("d.lmdb");
+    o.batch_size = 16;
+    return o;
+  }
+  TempDir tmp_;
+  Schema schema_;
+};
+
+TEST_F(TorchAdapter, TensorsEqualTheSourceDataForEveryDtype) {
+  for (std::size_t workers : {0, 2}) {
+    Options o = options();
+    o.num_workers = workers;
+    o.shuffle = true;
+    Loader loader(o);
+    for (Batch& b : loader.epoch(0)) {
+      std::vector<std::uint64_t> idx(b.indices().begin(), b.indices().end());
+      TensorMap t = to_tensors(std::move(b));
+      ASSERT_EQ(t.size(), schema_.fields.size());
+      for (const Field& f : schema_.fields) {
+        EXPECT_TRUE(t[f.name].device().is_cpu());
+        expect_tensor_matches(t[f.name], f, idx);
+      }
+    }
+  }
+}
+
+TEST_F(TorchAdapter, ZeroCopyTensorsKeepTheirBatchUntilTheLastIsFreed) {
+  Options o = options();
+  o.prefetch = 1;  // one slot: whether it is free shows whether the batch was released
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  std::vector<std::uint64_t> idx;
+  torch::Tensor survivor;
+  {
+    auto b = epoch.next();
+    idx.assign(b->indices().begin(), b->indices().end());
+    TensorMap t = to_tensors(std::move(*b));
+    EXPECT_FALSE(*b);
+    EXPECT_EQ(t["a_u8"].data_ptr(), t["a_u8"].data_ptr());
+    survivor = t["h_f32"];  // outlives the map and the loop iteration
+    EXPECT_THROW(epoch.next(), Error);  // the slot is still held by the tensors
+  }
+  EXPECT_THROW(epoch.next(), Error);  // ... and by the survivor alone
+  expect_tensor_matches(survivor, schema_.fields[7], idx);
+  survivor = torch::Tensor();  // the last reference: the deleter releases the batch, once
+  auto next = epoch.next();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->index(), 1u);
+}
+
+TEST_F(TorchAdapter, TheCopyingVariantReleasesTheSlotAtOnce) {
+  Options o = options();
+  o.prefetch = 1;
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  std::vector<TensorMap> kept;
+  std::vector<std::vector<std::uint64_t>> kept_idx;
+  while (auto b = epoch.next()) {
+    kept_idx.emplace_back(b->indices().begin(), b->indices().end());
+    kept.push_back(copy_to_tensors(std::move(*b)));  // one slot, yet every batch can be kept
+  }
+  ASSERT_EQ(kept.size(), 6u);
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    for (const Field& f : schema_.fields) expect_tensor_matches(kept[i][f.name], f, kept_idx[i]);
+  }
+}
+
+TEST_F(TorchAdapter, EmulatedDeviceBatchesBecomeReadyCpuTensors) {
+  Options o = options();
+  o.num_workers = 1;
+  o.device = Device::emulated();
+  Loader loader(o);
+  std::uint64_t samples = 0;
+  for (Batch& b : loader.epoch(0)) {
+    std::vector<std::uint64_t> idx(b.indices().begin(), b.indices().end());
+    TensorMap t = to_tensors(std::move(b));
+    for (const Field& f : schema_.fields) expect_tensor_matches(t[f.name], f, idx);
+    samples += idx.size();
+  }
+  EXPECT_EQ(samples, 90u);
+}
+
+TEST_F(TorchAdapter, CudaTensorsEqualTheSourceWhereThereIsAGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "torch sees no CUDA device here";
+  Options o = options();
+  o.num_workers = 2;
+  o.device = Device::cuda(0);
+  Loader loader(o);
+  for (Batch& b : loader.epoch(0)) {
+    std::vector<std::uint64_t> idx(b.indices().begin(), b.indices().end());
+    TensorMap t = to_tensors(std::move(b));
+    for (const Field& f : schema_.fields) {
+      EXPECT_TRUE(t[f.name].is_cuda());
+      expect_tensor_matches(t[f.name], f, idx);  // .cpu() runs on the current stream, after the wait
+    }
+  }
+}
+
+TEST(TorchAdapterErrors, AnEmptyBatchIsAClearError) {
+  Batch empty;
+  try {
+    to_tensors(std::move(empty));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the batch is empty"));
+  }
+}
+
+}  // namespace
+}  // namespace stoker::test
