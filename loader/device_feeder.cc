@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <iostream>
 #include <mutex>
 
@@ -43,8 +44,12 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
     std::exception_ptr error;
     bool end = false;
   };
+  // One step boundary on a compute stream: `from` (the previous batch's release there, if any),
+  // `before` (ready_on was called), `after` (the batch's copy had landed). The stream did no
+  // useful work between `from` and `after`: the host had not yet handed it the next batch, or the
+  // stream waited for the copy.
   struct StepMark {
-    EventHandle before, after;
+    EventHandle from, before, after;
   };
 
   DeviceBufferPool(std::unique_ptr<DeviceBackend> backend, const Schema& schema, std::size_t batch_size,
@@ -80,9 +85,11 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
       if (b.device) be.free_device(b.device);
     }
     for (const StepMark& m : marks) {
+      if (m.from) be.destroy_event(m.from);
       be.destroy_event(m.before);
       be.destroy_event(m.after);
     }
+    for (auto& [stream, e] : release_marks) be.destroy_event(e);
     for (EventHandle e : {first_before_, last_after_}) {
       if (e) be.destroy_event(e);
     }
@@ -102,6 +109,12 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
         EventHandle e = backend_->create_event(false);
         backend_->record(e, s);
         b.release_events.push_back(e);
+        // When the work queued on `s` so far is done: the start of an idle gap, if one follows.
+        EventHandle mark = backend_->create_event(true);
+        backend_->record(mark, s);
+        EventHandle& slot = release_marks[s];
+        if (slot) backend_->destroy_event(slot);
+        slot = mark;
       }
     } catch (const std::exception& e) {
       std::cerr << "stoker: warning: " << e.what() << std::endl;
@@ -127,7 +140,12 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
     be.record(after, stream);
     record_stream(id, stream);
     std::lock_guard lock(mu);
-    marks.push_back({before, after});
+    EventHandle from = nullptr;
+    if (auto it = release_marks.find(stream); it != release_marks.end()) {
+      from = it->second;
+      release_marks.erase(it);
+    }
+    marks.push_back({from, before, after});
   }
 
   // Staging thread, outside mu: a device Batch for buffer `id`, whose indices are already set.
@@ -162,7 +180,8 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
     while (!marks.empty() && be.query(marks.front().after)) {
       StepMark m = marks.front();
       marks.pop_front();
-      gpu_wait_seconds += be.elapsed_seconds(m.before, m.after);
+      gpu_wait_seconds += std::max(0.0, be.elapsed_seconds(m.from ? m.from : m.before, m.after));
+      if (m.from) be.destroy_event(m.from);
       ++gpu_steps;
       if (!first_before_) {
         first_before_ = m.before;
@@ -187,6 +206,7 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
   bool staging = false;          // the staging thread holds a buffer it is filling
   bool stop = false;
   std::deque<StepMark> marks;
+  std::map<StreamHandle, EventHandle> release_marks;  // the last release on each stream, not yet used
   StreamHandle copy_stream = nullptr;
   std::uint64_t h2d_bytes = 0;
   double h2d_seconds = 0, gpu_wait_seconds = 0, gpu_span_seconds = 0, user_wait_seconds = 0;

@@ -46,7 +46,10 @@ struct Stats {
   // Staged devices only:
   std::uint64_t h2d_bytes = 0;         // copied host -> device
   double h2d_seconds = 0;              // copy engine time of those copies (device events)
-  double gpu_wait_seconds = 0;         // compute stream stalled waiting for batches (device events)
+  // GPU idle between steps, from events on the compute stream (Batch::ready_on): the time from the
+  // previous batch's release there (its step's work done) to the next batch's data being usable,
+  // so it counts both a late host and a stream waiting for a copy. Host timers cannot see the latter.
+  double gpu_wait_seconds = 0;
   double gpu_span_seconds = 0;         // compute stream time covered by those measurements
   std::uint64_t gpu_steps = 0;         // steps measured (Batch::ready_on calls resolved)
 };

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# GPU checks for stoker's CUDA path, on a machine with an NVIDIA GPU and nothing else needed: a
+# driver. Runs the bundle tests/gpu/bundle.sh made (a build with its shared libraries beside it).
+#   tests/gpu/check.sh [stoker-gpu-check options]     e.g. --device emulated for a dry run
+# Prints the figures (ceilings, end-to-end GB/s for both staging paths, GPU idle % in three
+# regimes, device checksum) and writes them to $OUT/gpu-check.json when OUT is set.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bundle=${STOKER_GPU_BUNDLE:-$here/../../gpu-bundle}
+if [[ ! -x $bundle/bin/stoker-gpu-check ]]; then
+  echo "check.sh: no bundle at $bundle: run tests/gpu/bundle.sh first (on the build machine)" >&2
+  exit 2
+fi
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+json=()
+[[ -n ${OUT:-} ]] && json=(--json-out "$OUT/gpu-check.json")
+"$bundle/bin/stoker-gpu-check" "${json[@]}" "$@"
