@@ -70,12 +70,12 @@ Loaded load() {
   resolve(lib, d.cuGetErrorString, "cuGetErrorString", e);
   if (!e.empty()) return l;
   CUresult rc = d.cuInit(0);
-  if (rc != CUDA_SUCCESS) {
+  if (rc != kSuccess) {
     l.error = fmt::format("the NVIDIA driver failed to initialise: {}", error_text(rc));
     return l;
   }
   rc = d.cuDeviceGetCount(&l.devices);
-  if (rc != CUDA_SUCCESS || l.devices == 0) l.error = "the NVIDIA driver reports no CUDA device";
+  if (rc != kSuccess || l.devices == 0) l.error = "the NVIDIA driver reports no CUDA device";
   return l;
 }
 
@@ -101,7 +101,7 @@ std::string error_text(CUresult rc) {
 }
 
 void check(CUresult rc, const std::string& context) {
-  if (rc != CUDA_SUCCESS) throw Error(fmt::format("{}: {}", context, error_text(rc)));
+  if (rc != kSuccess) throw Error(fmt::format("{}: {}", context, error_text(rc)));
 }
 
 namespace {
@@ -125,7 +125,7 @@ class CudaBackend final : public DeviceBackend {
   void* alloc_pinned(std::size_t bytes) override {
     Current c(*this);
     void* p = nullptr;
-    check(d_.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE), ctx(fmt::format("pinning {} bytes of host memory", bytes)));
+    check(d_.cuMemHostAlloc(&p, bytes, kMemHostAllocPortable), ctx(fmt::format("pinning {} bytes of host memory", bytes)));
     return p;
   }
   void free_pinned(void* p) noexcept override {
@@ -144,7 +144,7 @@ class CudaBackend final : public DeviceBackend {
   }
   bool register_host(void* p, std::size_t bytes) override {
     Current c(*this);
-    return d_.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS;
+    return d_.cuMemHostRegister(p, bytes, kMemHostRegisterPortable) == kSuccess;
   }
   void unregister_host(void* p) noexcept override {
     Current c(*this);
@@ -153,7 +153,7 @@ class CudaBackend final : public DeviceBackend {
   StreamHandle create_stream() override {
     Current c(*this);
     CUstream s = nullptr;
-    check(d_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), ctx("cuStreamCreate"));
+    check(d_.cuStreamCreate(&s, kStreamNonBlocking), ctx("cuStreamCreate"));
     return s;
   }
   void destroy_stream(StreamHandle s) noexcept override {
@@ -164,7 +164,7 @@ class CudaBackend final : public DeviceBackend {
     Current c(*this);
     CUevent e = nullptr;
     // Blocking sync: a host wait sleeps instead of spinning a core.
-    check(d_.cuEventCreate(&e, CU_EVENT_BLOCKING_SYNC | (timing ? 0 : CU_EVENT_DISABLE_TIMING)), ctx("cuEventCreate"));
+    check(d_.cuEventCreate(&e, kEventBlockingSync | (timing ? 0 : kEventDisableTiming)), ctx("cuEventCreate"));
     return e;
   }
   void destroy_event(EventHandle e) noexcept override {
@@ -191,7 +191,7 @@ class CudaBackend final : public DeviceBackend {
   bool query(EventHandle e) override {
     Current c(*this);
     CUresult rc = d_.cuEventQuery(static_cast<CUevent>(e));
-    if (rc == CUDA_ERROR_NOT_READY) return false;
+    if (rc == kErrorNotReady) return false;
     check(rc, ctx("cuEventQuery"));
     return true;
   }
@@ -212,8 +212,8 @@ class CudaBackend final : public DeviceBackend {
   class Current {
    public:
     explicit Current(const CudaBackend& b) : d_(b.d_) {
-      if (d_.cuCtxGetCurrent(&saved_) == CUDA_SUCCESS && saved_ != b.ctx_) {
-        switched_ = d_.cuCtxSetCurrent(b.ctx_) == CUDA_SUCCESS;
+      if (d_.cuCtxGetCurrent(&saved_) == kSuccess && saved_ != b.ctx_) {
+        switched_ = d_.cuCtxSetCurrent(b.ctx_) == kSuccess;
       }
     }
     ~Current() {

@@ -10,24 +10,32 @@
 #include <cstddef>
 #include <string>
 
+// cuda.h's opaque handle types, declared the same way (global scope) so that handles pass between
+// stoker, torch and the user's code unchanged.
+struct CUctx_st;
+struct CUstream_st;
+struct CUevent_st;
+struct CUmod_st;
+struct CUfunc_st;
+
 namespace stoker::detail::cuda {
 
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
-using CUcontext = struct CUctx_st*;
-using CUstream = struct CUstream_st*;
-using CUevent = struct CUevent_st*;
-using CUmodule = struct CUmod_st*;
-using CUfunction = struct CUfunc_st*;
+using CUcontext = ::CUctx_st*;
+using CUstream = ::CUstream_st*;
+using CUevent = ::CUevent_st*;
+using CUmodule = ::CUmod_st*;
+using CUfunction = ::CUfunc_st*;
 
-inline constexpr CUresult CUDA_SUCCESS = 0;
-inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
-inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
-inline constexpr unsigned CU_EVENT_BLOCKING_SYNC = 0x1;
-inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
-inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
-inline constexpr unsigned CU_MEMHOSTREGISTER_PORTABLE = 0x1;
+inline constexpr CUresult kSuccess = 0;
+inline constexpr CUresult kErrorNotReady = 600;
+inline constexpr unsigned kStreamNonBlocking = 0x1;
+inline constexpr unsigned kEventBlockingSync = 0x1;
+inline constexpr unsigned kEventDisableTiming = 0x2;
+inline constexpr unsigned kMemHostAllocPortable = 0x1;
+inline constexpr unsigned kMemHostRegisterPortable = 0x1;
 
 struct Driver {
   CUresult (*cuInit)(unsigned);
@@ -72,7 +80,7 @@ const Driver& driver();
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
 std::string error_text(CUresult rc);
 
-// Throws stoker::Error("<context>: <error_text>") unless rc is CUDA_SUCCESS.
+// Throws stoker::Error("<context>: <error_text>") unless rc is kSuccess.
 void check(CUresult rc, const std::string& context);
 
 }  // namespace stoker::detail::cuda
