@@ -13,6 +13,7 @@
 #include "formats/hdf5_reader.h"
 #include "formats/lmdb_env.h"
 #include "formats/lmdb_reader.h"
+#include "loader/device_backend.h"
 #include "loader/sampler.h"
 #include "loader/segment_layout.h"
 #include "loader/shm_segment.h"
@@ -147,6 +148,36 @@ void BM_MemcpyIntoFreshShm(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kBatchBytes));
 }
 BENCHMARK(BM_MemcpyIntoFreshShm);
+
+// Host -> device from pinned memory, the copy the CUDA staging path makes per batch. Reports an
+// error row where there is no GPU.
+void BM_PinnedCopyToDevice(benchmark::State& state) {
+  std::unique_ptr<stoker::detail::DeviceBackend> be;
+  try {
+    be = stoker::detail::make_device_backend(stoker::Device::cuda(0));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  be->bind_thread();
+  void* host = be->alloc_pinned(kBatchBytes);
+  std::byte* dev = be->alloc_device(kBatchBytes);
+  auto stream = be->create_stream();
+  auto done = be->create_event(false);
+  for (auto _ : state) {
+    be->copy_to_device_async(dev, host, kBatchBytes, stream);
+    be->record(done, stream);
+    be->synchronize(done);
+  }
+  be->destroy_event(done);
+  be->destroy_stream(stream);
+  be->free_device(dev);
+  be->free_pinned(host);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kBatchBytes));
+}
+BENCHMARK(BM_PinnedCopyToDevice);
 
 }  // namespace
 

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "stoker/error.h"
@@ -113,6 +115,12 @@ class Server {
         ::_exit(70);
       }
       ::_exit(0);
+    }
+    if (pid < 0) {
+      // The loader sees the server end while starting workers and reports it with this line.
+      std::fprintf(stderr, "stoker fork server: fork of worker %u failed: %s\n", w, std::strerror(errno));
+      kill_and_reap_all();
+      ::_exit(72);
     }
     workers_[w] = pid;
     send_msg(sock_, Message{MsgType::spawned, w, pid, 0, 0});

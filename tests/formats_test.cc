@@ -263,10 +263,7 @@ TEST(LmdbReader, BadInputsGiveClearErrors) {
   expect_error([&] { open({"pixels"}); }, {p, "unknown field 'pixels'", "image, label, weight"});
   unsigned char key[8];
   formats::encode_key(5, key);
-  {
-    RawEnv raw(p);
-    raw.put(formats::kSamplesDb, key, 8, "short", 5);
-  }
+  overwrite_lmdb_record(p, 5, "short");
   {
     formats::LmdbReader r(p, {});
     std::vector<std::byte> a(64 * 3), b(64 * 8), c(64 * 8);

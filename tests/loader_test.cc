@@ -209,19 +209,7 @@ TEST_F(LoaderData, AWorkerErrorIsRaisedAtItsBatchAndLaterBatchesStillCome) {
   // Sample 15 of a copy has a value of the wrong size.
   const std::string p = tmp_.path("bad.lmdb");
   write_lmdb(p, schema_);
-  {
-    formats::LmdbEnv env;
-    mdb_env_set_maxdbs(env.get(), 4);
-    ASSERT_EQ(0, mdb_env_open(env.get(), p.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644));
-    formats::LmdbTxn txn(env.get(), 0, "t");
-    MDB_dbi dbi;
-    ASSERT_EQ(0, mdb_dbi_open(txn.get(), "samples", 0, &dbi));
-    unsigned char key[8];
-    formats::encode_key(15, key);
-    MDB_val k{8, key}, v{3, const_cast<char*>("abc")};
-    ASSERT_EQ(0, mdb_put(txn.get(), dbi, &k, &v, 0));
-    txn.commit("t");
-  }
+  overwrite_lmdb_record(p, 15, "abc");
   for (std::size_t workers : {0, 2}) {
     SCOPED_TRACE(workers);
     Options o = options("bad.lmdb", workers, 10);

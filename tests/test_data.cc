@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "formats/lmdb_env.h"
 #include "formats/lmdb_writer.h"
 #include "stoker/digest.h"
 
@@ -102,6 +103,20 @@ void write_lmdb(const std::string& path, const Schema& schema) {
     w.append(rec.data());
   }
   w.finish(digest.hex());
+}
+
+void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::string_view value) {
+  formats::LmdbEnv env;
+  formats::check_mdb(mdb_env_set_maxdbs(env.get(), 4), path);
+  formats::check_mdb(mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644), path);
+  formats::LmdbTxn txn(env.get(), 0, path);
+  MDB_dbi dbi;
+  formats::check_mdb(mdb_dbi_open(txn.get(), formats::kSamplesDb, 0, &dbi), path);
+  unsigned char key[8];
+  formats::encode_key(index, key);
+  MDB_val k{8, key}, v{value.size(), const_cast<char*>(value.data())};
+  formats::check_mdb(mdb_put(txn.get(), dbi, &k, &v, 0), path);
+  txn.commit(path);
 }
 
 TempDir::TempDir() {

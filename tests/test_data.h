@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/hdf5_writer.h"
@@ -24,6 +25,8 @@ Schema all_dtypes_schema(std::uint64_t n);
 
 void write_hdf5(const std::string& path, const Schema& schema, const formats::Hdf5WriteOptions& options);
 void write_lmdb(const std::string& path, const Schema& schema);
+// Overwrites the record of sample `index` in a stoker LMDB file with `value` (e.g. of a wrong size).
+void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::string_view value);
 
 // A fresh directory under the system temp dir, removed on destruction.
 class TempDir {
