@@ -102,7 +102,7 @@ LmdbWriter::LmdbWriter(const std::string& path, const Schema& schema, const Lmdb
   m.map_size = (m.map_size + 4095) / 4096 * 4096;
   check_mdb(mdb_env_set_maxdbs(m.env.get(), 4), path);
   check_mdb(mdb_env_set_mapsize(m.env.get(), m.map_size), path);
-  check_mdb(mdb_env_open(m.env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644), path + ": cannot create");
+  check_mdb(mdb_env_open(m.env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOMETASYNC, 0644), path + ": cannot create");
   MDB_envinfo info;
   check_mdb(mdb_env_info(m.env.get(), &info), path);
   if (info.me_mapsize > m.map_size) m.map_size = info.me_mapsize;  // an existing, larger database

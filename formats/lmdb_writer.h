@@ -3,7 +3,8 @@
 // transaction is committed every `commit_records` records or `commit_bytes` bytes, whichever comes
 // first, so the dirty pages LMDB keeps on the heap stay bounded. The map grows when it fills
 // (the uncommitted records are kept to replay them). Never MDB_WRITEMAP: a full disk would become
-// SIGBUS. Single-threaded.
+// SIGBUS. MDB_NOMETASYNC: one flush per commit instead of two; a system crash may undo the last
+// commit but never breaks the database, and finish() syncs everything. Single-threaded.
 #pragma once
 
 #include <cstdint>
