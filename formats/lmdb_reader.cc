@@ -128,7 +128,7 @@ const Schema& LmdbReader::schema() const { return impl_->selected; }
 
 void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
   Impl& m = *impl_;
-  check_mdb(mdb_txn_renew(m.txn), m.path + ": renew read transaction");
+  if (int rc = mdb_txn_renew(m.txn); rc != MDB_SUCCESS) check_mdb(rc, m.path + ": renew read transaction");
   struct Reset {
     MDB_txn* t;
     ~Reset() { mdb_txn_reset(t); }
@@ -142,7 +142,7 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<std::byt
     if (rc == MDB_NOTFOUND) {
       throw Error(fmt::format("{}: sample {} (key {:016x}) is missing", m.path, indices[k], indices[k]));
     }
-    check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));
+    if (rc != MDB_SUCCESS) check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
     if (val.mv_size != m.record_bytes) {
       throw Error(fmt::format("{}: sample {} (key {:016x}) has {} bytes, the schema says {} ({})", m.path, indices[k],
                               indices[k], val.mv_size, m.record_bytes, [&] {

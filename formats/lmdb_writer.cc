@@ -52,7 +52,7 @@ bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
       MDB_val key{8, keybuf}, val{record_bytes, pending.data() + r * record_bytes};
       int rc = mdb_put(txn.get(), samples, &key, &val, MDB_APPEND);
       if (rc == MDB_MAP_FULL) return false;
-      check_mdb(rc, fmt::format("{}: writing sample {}", path, committed + r));
+      if (rc != MDB_SUCCESS) check_mdb(rc, fmt::format("{}: writing sample {}", path, committed + r));
     }
     if (schema_update) put_meta(txn.get(), kSchemaKey, schema_to_json(*schema_update));
     if (options.on_commit) {
