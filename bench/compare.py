@@ -1,8 +1,9 @@
 """stoker against PyTorch's DataLoader on the standard datasets, in one run.
 
 Runs by bench/compare.sh, which builds stoker and makes the datasets first. For every dataset and
-format: PyTorch's DataLoader with 0, 1 and 2 workers (its best is the baseline) and stoker with 1
-and 2 workers (its best), shuffled, 2 epochs each (the best epoch counts: the data is page-cached).
+format: PyTorch's DataLoader with 0, 1 and 2 workers (its best is the baseline, 2 epochs each) and
+stoker with 1 and 2 workers and prefetch 2 and 4 (its best, 3 epochs each), shuffled; the best epoch
+counts (the data is page-cached; this machine's timings vary by some 20% from run to run).
 Also measured in the same run: single-core memcpy bandwidth, and the raw LMDB read ceiling
 (random mdb_get + memcpy in as many processes as there are cores).
 """
@@ -53,23 +54,25 @@ def main():
                   file=sys.stderr, flush=True)
         stoker_runs = []
         for w in (1, 2):
-            stoker_runs += run_json([bench, *common, "--workers", str(w), "--epochs", "2", *capped])
-            print(f"  {name}: stoker workers={w}: {best(stoker_runs[-2:])['samples_per_s']:.0f} samples/s",
-                  file=sys.stderr, flush=True)
+            for prefetch in (2, 4):
+                stoker_runs += run_json([bench, *common, "--workers", str(w), "--prefetch", str(prefetch),
+                                         "--epochs", "3", *capped])
+                print(f"  {name}: stoker workers={w} prefetch={prefetch}: "
+                      f"{best(stoker_runs[-3:])['samples_per_s']:.0f} samples/s", file=sys.stderr, flush=True)
         results.append((name, best(torch_runs), best(stoker_runs), cap))
 
     print()
     print(f"memcpy, one core: {ceil['memcpy_gb_per_s']:.2f} GB/s; raw LMDB read ceiling (mdb_get + memcpy, "
           f"{ceil['lmdb_procs']} processes): {ceil['lmdb_samples_per_s']:.0f} samples/s, {ceil['lmdb_mb_per_s']:.0f} MB/s")
     print()
-    print(f"{'dataset':<20} {'PyTorch best':>22} {'stoker best':>22} {'stoker/PyTorch':>15} {'stoker MB/s':>12} "
+    print(f"{'dataset':<20} {'PyTorch best':>22} {'stoker best':>26} {'stoker/PyTorch':>15} {'stoker MB/s':>12} "
           f"{'of memcpy':>10}")
     for name, t, s, cap in results:
         ratio = s["samples_per_s"] / t["samples_per_s"]
         frac = s["mb_per_s"] / (ceil["memcpy_gb_per_s"] * 1e3)
         tw = f"{t['samples_per_s']:.0f}/s (w={t['workers']})"
-        sw = f"{s['samples_per_s']:.0f}/s (w={s['workers']})"
-        print(f"{name:<20} {tw:>22} {sw:>22} {ratio:>14.1f}x {s['mb_per_s']:>12.0f} {frac:>9.0%}"
+        sw = f"{s['samples_per_s']:.0f}/s (w={s['workers']},p={s['prefetch']})"
+        print(f"{name:<20} {tw:>22} {sw:>26} {ratio:>14.1f}x {s['mb_per_s']:>12.0f} {frac:>9.0%}"
               + (f"  (first {cap} batches)" if cap else ""))
     print()
     by = {name: (t, s) for name, t, s, _ in results}
