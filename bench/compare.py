@@ -56,7 +56,7 @@ def main():
         for w in (1, 2):
             for prefetch in (2, 4):
                 stoker_runs += run_json([bench, *common, "--workers", str(w), "--prefetch", str(prefetch),
-                                         "--epochs", "3", *capped])
+                                         "--epochs", "1" if cap else "3", *capped])
                 print(f"  {name}: stoker workers={w} prefetch={prefetch}: "
                       f"{best(stoker_runs[-3:])['samples_per_s']:.0f} samples/s", file=sys.stderr, flush=True)
         results.append((name, best(torch_runs), best(stoker_runs), cap))
