@@ -264,6 +264,7 @@ DeviceFeeder::~DeviceFeeder() {
     pool_->stop = true;
   }
   pool_->cv.notify_all();
+  source_.interrupt();  // the staging thread may be waiting for a worker that never delivers
   thread_.join();
   std::deque<DeviceBufferPool::Item> queued;
   {

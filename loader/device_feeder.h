@@ -37,6 +37,8 @@ class HostSource {
   virtual std::byte* slot_memory() const = 0;
   virtual std::size_t slot_memory_bytes() const = 0;
   virtual std::uint32_t depth() const = 0;
+  // Makes a next_host() blocked in another thread throw at once (any thread; for shutdown).
+  virtual void interrupt() noexcept = 0;
 };
 
 class DeviceBufferPool;

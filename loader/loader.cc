@@ -93,6 +93,9 @@ class LoaderImpl final : public HostSource {
   std::byte* slot_memory() const override { return pool_->segment().data(); }
   std::size_t slot_memory_bytes() const override { return pool_->segment().size(); }
   std::uint32_t depth() const override { return depth_; }
+  void interrupt() noexcept override {
+    if (interrupt_event_) signal_eventfd(interrupt_event_.get());
+  }
 
   const Options& options() const { return opt_; }
   const Schema& schema() const { return schema_; }
@@ -135,6 +138,7 @@ class LoaderImpl final : public HostSource {
 
   UniqueFd lifeline_;  // write end; only this process holds it
   UniqueFd done_event_;
+  UniqueFd interrupt_event_;  // interrupt(): wakes wait_for() to give up
   std::vector<UniqueFd> task_events_;
   std::unique_ptr<ForkServer> server_;
 
@@ -241,6 +245,7 @@ void LoaderImpl::start_workers() {
   UniqueFd lifeline_read(pipe_fds[0]);
   lifeline_ = UniqueFd(pipe_fds[1]);
   done_event_ = make_eventfd();
+  interrupt_event_ = make_eventfd();  // the trainer's alone: not kept in the children
   std::vector<int> keep{done_event_.get()};
   for (std::uint32_t w = 0; w < num_workers_; ++w) {
     task_events_.push_back(make_eventfd());
@@ -363,8 +368,10 @@ void LoaderImpl::wait_for(std::uint64_t t) {
       auto left = opt_.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
       timeout_ms = static_cast<int>(std::max<std::int64_t>(0, left.count()));
     }
-    pollfd fds[2] = {{done_event_.get(), POLLIN, 0}, {server_->report_fd(), POLLIN, 0}};
-    int r = ::poll(fds, 2, timeout_ms);
+    pollfd fds[3] = {{done_event_.get(), POLLIN, 0}, {server_->report_fd(), POLLIN, 0},
+                     {interrupt_event_.get(), POLLIN, 0}};
+    int r = ::poll(fds, 3, timeout_ms);
+    if (r > 0 && (fds[2].revents & POLLIN)) throw Error("stoker: the loader is shutting down");
     if (r < 0 && errno != EINTR) throw_errno("poll for worker results");
     if (r == 0) {
       drain_done();

@@ -3,10 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <future>
 #include <set>
+#include <thread>
 
 #include <lmdb.h>
 
@@ -183,6 +187,20 @@ TEST_F(EmulatedDevice, AWorkerErrorArrivesAtItsTurnThroughTheStagingThread) {
     expect_contents(*b, schema_);
   }
   EXPECT_EQ(later, 10u);  // batches 3..12 of 13
+}
+
+TEST_F(EmulatedDevice, DestroyingTheLoaderWhileItsWorkerIsStuckDoesNotHang) {
+  ::alarm(60);  // watchdog: a hang fails the test instead of CI
+  Options o = options(1, Staging::pinned_copy);
+  o.shutdown_grace = std::chrono::milliseconds(100);
+  {
+    Loader loader(o);
+    ASSERT_EQ(0, ::kill(loader.worker_pids().at(0), SIGSTOP));
+    loader.epoch(0);  // the staging thread starts waiting for the stopped worker
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(descendants().empty());
+  ::alarm(0);
 }
 
 TEST_F(EmulatedDevice, BadDeviceOptionsAreRefusedBeforeAnyWorkerStarts) {
