@@ -7,10 +7,10 @@ cd "$(dirname "$0")/../.."
 bundle=${1:-gpu-bundle}
 build=${STOKER_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja >/dev/null
-cmake --build "$build" -j2 --target stoker-gpu-check loader-bench
+cmake --build "$build" -j2 --target stoker-gpu-check loader-bench stoker_tests
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
-cp "$build/bench/stoker-gpu-check" "$build/tools/loader-bench" "$bundle/bin/"
+cp "$build/bench/stoker-gpu-check" "$build/tools/loader-bench" "$build/tests/stoker_tests" "$bundle/bin/"
 # Everything ldd resolves, except the C library family and the dynamic loader, which the target
 # machine has (and which must match its kernel interface).
 for exe in "$bundle"/bin/*; do
