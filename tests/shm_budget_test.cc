@@ -1,0 +1,78 @@
+#include "loader/shm_budget.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+void write_file(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+class ShmBudget : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("LOCAL_WORLD_SIZE");
+    env_.shm_dir = tmp_.dir().string();  // a real filesystem with plenty free
+    env_.cgroup_root = (tmp_.dir() / "cgroup").string();
+    env_.proc_cgroup = (tmp_.dir() / "proc-self-cgroup").string();
+  }
+  void TearDown() override { ::unsetenv("LOCAL_WORLD_SIZE"); }
+  TempDir tmp_;
+  detail::ShmEnvironment env_;
+};
+
+TEST_F(ShmBudget, TheMemoryCgroupV2HeadroomBoundsItAlongTheAncestors) {
+  write_file(env_.proc_cgroup, "0::/job/step\n");
+  write_file(fs::path(env_.cgroup_root) / "job/step/memory.max", "max\n");
+  write_file(fs::path(env_.cgroup_root) / "job/step/memory.current", "1000\n");
+  write_file(fs::path(env_.cgroup_root) / "job/memory.max", "104857600\n");     // 100 MiB
+  write_file(fs::path(env_.cgroup_root) / "job/memory.current", "41943040\n");  // 40 MiB
+  EXPECT_EQ(detail::cgroup_memory_headroom(env_), 60u << 20);
+  auto b = detail::compute_shm_budget(0.5, 0, env_);
+  EXPECT_EQ(b.bytes, 60u << 20);
+  EXPECT_THAT(b.reason, HasSubstr("memory cgroup's headroom of 60.0 MiB"));
+}
+
+TEST_F(ShmBudget, TheMemoryCgroupV1LimitCountsAndUnlimitedDoesNot) {
+  write_file(env_.proc_cgroup, "4:memory:/host/path/not/mounted\n3:cpu:/x\n");
+  write_file(fs::path(env_.cgroup_root) / "memory/memory.limit_in_bytes", "9223372036854771712\n");
+  write_file(fs::path(env_.cgroup_root) / "memory/memory.usage_in_bytes", "5000\n");
+  EXPECT_EQ(detail::cgroup_memory_headroom(env_), UINT64_MAX);
+  write_file(fs::path(env_.cgroup_root) / "memory/memory.limit_in_bytes", "2147483648\n");
+  write_file(fs::path(env_.cgroup_root) / "memory/memory.usage_in_bytes", "1073741824\n");
+  EXPECT_EQ(detail::cgroup_memory_headroom(env_), 1u << 30);
+}
+
+TEST_F(ShmBudget, TheOptionAndLocalWorldSizeLowerIt) {
+  write_file(env_.proc_cgroup, "0::/\n");
+  auto b = detail::compute_shm_budget(0.5, 64u << 20, env_);
+  EXPECT_EQ(b.bytes, 64u << 20);
+  EXPECT_THAT(b.reason, HasSubstr("shm budget option"));
+  ::setenv("LOCAL_WORLD_SIZE", "4", 1);
+  b = detail::compute_shm_budget(0.5, 64u << 20, env_);
+  EXPECT_EQ(b.bytes, 16u << 20);
+  EXPECT_THAT(b.reason, HasSubstr("LOCAL_WORLD_SIZE=4"));
+}
+
+TEST_F(ShmBudget, WithoutLimitsItIsTheFractionOfTheFreeSpace) {
+  write_file(env_.proc_cgroup, "0::/\n");
+  auto b = detail::compute_shm_budget(0.25, 0, env_);
+  EXPECT_GT(b.shm_free, 0u);
+  EXPECT_NEAR(static_cast<double>(b.bytes), 0.25 * static_cast<double>(b.shm_free), 1 << 20);
+  EXPECT_THAT(b.reason, HasSubstr("25% of"));
+}
+
+}  // namespace
+}  // namespace stoker::test
