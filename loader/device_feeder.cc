@@ -241,9 +241,12 @@ DeviceFeeder::DeviceFeeder(const Options& options, const Schema& schema, HostSou
   if (staging_ == Staging::registered_shm) {
     registered_ = be.register_host(source.slot_memory(), source.slot_memory_bytes());
     if (!registered_) {
-      std::cerr << "stoker: warning: cannot page-lock the shared-memory slots; staging through pinned buffers "
-                   "instead"
-                << std::endl;
+      const char* message = "cannot page-lock the shared-memory slots; staging through pinned buffers instead";
+      if (options.on_warning) {
+        options.on_warning(message);
+      } else {
+        std::cerr << "stoker: warning: " << message << std::endl;
+      }
       staging_ = Staging::pinned_copy;
     }
   }
