@@ -1,7 +1,6 @@
 #include "formats/lmdb_env.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include "stoker/error.h"
 
@@ -32,11 +31,6 @@ int LmdbTxn::try_commit() noexcept { return mdb_txn_commit(std::exchange(txn_, n
 void LmdbTxn::abort() noexcept {
   if (txn_) mdb_txn_abort(txn_);
   txn_ = nullptr;
-}
-
-bool lmdb_is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 }  // namespace stoker::formats

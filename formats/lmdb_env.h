@@ -23,12 +23,6 @@ inline void encode_key(std::uint64_t index, unsigned char out[8]) noexcept {
   }
 }
 
-inline std::uint64_t decode_key(const unsigned char in[8]) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | in[i];
-  return v;
-}
-
 // Throws stoker::Error("<context>: <mdb_strerror>") when rc != MDB_SUCCESS.
 void check_mdb(int rc, const std::string& context);
 
@@ -80,9 +74,5 @@ class LmdbTxn {
  private:
   MDB_txn* txn_ = nullptr;
 };
-
-// True when `path` is a directory (LMDB's default form, data.mdb inside); false for a single
-// file (MDB_NOSUBDIR).
-bool lmdb_is_directory(const std::string& path);
 
 }  // namespace stoker::formats

@@ -289,8 +289,6 @@ DeviceFeeder::~DeviceFeeder() {
   if (registered_) be.unregister_host(source_.slot_memory());
 }
 
-std::size_t DeviceFeeder::pool_size() const noexcept { return pool_->buffers.size(); }
-
 void DeviceFeeder::run() noexcept {
   try {
     pool_->backend().bind_thread();

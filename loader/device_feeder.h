@@ -55,8 +55,6 @@ class DeviceFeeder {
   std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch);
   std::optional<Batch> next(std::uint64_t generation);
   void add_stats(Stats& s) const;
-  Staging staging() const noexcept { return staging_; }
-  std::size_t pool_size() const noexcept;
 
  private:
   void run() noexcept;

@@ -38,7 +38,6 @@ class Sampler {
 
   std::uint64_t samples_per_epoch() const noexcept;  // this rank's, after drop_last
   std::uint64_t batches_per_epoch() const noexcept;
-  std::size_t batch_size() const noexcept { return batch_size_; }
 
   // This rank's samples for `epoch`, in delivery order (samples_per_epoch() of them).
   std::vector<std::uint64_t> epoch_order(std::uint64_t epoch) const;

@@ -109,10 +109,7 @@ class SegmentLayout {
   // Writes the header and initialises the rings of a fresh segment of segment_bytes(num_slots).
   void initialize(std::byte* base, std::uint32_t num_slots) const;
 
-  std::uint32_t num_workers() const noexcept { return num_workers_; }
-  std::size_t batch_size() const noexcept { return batch_size_; }
   const Schema& schema() const noexcept { return schema_; }
-  std::size_t field_offset(std::size_t f) const noexcept { return field_offsets_[f]; }
 
  private:
   Schema schema_;
@@ -132,7 +129,6 @@ class SegmentView {
   SegmentView() = default;
   SegmentView(std::byte* base, const SegmentLayout& layout);
 
-  std::uint32_t num_slots() const noexcept { return header_->num_slots; }
   SlotHeader& slot_header(std::uint32_t s) const noexcept;
   std::uint64_t* slot_indices(std::uint32_t s) const noexcept;
   char* slot_error(std::uint32_t s) const noexcept;
