@@ -44,6 +44,7 @@ struct Args {
   bool json = false;
   bool digest = false;
   std::string make_data;
+  std::string make_demo;
   std::uint64_t demo_samples = 100000;
   std::uint64_t max_batches = 0;
   std::string staging = "pinned";
@@ -261,6 +262,14 @@ void make_data(const std::string& dir, bool quiet) {
   }
 }
 
+// The demo dataset: image u8[3,32,32] and label i64, as DIR/demo.h5 (chunked) and DIR/demo.lmdb.
+void write_demo(const std::string& dir, std::uint64_t samples) {
+  auto schema = stoker::tools::image_schema(samples, 32);
+  stoker::tools::write_synthetic_hdf5(dir + "/demo.h5", schema,
+                                      {stoker::formats::Hdf5WriteOptions::Layout::chunked, 256, 0});
+  stoker::tools::write_synthetic_lmdb(dir + "/demo.lmdb", schema);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -296,6 +305,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
+  app.add_option("--make-demo", args.make_demo, "Write the demo dataset (--demo-samples samples) into DIR as demo.h5 "
+                                                "and demo.lmdb, and exit");
   app.add_option("--max-batches", args.max_batches, "Stop each epoch after N batches (0: the whole epoch)");
   app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -308,6 +319,11 @@ int main(int argc, char** argv) {
   try {
     if (!args.make_data.empty()) {
       make_data(args.make_data, args.json);
+      return 0;
+    }
+    if (!args.make_demo.empty()) {
+      std::filesystem::create_directories(args.make_demo);
+      write_demo(args.make_demo, args.demo_samples);
       return 0;
     }
     if (!args.data.empty()) {
@@ -324,15 +340,13 @@ int main(int argc, char** argv) {
         std::filesystem::remove_all(dir, ec);
       }
     } cleanup{tmpl};
-    auto schema = stoker::tools::image_schema(args.demo_samples, 32);
     const std::string h5 = tmpl + "/demo.h5", lmdb = tmpl + "/demo.lmdb";
     if (!args.json) {
       std::cerr << fmt::format("loader-bench: no --data given; generated a demo dataset of {} samples (image u8[3,32,32], "
                                "label i64) in {}\n",
                                args.demo_samples, tmpl);
     }
-    stoker::tools::write_synthetic_hdf5(h5, schema, {stoker::formats::Hdf5WriteOptions::Layout::chunked, 256, 0});
-    stoker::tools::write_synthetic_lmdb(lmdb, schema);
+    write_demo(tmpl, args.demo_samples);
     bench(h5, args);
     bench(lmdb, args);
   } catch (const std::exception& e) {
