@@ -85,9 +85,19 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
     b.bytes = cg;
     b.reason = fmt::format("the memory cgroup's headroom of {}", format_bytes(cg));
   }
-  if (explicit_bytes && explicit_bytes < b.bytes) {
-    b.bytes = explicit_bytes;
-    b.reason = fmt::format("the shm budget option of {}", format_bytes(explicit_bytes));
+  if (explicit_bytes) {
+    // An explicit budget replaces the default fraction (a user may give the ring more than half of
+    // /dev/shm), but never more than is free or than the cgroup allows.
+    const std::uint64_t cap = std::min(b.shm_free, cg);
+    if (explicit_bytes <= cap) {
+      b.bytes = explicit_bytes;
+      b.reason = fmt::format("the shm budget option of {}", format_bytes(explicit_bytes));
+    } else {
+      b.bytes = cap;
+      b.reason = fmt::format("the shm budget option of {}, capped by {}", format_bytes(explicit_bytes),
+                             cap == cg ? fmt::format("the memory cgroup's headroom of {}", format_bytes(cg))
+                                       : fmt::format("the {} free in {}", format_bytes(b.shm_free), env.shm_dir));
+    }
   }
   if (const char* lws = std::getenv("LOCAL_WORLD_SIZE")) {
     unsigned long n = std::strtoul(lws, nullptr, 10);

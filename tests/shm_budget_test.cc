@@ -66,6 +66,20 @@ TEST_F(ShmBudget, TheOptionAndLocalWorldSizeLowerIt) {
   EXPECT_THAT(b.reason, HasSubstr("LOCAL_WORLD_SIZE=4"));
 }
 
+TEST_F(ShmBudget, AnExplicitBudgetMayExceedTheFractionButNotTheFreeSpace) {
+  write_file(env_.proc_cgroup, "0::/\n");
+  auto free_space = detail::compute_shm_budget(0.5, 0, env_).shm_free;
+  ASSERT_GT(free_space, 16u << 20);
+  const std::uint64_t most = free_space / 10 * 9;  // above the default half
+  auto b = detail::compute_shm_budget(0.5, most, env_);
+  EXPECT_EQ(b.bytes, most);
+  EXPECT_THAT(b.reason, HasSubstr("shm budget option"));
+  b = detail::compute_shm_budget(0.5, free_space * 4, env_);
+  EXPECT_LE(b.bytes, free_space + (16u << 20));  // the free space may move a little between calls
+  EXPECT_GE(b.bytes, free_space / 2);
+  EXPECT_THAT(b.reason, HasSubstr("capped by the"));
+}
+
 TEST_F(ShmBudget, WithoutLimitsItIsTheFractionOfTheFreeSpace) {
   write_file(env_.proc_cgroup, "0::/\n");
   auto b = detail::compute_shm_budget(0.25, 0, env_);

@@ -27,6 +27,7 @@
 #include "formats/schema_json.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
+#include "tools/cli.h"
 #include "tools/progress.h"
 #include "util/posix_error.h"
 #include "util/unique_fd.h"
@@ -246,13 +247,11 @@ void convert(const Args& a) {
   if (a.verify) verify(a, partial, h5);
   move_into_place(partial, a.output);
   if (!a.quiet) {
-    double mb = static_cast<double>(schema.num_samples * schema.bytes_per_sample()) / 1e6;
-    std::cerr << fmt::format("h5-to-lmdb: {} samples, {:.1f} MB in {:.2f} s ({:.1f} MB/s){} -> {} (content_digest {})\n",
-                             schema.num_samples - start, mb * static_cast<double>(schema.num_samples - start) /
-                                                             static_cast<double>(schema.num_samples),
-                             seconds, mb * static_cast<double>(schema.num_samples - start) /
-                                          static_cast<double>(schema.num_samples) / std::max(seconds, 1e-9),
-                             a.verify ? ", verified" : "", a.output, digest.hex());
+    const double bytes = static_cast<double>((schema.num_samples - start) * schema.bytes_per_sample());
+    std::cerr << fmt::format("h5-to-lmdb: {} samples, {} in {:.2f} s ({}){} -> {} (content_digest {})\n",
+                             schema.num_samples - start, stoker::tools::binary_size(bytes), seconds,
+                             stoker::tools::binary_rate(bytes / std::max(seconds, 1e-9)), a.verify ? ", verified" : "",
+                             a.output, digest.hex());
   }
 }
 
@@ -277,19 +276,15 @@ int main(int argc, char** argv) {
                                        "alphabetical)")
       ->delimiter(',');
   app.add_option("--commit-every", a.commit_every, "Samples per transaction (also bounded to 32 MiB)")
-      ->check(CLI::PositiveNumber)
+      ->check(stoker::tools::whole_number(1))
       ->capture_default_str();
-  app.add_option("--map-size", a.map_size, "Initial LMDB map size (e.g. 4g; grows when full; default: estimated)")
+  app.add_option("--map-size", a.map_size, "Initial LMDB map size (binary units: 4g = 4 GiB; grows when full; default: estimated)")
       ->transform(CLI::AsSizeValue(false));
   app.add_flag("--resume", a.resume, "Continue an interrupted conversion of the same INPUT and fields");
   app.add_flag("--verify", a.verify, "Re-read every sample of the output and compare it with INPUT");
   app.add_flag("--force", a.force, "Replace an existing OUTPUT (atomically) or an interrupted conversion");
   app.add_flag("--quiet", a.quiet, "No progress and no summary");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   try {
     convert(a);
   } catch (const std::exception& e) {

@@ -1,5 +1,6 @@
 // loader-bench: how fast stoker delivers a dataset, epoch by epoch, and proof of what it delivered.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include "stoker/digest.h"
 #include "stoker/loader.h"
 #include "loader/device_backend.h"
+#include "tools/cli.h"
 #include "tools/gpu_step.h"
 #include "tools/synthetic_data.h"
 #include "util/posix_error.h"
@@ -23,6 +25,8 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// One system of units throughout: binary (MiB = 2^20 bytes), as the library's messages use.
+constexpr double kMiB = 1024.0 * 1024, kGiB = kMiB * 1024;
 using stoker::Batch;
 using stoker::Loader;
 using stoker::Options;
@@ -98,7 +102,7 @@ struct DeviceLoop {
 
 struct EpochResult {
   std::uint64_t samples = 0, batches = 0, bytes = 0;
-  double gpu_idle_pct = -1, h2d_gb_per_s = -1;
+  double gpu_idle_pct = -1, h2d_gib_per_s = -1;
   double seconds = 0, ttfb_ms = 0, wait_p50_ms = 0, wait_p99_ms = 0, stall_pct = 0;
   double worker_cpu_s = 0, consumer_cpu_s = 0;
   std::string content_digest, order_digest;
@@ -147,7 +151,7 @@ EpochResult run_epoch(Loader& loader, int epoch, const Args& args, DeviceLoop* d
     double span = after.gpu_span_seconds - before.gpu_span_seconds;
     double h2d = after.h2d_seconds - before.h2d_seconds;
     if (span > 0) r.gpu_idle_pct = 100.0 * (after.gpu_wait_seconds - before.gpu_wait_seconds) / span;
-    if (h2d > 0) r.h2d_gb_per_s = static_cast<double>(after.h2d_bytes - before.h2d_bytes) / h2d / 1e9;
+    if (h2d > 0) r.h2d_gib_per_s = static_cast<double>(after.h2d_bytes - before.h2d_bytes) / h2d / kGiB;
   }
   r.consumer_cpu_s = process_cpu_seconds() - cpu0;
   if (args.digest) {
@@ -159,7 +163,7 @@ EpochResult run_epoch(Loader& loader, int epoch, const Args& args, DeviceLoop* d
 
 void print_header() {
   std::cout << fmt::format("{:<28} {:>5} {:>9} {:>7} {:>8} {:>11} {:>9} {:>8} {:>7} {:>7} {:>6} {:>7} {:>8} {:>10} {:>7} {:>7}\n",
-                           "data", "epoch", "samples", "batches", "seconds", "samples/s", "MB/s", "ttfb_ms", "p50_ms",
+                           "data", "epoch", "samples", "batches", "seconds", "samples/s", "MiB/s", "ttfb_ms", "p50_ms",
                            "p99_ms", "stall%", "workers", "prefetch", "shm", "wcpu_s", "ccpu_s");
 }
 
@@ -167,7 +171,7 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
   const stoker::Stats s = loader.stats();
   const std::size_t prefetch = s.workers ? s.depth / s.workers : s.depth;
   const double sps = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0;
-  const double mbps = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e6 : 0;
+  const double mibps = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / kMiB : 0;
   if (args.json) {
     nlohmann::json j = {{"data", data},
                         {"epoch", epoch},
@@ -175,7 +179,7 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
                         {"batches", r.batches},
                         {"seconds", r.seconds},
                         {"samples_per_s", sps},
-                        {"mb_per_s", mbps},
+                        {"mib_per_s", mibps},
                         {"ttfb_ms", r.ttfb_ms},
                         {"wait_p50_ms", r.wait_p50_ms},
                         {"wait_p99_ms", r.wait_p99_ms},
@@ -186,8 +190,15 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
                         {"worker_cpu_s", r.worker_cpu_s},
                         {"consumer_cpu_s", r.consumer_cpu_s}};
     j["device"] = args.device;
+    j["fields"] = nlohmann::json::array();
+    for (const auto& f : loader.schema().fields) {
+      j["fields"].push_back({{"name", f.name},
+                             {"kind", "fixed"},
+                             {"dtype", std::string(stoker::dtype_name(f.dtype))},
+                             {"shape", f.shape}});
+    }
     if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
-    if (r.h2d_gb_per_s >= 0) j["h2d_gb_per_s"] = r.h2d_gb_per_s;
+    if (r.h2d_gib_per_s >= 0) j["h2d_gib_per_s"] = r.h2d_gib_per_s;
     if (args.digest) {
       j["content_digest"] = r.content_digest;
       j["order_digest"] = r.order_digest;
@@ -197,12 +208,12 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
   }
   std::string name = data.size() > 28 ? "..." + data.substr(data.size() - 25) : data;
   std::cout << fmt::format("{:<28} {:>5} {:>9} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>8.2f} {:>7.3f} {:>7.3f} {:>6.1f} {:>7} {:>8} {:>10} {:>7.2f} {:>7.2f}\n",
-                           name, epoch, r.samples, r.batches, r.seconds, sps, mbps, r.ttfb_ms, r.wait_p50_ms,
+                           name, epoch, r.samples, r.batches, r.seconds, sps, mibps, r.ttfb_ms, r.wait_p50_ms,
                            r.wait_p99_ms, r.stall_pct, s.workers, prefetch, stoker::format_bytes(s.shm_bytes),
                            r.worker_cpu_s, r.consumer_cpu_s);
-  if (r.gpu_idle_pct >= 0 || r.h2d_gb_per_s >= 0) {
-    std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GB/s\n", args.device,
-                             r.gpu_idle_pct, r.h2d_gb_per_s);
+  if (r.gpu_idle_pct >= 0 || r.h2d_gib_per_s >= 0) {
+    std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GiB/s\n", args.device,
+                             r.gpu_idle_pct, r.h2d_gib_per_s);
   }
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
   std::cout.flush();
@@ -227,8 +238,20 @@ void bench(const std::string& path, const Args& args) {
   Loader loader(o);
   std::unique_ptr<DeviceLoop> device;
   if (o.device.staged()) device = std::make_unique<DeviceLoop>(o.device);
-  static bool header_printed = false;
-  if (!args.json && !std::exchange(header_printed, true)) print_header();
+  if (!args.json) {
+    // What is delivered comes first: a field left out is visible before any figure.
+    std::vector<std::string> fields;
+    for (const auto& f : loader.schema().fields) fields.push_back(f.describe());
+    std::cout << fmt::format("{}: {} samples, fields {}\n", path, loader.schema().num_samples, fmt::join(fields, ", "));
+    static bool header_printed = false;
+    if (!std::exchange(header_printed, true)) {
+      if (args.step_ms <= 0) {
+        std::cout << "(no --step-ms: the training step is empty, so stall% is the share of a loop that only waits "
+                     "for data and is near 100 by construction; --step-ms T simulates a step of T ms)\n";
+      }
+      print_header();
+    }
+  }
   for (int e = 0; e < args.epochs; ++e) report(path, e, run_epoch(loader, e, args, device.get()), loader, args);
 }
 
@@ -275,22 +298,24 @@ void write_demo(const std::string& dir, std::uint64_t samples) {
 int main(int argc, char** argv) {
   Args args;
   CLI::App app{
-      "loader-bench: measures how fast stoker delivers a dataset (samples/s, MB/s, time to first batch, wait per\n"
+      "loader-bench: measures how fast stoker delivers a dataset (samples/s, MiB/s, time to first batch, wait per\n"
       "batch, stall %) and, with --digest, proves what it delivered. Without --data it generates a small demo\n"
       "dataset (HDF5 and LMDB) in a temporary directory and benchmarks both.",
       "loader-bench"};
   app.add_option("--data", args.data, "HDF5 file or LMDB database to read (default: a generated demo dataset)");
   app.add_option("--format", args.format, "Format of --data")->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))->capture_default_str();
   app.add_option("--fields", args.fields, "Fields to load, in this order (default: all, alphabetical)")->delimiter(',');
-  app.add_option("--batch-size", args.batch_size, "Samples per batch")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--workers", args.workers, "Worker processes (0: load in this process)")->capture_default_str();
-  app.add_option("--prefetch", args.prefetch, "Batches in flight per worker")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", args.batch_size, "Samples per batch")->check(stoker::tools::whole_number(1))->capture_default_str();
+  app.add_option("--workers", args.workers, "Worker processes (0: load in this process)")
+      ->check(stoker::tools::whole_number(0, 1024))->capture_default_str();
+  app.add_option("--prefetch", args.prefetch, "Batches in flight per worker")->check(stoker::tools::whole_number(1))->capture_default_str();
   app.add_flag("--shuffle", args.shuffle, "Shuffle every epoch (order depends on --seed and the epoch)");
-  app.add_option("--seed", args.seed, "Shuffle seed")->capture_default_str();
-  app.add_option("--epochs", args.epochs, "Epochs to run")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seed", args.seed, "Shuffle seed")->check(stoker::tools::whole_number(0))->capture_default_str();
+  app.add_option("--epochs", args.epochs, "Epochs to run")->check(stoker::tools::whole_number(1, 1u << 30))->capture_default_str();
   app.add_flag("--drop-last", args.drop_last, "Drop the last incomplete batch");
   app.add_option("--device", args.device, "Where batches go: cpu, cuda[:i], or emulated (the CUDA pipeline on host "
                                           "memory)")
+      ->check(stoker::tools::device_name())
       ->capture_default_str();
   app.add_option("--staging", args.staging, "CUDA staging: pinned (copy into pinned buffers) or registered (copy "
                                             "straight from page-locked shared memory)")
@@ -298,23 +323,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--step-ms", args.step_ms, "Simulate a training step of T ms per batch (a sleep on the CPU, a "
                                             "spinning kernel on CUDA); stall % is then the share of the loop spent "
-                                            "waiting for data")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--shm-budget", args.shm_budget, "Upper bound on shared memory (e.g. 512m, 2g)")
+                                            "waiting for data. Without it the step is empty, so stall % is near 100 "
+                                            "by construction: the loop does nothing but wait for data")
+      ->check(stoker::tools::number_at_least(0));
+  app.add_option("--shm-budget", args.shm_budget, "Shared memory the ring may use (binary units: 512m = 512 MiB, 2g); "
+                                                  "replaces the default of half the free /dev/shm, still capped by the "
+                                                  "free space and the memory cgroup")
       ->transform(CLI::AsSizeValue(false));
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
   app.add_option("--make-demo", args.make_demo, "Write the demo dataset (--demo-samples samples) into DIR as demo.h5 "
                                                 "and demo.lmdb, and exit");
-  app.add_option("--max-batches", args.max_batches, "Stop each epoch after N batches (0: the whole epoch)");
+  app.add_option("--max-batches", args.max_batches, "Stop each epoch after N batches (0: the whole epoch)")
+      ->check(stoker::tools::whole_number(0));
   app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // usage errors exit 2, runtime errors 1
-  }
+      ->check(stoker::tools::whole_number(1))->capture_default_str();
+  if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
   try {
     if (!args.make_data.empty()) {

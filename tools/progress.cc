@@ -1,5 +1,7 @@
 #include "tools/progress.h"
 
+#include "tools/cli.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -25,14 +27,15 @@ double Progress::seconds() const { return std::chrono::duration<double>(Clock::n
 std::string Progress::line(std::uint64_t done) const {
   double s = seconds();
   double rate = s > 0 ? static_cast<double>(done - start_done_) / s : 0;
-  double mbps = rate * static_cast<double>(bytes_per_item_) / 1e6;
+  const double bytes_per_s = rate * static_cast<double>(bytes_per_item_);
   std::string eta = "--:--";
   if (rate > 0) {
     auto left = static_cast<std::uint64_t>(static_cast<double>(total_ - done) / rate);
     eta = fmt::format("{}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
   }
-  return fmt::format("{}: {}/{} samples ({:.1f}%)  {:.1f} MB/s  ETA {}", what_, done, total_,
-                     total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, mbps, eta);
+  return fmt::format("{}: {}/{} samples ({:.1f}%)  {}  ETA {}", what_, done, total_,
+                     total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0,
+                     binary_rate(bytes_per_s), eta);
 }
 
 void Progress::update(std::uint64_t done) {

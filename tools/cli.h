@@ -1,0 +1,29 @@
+// Command-line conventions shared by stoker's tools: plain validator messages, usage errors exit 2
+// (runtime errors exit 1), sizes and rates in binary units (KiB, MiB, GiB: 1 MiB = 2^20 bytes).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace stoker::tools {
+
+// A whole number in [min, max]: "must be at least 1", "must be a whole number from 0 to 1024".
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = UINT64_MAX);
+
+// A number (decimals allowed) of at least `min`.
+CLI::Validator number_at_least(double min);
+
+// A device name that stoker::Device::parse accepts (cpu, cuda, cuda:N, emulated).
+CLI::Validator device_name();
+
+// Parses; on a usage error prints "TOOL: message" and the --help hint and returns 2, for --help
+// prints the help and returns 0; returns -1 when the program should go on.
+int parse_or_exit(CLI::App& app, int argc, char** argv);
+
+// Bytes in binary units: "512.0 MiB", "1.50 GiB".
+std::string binary_size(double bytes);
+// Bytes per second in binary units: "812.3 MiB/s".
+std::string binary_rate(double bytes_per_second);
+
+}  // namespace stoker::tools
