@@ -499,6 +499,7 @@ void DeviceFeeder::add_stats(Stats& s) const {
   s.gpu_wait_seconds = pool_->gpu_wait_seconds;
   s.gpu_span_seconds = pool_->gpu_span_seconds;
   s.gpu_steps = pool_->gpu_steps;
+  s.staging = staging_;
 }
 
 }  // namespace stoker::detail

@@ -11,6 +11,8 @@
 
 #include "formats/lmdb_env.h"
 #include "loader/sampler.h"
+#include "loader/segment_layout.h"
+#include "util/posix_error.h"
 #include "stoker/digest.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
@@ -287,6 +289,47 @@ TEST_F(LoaderData, ContentDigestIsEqualAcrossFormatsAndWorkers) {
   ContentDigest direct;
   for (std::uint64_t i = 0; i < 100; ++i) direct.add(i, expected_sample(schema_, i));
   EXPECT_EQ(*digests.begin(), direct.hex());
+}
+
+// The shared-memory budget decides the ring's depth: lowered with one warning when the wanted
+// depth does not fit, refused with the numbers when not even one slot per worker does. Driven by
+// Options::shm_budget, so it needs no privileges (the 64 MiB /dev/shm test needs a mount).
+TEST_F(LoaderData, TheBudgetLowersTheRingOrRefusesWithTheNumbers) {
+  Options o = options("d.lmdb", 2, 8);
+  o.prefetch = 2;  // wants 4 slots
+  const detail::SegmentLayout layout(schema_, o.batch_size, 2);
+  std::vector<std::string> warnings;
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+
+  o.shm_budget = layout.segment_bytes(3);  // 3 slots fit exactly, 4 do not
+  {
+    Loader loader(o);
+    EXPECT_EQ(loader.stats().depth, 3u);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], HasSubstr("ring lowered from 4 to 3 batches"));
+    EXPECT_THAT(warnings[0], HasSubstr("the shm budget option"));
+    std::vector<std::uint64_t> order = run_epoch(loader, 0, schema_);
+    std::vector<std::uint64_t> all(schema_.num_samples);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_EQ(order, all);
+  }
+  warnings.clear();
+  o.shm_budget = layout.segment_bytes(4);
+  {
+    Loader loader(o);
+    EXPECT_EQ(loader.stats().depth, 4u);
+    EXPECT_TRUE(warnings.empty());
+  }
+  o.shm_budget = layout.segment_bytes(2) - 1;  // not even one slot per worker
+  try {
+    Loader loader(o);
+    ADD_FAILURE() << "a loader that cannot fit was created";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not enough shared memory for 2 workers: needs " +
+                                    format_bytes(layout.segment_bytes(2)) + " (2 batch slots of"));
+    EXPECT_THAT(e.what(), HasSubstr("the shm budget option of " + format_bytes(layout.segment_bytes(2) - 1)));
+    EXPECT_THAT(e.what(), HasSubstr("--shm-size="));
+  }
 }
 
 TEST(LoaderOptions, BadOptionsAndInputsAreClearErrors) {

@@ -72,9 +72,10 @@ TEST_F(TorchAdapter, ZeroCopyTensorsKeepTheirBatchUntilTheLastIsFreed) {
   {
     auto b = epoch.next();
     idx.assign(b->indices().begin(), b->indices().end());
+    const void* in_slot = (*b)["a_u8"].data;  // the batch's memory in the shared-memory slot
     TensorMap t = to_tensors(std::move(*b));
     EXPECT_FALSE(*b);
-    EXPECT_EQ(t["a_u8"].data_ptr(), t["a_u8"].data_ptr());
+    EXPECT_EQ(t["a_u8"].data_ptr(), in_slot) << "to_tensors copied instead of aliasing the slot";
     survivor = t["h_f32"];  // outlives the map and the loop iteration
     EXPECT_THROW(epoch.next(), Error);  // the slot is still held by the tensors
   }

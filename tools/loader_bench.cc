@@ -161,6 +161,10 @@ EpochResult run_epoch(Loader& loader, int epoch, const Args& args, DeviceLoop* d
   return r;
 }
 
+const char* staging_name(stoker::Staging s) {
+  return s == stoker::Staging::registered_shm ? "registered_shm" : "pinned_copy";
+}
+
 void print_header() {
   std::cout << fmt::format("{:<28} {:>5} {:>9} {:>7} {:>8} {:>11} {:>9} {:>8} {:>7} {:>7} {:>6} {:>7} {:>8} {:>10} {:>7} {:>7}\n",
                            "data", "epoch", "samples", "batches", "seconds", "samples/s", "MiB/s", "ttfb_ms", "p50_ms",
@@ -199,6 +203,7 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
     }
     if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
     if (r.h2d_gib_per_s >= 0) j["h2d_gib_per_s"] = r.h2d_gib_per_s;
+    if (args.device != "cpu") j["staging"] = staging_name(s.staging);
     if (args.digest) {
       j["content_digest"] = r.content_digest;
       j["order_digest"] = r.order_digest;
@@ -212,8 +217,11 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
                            r.wait_p99_ms, r.stall_pct, s.workers, prefetch, stoker::format_bytes(s.shm_bytes),
                            r.worker_cpu_s, r.consumer_cpu_s);
   if (r.gpu_idle_pct >= 0 || r.h2d_gib_per_s >= 0) {
-    std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GiB/s\n", args.device,
-                             r.gpu_idle_pct, r.h2d_gib_per_s);
+    std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GiB/s, staging {}{}\n", args.device,
+                             r.gpu_idle_pct, r.h2d_gib_per_s, staging_name(s.staging),
+                             args.staging == "registered" && s.staging != stoker::Staging::registered_shm
+                                 ? " (registered fell back: the slots could not be page-locked)"
+                                 : "");
   }
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
   std::cout.flush();

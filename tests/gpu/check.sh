@@ -18,6 +18,15 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 # pipeline passing on that machine.
 tests_rc=0
 "$bundle/bin/stoker_tests" --gtest_filter='CudaDevice.*:EmulatedDevice.*:DeviceParse.*' --gtest_brief=1 || tests_rc=$?
+# The LibTorch adapter's tests run against the GPU machine's own torch (not bundled: gigabytes).
+if [[ -x $bundle/bin/stoker_torch_tests ]]; then
+  torch_libs=$(python3 -c 'import os, glob, torch; d = os.path.dirname(torch.__file__); print(":".join([d + "/lib"] + glob.glob(d + "/../nvidia/*/lib")))' 2>/dev/null || true)
+  if [[ -z $torch_libs ]]; then
+    echo "check.sh: no Python torch on this machine: the LibTorch adapter's tests are skipped" >&2
+  else
+    LD_LIBRARY_PATH="$torch_libs:$LD_LIBRARY_PATH" "$bundle/bin/stoker_torch_tests" --gtest_brief=1 || tests_rc=$?
+  fi
+fi
 json=()
 [[ -n ${OUT:-} ]] && json=(--json-out "$OUT/gpu-check.json")
 check_rc=0
