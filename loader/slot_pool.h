@@ -25,6 +25,7 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
 
   const SegmentView& view() const noexcept { return view_; }
   const ShmSegment& segment() const noexcept { return segment_; }
+  std::uint32_t num_slots() const noexcept { return num_slots_; }
 
   std::optional<std::uint32_t> acquire();
   void release(std::uint32_t slot) noexcept override;

@@ -1,0 +1,15 @@
+#include "loader/inline_source.h"
+
+#include "loader/held_batches.h"
+
+namespace stoker::detail {
+
+std::uint32_t InlineSource::next_filled() {
+  auto s = slots_->acquire();
+  if (!s) throw held_batches_error(*slots_, plan_->epoch);
+  plan_->write_task(slots_->view(), *s, next_++);
+  fill_slot(slots_->view(), *s, reader_, "stoker");
+  return *s;
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,31 @@
+// InlineSource: a loader with num_workers = 0 fills each slot itself, in the calling thread, with
+// the fill_slot() the workers use, so both paths deliver the same bytes and the same errors.
+#pragma once
+
+#include <memory>
+
+#include "loader/slot_pool.h"
+#include "loader/slot_source.h"
+#include "loader/worker.h"
+
+namespace stoker::detail {
+
+class InlineSource final : public SlotSource {
+ public:
+  InlineSource(std::shared_ptr<SlotPool> slots, std::unique_ptr<formats::Reader> reader)
+      : slots_(std::move(slots)), reader_(std::move(reader)) {}
+
+  void start(const EpochPlan& plan, std::uint64_t first) override {
+    plan_ = &plan;
+    next_ = first;
+  }
+  std::uint32_t next_filled() override;
+
+ private:
+  std::shared_ptr<SlotPool> slots_;
+  LazyReader reader_;
+  const EpochPlan* plan_ = nullptr;
+  std::uint64_t next_ = 0;
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,24 @@
+#include "loader/options_check.h"
+
+#include <fmt/format.h>
+
+#include "stoker/error.h"
+
+namespace stoker::detail {
+
+void check_options(const Options& o) {
+  if (o.source.empty()) throw Error("options: source is empty; set it to an HDF5 file or an LMDB database");
+  if (o.batch_size == 0) throw Error("options: batch_size is 0; it must be at least 1");
+  if (o.prefetch == 0) throw Error("options: prefetch is 0; it must be at least 1");
+  if (o.num_workers > 1024) throw Error(fmt::format("options: num_workers {} is more than 1024", o.num_workers));
+  if (o.prefetch > 1024) throw Error(fmt::format("options: prefetch {} is more than 1024", o.prefetch));
+  if (!(o.shm_fraction > 0 && o.shm_fraction <= 0.5)) {
+    throw Error(fmt::format("options: shm_fraction {} is outside (0, 0.5]", o.shm_fraction));
+  }
+  if (o.batch_size > (1u << 24)) throw Error(fmt::format("options: batch_size {} is too large", o.batch_size));
+  if (o.device.staged() && o.prefetch_to_device == 0) {
+    throw Error("options: prefetch_to_device is 0; it must be at least 1");
+  }
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,46 @@
+// How deep the shared-memory ring is, and the segment that holds it.
+//
+// The wanted depth is num_workers * prefetch slots; the least is one slot per worker. The depth is
+// the largest that fits the budget (loader/shm_budget.h) and that the kernel actually reserves
+// (posix_fallocate can still fail with ENOSPC when /dev/shm filled up meanwhile: the depth is then
+// lowered by a quarter and tried again). Below the least the loader is refused with the bytes it
+// needs and the fix; a lowered depth costs one warning.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "loader/segment_layout.h"
+#include "loader/shm_budget.h"
+#include "loader/shm_segment.h"
+#include "stoker/error.h"
+
+namespace stoker::detail {
+
+struct RingRequest {
+  std::uint32_t num_workers = 1;
+  std::uint32_t prefetch = 1;
+  double shm_fraction = 0.5;  // only to suggest a container size
+
+  std::uint32_t wanted() const noexcept { return num_workers * prefetch; }
+  std::uint32_t least() const noexcept { return num_workers; }
+};
+
+// The deepest ring in [least, wanted] whose segment fits `budget_bytes`; nullopt if none does.
+std::optional<std::uint32_t> depth_within(const SegmentLayout& layout, const RingRequest& request,
+                                          std::uint64_t budget_bytes) noexcept;
+
+// The refusal: what is needed, `why` it is not there, and what to do.
+Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, const std::string& why);
+
+struct ReservedRing {
+  ShmSegment segment;
+  std::uint32_t depth = 0;
+  std::optional<std::string> warning;  // set when depth < wanted
+};
+
+// Reserves the segment for the deepest ring that fits, or throws ring_refusal().
+ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget);
+
+}  // namespace stoker::detail

@@ -1,0 +1,52 @@
+#include "loader/task_table.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace stoker::detail {
+
+TaskTable::TaskTable(std::uint32_t depth, std::uint32_t num_workers)
+    : depth_(depth), tasks_(depth), outstanding_(num_workers, 0) {
+  assert(depth > 0);
+}
+
+void TaskTable::start(std::uint64_t first, std::uint64_t end) {
+  assert(in_flight() == 0);
+  received_ = issued_ = first;
+  end_ = end;
+}
+
+std::uint32_t TaskTable::least_loaded_worker() const noexcept {
+  return static_cast<std::uint32_t>(std::min_element(outstanding_.begin(), outstanding_.end()) - outstanding_.begin());
+}
+
+std::uint64_t TaskTable::issue(std::uint32_t slot, std::uint32_t worker) {
+  assert(can_issue() && worker < outstanding_.size());
+  tasks_[issued_ % depth_] = Task{slot, worker, false};
+  ++outstanding_[worker];
+  return issued_++;
+}
+
+bool TaskTable::mark_arrived(std::uint64_t batch) noexcept {
+  if (batch < received_ || batch >= issued_) return false;
+  tasks_[batch % depth_].arrived = true;
+  return true;
+}
+
+TaskTable::Task TaskTable::receive() {
+  assert(in_flight() > 0);
+  Task t = tasks_[received_ % depth_];
+  --outstanding_[t.worker];
+  ++received_;
+  return t;
+}
+
+std::optional<std::uint64_t> TaskTable::pending_of(std::uint32_t worker) const noexcept {
+  for (std::uint64_t t = received_; t < issued_; ++t) {
+    const Task& task = tasks_[t % depth_];
+    if (task.worker == worker && !task.arrived) return t;
+  }
+  return std::nullopt;
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,64 @@
+// TaskTable: which batches of the epoch are in flight, in which slot, on which worker, and which
+// have arrived. Pure bookkeeping: no processes, no memory of batches; unit-tested on its own.
+//
+// Batches are issued in order (next_to_issue) and received in order (next_to_receive), PyTorch's
+// send_idx/rcvd_idx protocol. Invariants:
+//   first <= received <= issued <= end, and issued - received <= depth;
+//   batch t, for received <= t < issued, lives in entry t % depth;
+//   outstanding(w) is the number of those entries whose worker is w.
+// Not synchronised: the consumer thread's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace stoker::detail {
+
+class TaskTable {
+ public:
+  struct Task {
+    std::uint32_t slot = 0;
+    std::uint32_t worker = 0;
+    bool arrived = false;
+  };
+
+  TaskTable(std::uint32_t depth, std::uint32_t num_workers);
+
+  // Starts batches [first, end). REQUIRES: nothing in flight.
+  void start(std::uint64_t first, std::uint64_t end);
+
+  std::uint64_t next_to_issue() const noexcept { return issued_; }
+  std::uint64_t next_to_receive() const noexcept { return received_; }
+  std::uint64_t end() const noexcept { return end_; }
+  std::uint64_t in_flight() const noexcept { return issued_ - received_; }
+  bool finished() const noexcept { return received_ == end_; }
+  // Another batch may be issued: the epoch has one left and the window has room.
+  bool can_issue() const noexcept { return issued_ < end_ && in_flight() < depth_; }
+
+  // The worker with the fewest batches in flight (the lowest such index): where the next goes.
+  std::uint32_t least_loaded_worker() const noexcept;
+  // Records batch next_to_issue() as given to `worker` in `slot`; returns its batch index.
+  // REQUIRES: can_issue().
+  std::uint64_t issue(std::uint32_t slot, std::uint32_t worker);
+
+  // Marks an in-flight batch as arrived; false when `batch` is not in flight (a stale report).
+  bool mark_arrived(std::uint64_t batch) noexcept;
+  // REQUIRES: next_to_receive() <= batch < next_to_issue().
+  const Task& at(std::uint64_t batch) const noexcept { return tasks_[batch % depth_]; }
+
+  // Takes batch next_to_receive() out of the table. REQUIRES: in_flight() > 0.
+  Task receive();
+
+  // The first in-flight batch `worker` has not delivered yet, if any (what it died holding).
+  std::optional<std::uint64_t> pending_of(std::uint32_t worker) const noexcept;
+  std::uint32_t outstanding(std::uint32_t worker) const noexcept { return outstanding_[worker]; }
+
+ private:
+  std::uint32_t depth_;
+  std::vector<Task> tasks_;
+  std::vector<std::uint32_t> outstanding_;
+  std::uint64_t received_ = 0, issued_ = 0, end_ = 0;
+};
+
+}  // namespace stoker::detail

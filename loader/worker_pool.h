@@ -1,0 +1,92 @@
+// WorkerPool: the worker processes and the consumer's end of their rings.
+//
+// Starts the fork server (loader/fork_server.h), which forks the workers; hands slots to workers
+// (task ring + eventfd); collects the slots they finished (done rings); waits for any of: a
+// finished slot, a worker's exit report, an interrupt, a timeout; stops them all. It knows
+// nothing of epochs or batch order (loader/task_table.h does). Consumer thread only, except
+// interrupt().
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/reader.h"
+#include "loader/fork_server.h"
+#include "loader/slot_pool.h"
+#include "util/unique_fd.h"
+
+namespace stoker::detail {
+
+class WorkerPool {
+ public:
+  // What every worker opens (lazily, after fork) and the schema it must find there.
+  struct Dataset {
+    std::string path;
+    formats::ReaderOptions reader_options;
+    Schema expected;
+  };
+
+  // Forks `num_workers` workers over `slots`. Must run before the process starts threads of
+  // stoker's own (the fork server is forked from the calling process).
+  WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers, Dataset dataset);
+  ~WorkerPool();  // stop()
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  std::uint32_t size() const noexcept { return num_workers_; }
+  pid_t pid(std::uint32_t worker) const noexcept { return server_->worker_pids()[worker]; }
+  std::vector<int> pids() const;
+
+  // Gives `slot` (its header and indices written) to `worker`.
+  void assign(std::uint32_t worker, std::uint32_t slot);
+
+  // Calls on_done(slot) for every slot the workers finished since the last call.
+  template <class F>
+  void collect(F&& on_done) {
+    for (std::uint32_t w = 0; w < num_workers_; ++w) {
+      WorkerChannel ch = slots_->view().channel(w);
+      std::uint32_t s;
+      while (ch.done.pop(s)) on_done(s);
+    }
+  }
+
+  enum class Wake { activity, timeout, interrupted };
+  // Blocks until a worker finished a slot or exited (activity), `timeout` passed (a negative one
+  // never does), or interrupt() was called.
+  Wake wait(std::chrono::milliseconds timeout);
+  // Makes a wait() in another thread return `interrupted` (any thread; for shutdown).
+  void interrupt() noexcept;
+
+  // A worker's exit, reported by the fork server, without blocking. Throws stoker::Error when the
+  // fork server itself is gone.
+  std::optional<WorkerExit> poll_exit() { return server_->poll_exit(); }
+
+  // CPU time of every worker so far.
+  double cpu_seconds() const;
+
+  // Sends every worker the stop sentinel, waits up to `grace` for them, kills the rest, reaps all.
+  // Idempotent; never throws.
+  void stop(std::chrono::milliseconds grace) noexcept;
+
+ private:
+  std::shared_ptr<SlotPool> slots_;
+  std::uint32_t num_workers_;
+  UniqueFd lifeline_;         // write end; only this process holds it
+  UniqueFd done_event_;       // any worker finished a slot
+  UniqueFd interrupt_event_;  // the trainer's alone: not kept in the children
+  std::vector<UniqueFd> task_events_;
+  std::unique_ptr<ForkServer> server_;
+};
+
+// "worker 1 (pid 4242) was killed by signal SIGKILL while loading batch 3 of epoch 0 (samples 7,
+// 9, ...); SIGKILL often comes from the out-of-memory killer (see dmesg)". `held` says what the
+// worker had in hand ("while idle", or the batch).
+std::string describe_worker_death(const WorkerExit& exit, const std::string& held);
+
+}  // namespace stoker::detail

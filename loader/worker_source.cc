@@ -1,0 +1,113 @@
+#include "loader/worker_source.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "loader/held_batches.h"
+
+namespace stoker::detail {
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
+                           WorkerPool::Dataset dataset, std::chrono::milliseconds timeout)
+    : slots_(slots), workers_(std::move(slots), num_workers, std::move(dataset)), tasks_(depth, num_workers),
+      timeout_(timeout) {}
+
+void WorkerSource::fail(std::string message) {
+  broken_ = std::move(message);
+  throw Error(*broken_);
+}
+
+void WorkerSource::issue() {
+  while (tasks_.can_issue()) {
+    auto s = slots_->acquire();
+    if (!s) break;
+    plan_->write_task(slots_->view(), *s, tasks_.next_to_issue());
+    const std::uint32_t w = tasks_.least_loaded_worker();
+    tasks_.issue(*s, w);
+    workers_.assign(w, *s);
+  }
+}
+
+void WorkerSource::collect() {
+  workers_.collect([&](std::uint32_t s) { tasks_.mark_arrived(slots_->view().slot_header(s).task_id); });
+}
+
+void WorkerSource::check_exits() {
+  std::optional<WorkerExit> exit;
+  try {
+    exit = workers_.poll_exit();
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  if (!exit) return;
+  std::string held = "while idle";
+  if (auto t = tasks_.pending_of(exit->worker)) {
+    const auto samples = plan_->batch(*t);
+    held = fmt::format("while loading batch {} of epoch {} (samples {}{})", *t, plan_->epoch,
+                       fmt::join(samples.begin(), samples.begin() + std::min<std::size_t>(samples.size(), 8), ", "),
+                       samples.size() > 8 ? ", ..." : "");
+  }
+  fail(fmt::format("stoker: {}; the loader cannot continue", describe_worker_death(*exit, held)));
+}
+
+void WorkerSource::wait_for(std::uint64_t t) {
+  const auto start = Clock::now();
+  for (;;) {
+    collect();
+    if (tasks_.at(t).arrived) return;
+    check_exits();
+    std::chrono::milliseconds left(-1);
+    if (timeout_.count() > 0) {
+      left = std::max(std::chrono::milliseconds(0),
+                      timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+    }
+    switch (workers_.wait(left)) {
+      case WorkerPool::Wake::interrupted:
+        throw Error("stoker: the loader is shutting down");
+      case WorkerPool::Wake::timeout: {
+        collect();
+        if (tasks_.at(t).arrived) return;
+        const std::uint32_t w = tasks_.at(t).worker;
+        fail(fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
+                         "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
+                         "legitimately that slow",
+                         w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w)));
+      }
+      case WorkerPool::Wake::activity:
+        break;
+    }
+  }
+}
+
+void WorkerSource::abandon() {
+  if (broken_) throw Error(*broken_);
+  while (tasks_.in_flight() > 0) {
+    wait_for(tasks_.next_to_receive());
+    slots_->release(tasks_.receive().slot);
+  }
+}
+
+void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
+  if (broken_) throw Error(*broken_);
+  plan_ = &plan;
+  tasks_.start(first, plan.num_batches);
+  issue();  // workers start on the first batches before the first next()
+}
+
+std::uint32_t WorkerSource::next_filled() {
+  if (broken_) throw Error(*broken_);
+  check_exits();  // a dead worker is reported at once, not only when its batch is due
+  issue();
+  if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
+  wait_for(tasks_.next_to_receive());
+  const std::uint32_t s = tasks_.receive().slot;
+  issue();  // the window moved on
+  return s;
+}
+
+}  // namespace stoker::detail

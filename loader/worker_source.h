@@ -1,0 +1,53 @@
+// WorkerSource: batches loaded by worker processes, handed out in order.
+//
+// Keeps up to `depth` batches of the epoch in flight (loader/task_table.h), each in a slot of its
+// own given to the least-loaded worker (loader/worker_pool.h), and waits for the next one in
+// order. A worker that dies is reported at once, naming the batch it held; one that has not
+// delivered within the timeout is reported as stuck. Consumer thread only, except interrupt().
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loader/slot_source.h"
+#include "loader/task_table.h"
+#include "loader/worker_pool.h"
+
+namespace stoker::detail {
+
+class WorkerSource final : public SlotSource {
+ public:
+  // timeout: how long next_filled() waits for its batch (zero: no limit).
+  WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
+               WorkerPool::Dataset dataset, std::chrono::milliseconds timeout);
+
+  void abandon() override;
+  void start(const EpochPlan& plan, std::uint64_t first) override;
+  std::uint32_t next_filled() override;
+  void interrupt() noexcept override { workers_.interrupt(); }
+
+  // Stops the workers (idempotent).
+  void stop(std::chrono::milliseconds grace) noexcept { workers_.stop(grace); }
+  std::vector<int> pids() const { return workers_.pids(); }
+  double worker_cpu_seconds() const { return workers_.cpu_seconds(); }
+
+ private:
+  // Issues batches while the window and the free slots allow.
+  void issue();
+  void collect();
+  // Throws when a worker exited (any exit is fatal to the epoch).
+  void check_exits();
+  void wait_for(std::uint64_t batch);
+  [[noreturn]] void fail(std::string message);
+
+  std::shared_ptr<SlotPool> slots_;
+  WorkerPool workers_;
+  TaskTable tasks_;
+  std::chrono::milliseconds timeout_;
+  const EpochPlan* plan_ = nullptr;
+  std::optional<std::string> broken_;  // the loader cannot continue: why
+};
+
+}  // namespace stoker::detail
