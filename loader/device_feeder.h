@@ -1,18 +1,10 @@
-// DeviceFeeder: the staging pipeline between shared memory and a device.
+// DeviceFeeder: the staging thread between shared memory and a device.
 //
-// A staging thread takes batches in order from the host pipeline and, per batch:
-//   pinned_copy:    memcpy into a pinned buffer (one of two, reused once their copy completed),
-//                   release the shared-memory slot at once, one async H2D copy on the copy stream;
-//   registered_shm: async H2D copies straight from the registered slot, which stays held until
-//                   its copy has completed;
-// then records the batch's ready event and queues the batch, at most prefetch_to_device ahead of
-// the training loop. The device buffer it copies into is taken from a bounded pool
-// (prefetch_to_device + 1 buffers: the queue plus the batch in the user's hands) and is reused
-// only after the streams recorded on it reach the point of release (the copy stream waits on
-// events recorded there; the host never waits on the hot path).
-//
-// Threads: the staging thread; the user's thread (start_epoch, next); any thread (Batch release).
-// The pool's mutex guards the queue, the request and the buffers' bookkeeping.
+// The staging thread takes host batches in order from the HostSource and, per batch, takes a free
+// device buffer (loader/device_buffer_pool.h), has the Stager queue its copy on the copy stream
+// (loader/stager.h), and queues the resulting device Batch (loader/staged_queue.h), at most
+// prefetch_to_device ahead of the training loop. The user's thread starts epochs and pops batches.
+// Data flows one way: HostSource -> Stager -> DeviceBufferPool -> StagedQueue -> user.
 #pragma once
 
 #include <cstdint>
@@ -42,16 +34,19 @@ class HostSource {
 };
 
 class DeviceBufferPool;
+class StagedQueue;
+class Stager;
 
 class DeviceFeeder {
  public:
-  // Creates the device backend (throws for a missing driver or device), the buffers and the
-  // staging thread.
+  // Creates the device backend (throws for a missing driver or device), the buffers, the stager
+  // and the staging thread.
   DeviceFeeder(const Options& options, const Schema& schema, HostSource& source);
   ~DeviceFeeder();
   DeviceFeeder(const DeviceFeeder&) = delete;
   DeviceFeeder& operator=(const DeviceFeeder&) = delete;
 
+  // User's thread.
   std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch);
   std::optional<Batch> next(std::uint64_t generation);
   void add_stats(Stats& s) const;
@@ -60,18 +55,11 @@ class DeviceFeeder {
   void run() noexcept;
   void stage_loop();
   Batch stage(Batch host, std::uint32_t buffer);
-  void release_copied(bool wait_for_one);
 
-  Options options_;
   HostSource& source_;
-  Staging staging_;
-  std::shared_ptr<DeviceBufferPool> pool_;
-  struct Pinned;
-  std::vector<std::unique_ptr<Pinned>> pinned_;  // staging thread only
-  std::size_t next_pinned_ = 0;
-  struct Pending;
-  std::vector<std::unique_ptr<Pending>> pending_;  // registered_shm: slots whose copy may be in flight
-  bool registered_ = false;
+  std::shared_ptr<DeviceBufferPool> pool_;  // shared with the device batches
+  std::shared_ptr<StagedQueue> queue_;      // the pool notifies it through a weak reference
+  std::unique_ptr<Stager> stager_;          // staging thread only
   std::thread thread_;
 };
 
