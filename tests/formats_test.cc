@@ -3,6 +3,7 @@
 #include <lmdb.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <gmock/gmock.h>
@@ -20,6 +21,7 @@ namespace {
 
 using formats::Hdf5WriteOptions;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Reads `indices` through `r` and checks every byte against the generator.
 void expect_reads(formats::Reader& r, const std::vector<std::uint64_t>& indices) {
@@ -189,6 +191,57 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
     H5Tclose(str);
   }
   expect_error(open, {p, "no numeric datasets"});
+}
+
+// HDF5's C++ API throws exceptions that say only which call failed; the reader keeps HDF5's own
+// reason from its error stack and names the file, the dataset and the samples.
+TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
+  TempDir tmp;
+  const std::string p = tmp.path("bad.h5");
+  Schema schema = small_schema(400);
+  write_hdf5(p, schema, {formats::Hdf5WriteOptions::Layout::chunked, 16, 4});
+  // Garbage in the middle of chunk 3 of 'image' (samples 48..63): inflating it fails.
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t size = 0;
+  {
+    hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "image", H5P_DEFAULT);
+    hsize_t offset[4] = {48, 0, 0, 0};
+    unsigned mask = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(d, offset, &mask, &addr, &size), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  {
+    std::fstream out(p, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(addr));
+    const std::string garbage(static_cast<std::size_t>(size), '\xff');
+    out.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  formats::Hdf5Reader r(p, {"image"}, formats::Hdf5Path::automatic);
+  std::vector<std::byte> buf(16 * schema.fields[0].bytes_per_sample());
+  std::vector<std::byte*> dest{buf.data()};
+  const std::vector<std::uint64_t> good{0, 1, 2};
+  r.read(good, dest);  // other chunks still read
+  const std::vector<std::uint64_t> bad{50, 51};
+  try {
+    r.read(bad, dest);
+    FAIL() << "no error for a corrupt chunk";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_THAT(m, HasSubstr(p + ": dataset 'image': reading samples 50..51: "));
+    EXPECT_THAT(m, Not(HasSubstr("H5Dread failed")));  // HDF5's reason, not the C++ API's summary
+    EXPECT_THAT(m, HasSubstr("inflate() failed"));
+  }
+  // A file cut short: its last samples cannot be read, and the error names the file.
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) / 2);
+  expect_error(
+      [&] {
+        formats::Hdf5Reader cut(p, {"image"}, formats::Hdf5Path::automatic);
+        const std::vector<std::uint64_t> last{399};
+        cut.read(last, dest);
+      },
+      {p});
 }
 
 TEST(LmdbReader, RoundTripsEveryDtypeAndSelectsFields) {
