@@ -6,71 +6,75 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/interprocess/anonymous_shared_memory.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
 #include <random>
 
 #include "stoker/error.h"
 #include "util/posix_error.h"
-#include "util/unique_fd.h"
 
 namespace stoker::detail {
+namespace bip = boost::interprocess;
 namespace {
 
 std::string unique_name() {
   static std::atomic<unsigned> counter{0};
   std::random_device rd;
-  return fmt::format("/stoker-{}-{}-{:08x}", ::getpid(), counter++, rd());
+  return fmt::format("stoker-{}-{}-{:08x}", ::getpid(), counter++, rd());
 }
 
-std::byte* map_or_throw(std::size_t bytes, int prot, int flags, int fd) {
-  void* p = ::mmap(nullptr, bytes, prot, flags, fd, 0);
-  if (p == MAP_FAILED) throw_errno(fmt::format("mmap of {} of shared memory", format_bytes(bytes)));
-  return static_cast<std::byte*>(p);
+// Boost reports the OS error it met; stoker's errors say what was attempted, with errno's text.
+[[noreturn]] void throw_interprocess(const bip::interprocess_exception& e, const std::string& what) {
+  const int native = e.get_native_error();
+  if (native != 0) throw_errno(native, what);
+  throw Error(fmt::format("{}: {}", what, e.what()));
 }
 
 }  // namespace
 
 std::optional<ShmSegment> ShmSegment::try_create_shared(std::size_t bytes, const std::string& shm_dir) {
-  std::string name = unique_name();
-  UniqueFd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
-  if (!fd) throw_errno(fmt::format("shm_open {}{}", shm_dir, name));
-  ::shm_unlink(name.c_str());
+  const std::string name = unique_name();
+  std::optional<bip::shared_memory_object> shm;
+  try {
+    shm.emplace(bip::create_only, name.c_str(), bip::read_write, bip::permissions(0600));
+  } catch (const bip::interprocess_exception& e) {
+    throw_interprocess(e, fmt::format("creating shared memory {}/{}", shm_dir, name));
+  }
+  bip::shared_memory_object::remove(name.c_str());  // nothing to leak from here on
+  const int fd = shm->get_mapping_handle().handle;
+  // Boost opens without O_CLOEXEC; the descriptor lives only until the mapping exists.
+  if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) throw_errno(fmt::format("fcntl FD_CLOEXEC on {}/{}", shm_dir, name));
   // posix_fallocate returns the error instead of setting errno.
-  int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (rc == ENOSPC || rc == ENOMEM) return std::nullopt;
   if (rc != 0) throw_errno(rc, fmt::format("reserving {} in {}", format_bytes(bytes), shm_dir));
-  ShmSegment seg(map_or_throw(bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get()), bytes, true);
-  seg.prefault();
-  return seg;
+  try {
+    ShmSegment seg(bip::mapped_region(*shm, bip::read_write, 0, bytes), true);
+    seg.prefault();
+    return seg;
+  } catch (const bip::interprocess_exception& e) {
+    throw_interprocess(e, fmt::format("mapping {} of shared memory", format_bytes(bytes)));
+  }
 }
 
 ShmSegment ShmSegment::create_private(std::size_t bytes) {
-  ShmSegment seg(map_or_throw(bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1), bytes, false);
-  seg.prefault();
-  return seg;
-}
-
-ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
-  if (this != &o) {
-    if (data_) ::munmap(data_, size_);
-    data_ = std::exchange(o.data_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    shared_ = o.shared_;
+  try {
+    ShmSegment seg(bip::anonymous_shared_memory(bytes), false);
+    seg.prefault();
+    return seg;
+  } catch (const bip::interprocess_exception& e) {
+    throw_interprocess(e, fmt::format("mapping {} of memory", format_bytes(bytes)));
   }
-  return *this;
-}
-
-ShmSegment::~ShmSegment() {
-  if (data_) ::munmap(data_, size_);
 }
 
 void ShmSegment::prefault() const noexcept {
-  if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return;
+  if (::madvise(data(), size(), MADV_POPULATE_WRITE) == 0) return;
   // Kernels before 5.14: read every page (a write could race with another process's). The memory
   // is reserved, so this cannot fault with SIGBUS.
   const long page = ::sysconf(_SC_PAGESIZE);
-  for (std::size_t off = 0; off < size_; off += static_cast<std::size_t>(page)) {
-    (void)reinterpret_cast<volatile const std::byte*>(data_)[off];
+  for (std::size_t off = 0; off < size(); off += static_cast<std::size_t>(page)) {
+    (void)reinterpret_cast<volatile const std::byte*>(data())[off];
   }
 }
 
