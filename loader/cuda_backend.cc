@@ -1,7 +1,9 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 #include "loader/cuda_driver.h"
 #include "loader/device_backend.h"
@@ -17,13 +19,6 @@ struct Loaded {
   int devices = 0;
 };
 
-template <class F>
-bool resolve(void* lib, F& fn, const char* name, std::string& error) {
-  fn = reinterpret_cast<F>(::dlsym(lib, name));
-  if (!fn && error.empty()) error = fmt::format("the driver has no {} (too old a driver?)", name);
-  return fn != nullptr;
-}
-
 Loaded load() {
   Loaded l;
   // RTLD_NOLOAD first: the driver torch already loaded, if any, is the one to use.
@@ -34,40 +29,28 @@ Loaded load() {
     l.error = fmt::format("no NVIDIA driver: libcuda.so.1 cannot be loaded ({})", why ? why : "not found");
     return l;
   }
+  // The one symbol looked up by name; every other entry point comes from it, at the pinned version.
+  using GetProcAddress = CUresult (*)(const char*, void**, int, std::uint64_t, CUdriverProcAddressQueryResult*);
+  auto get_proc = reinterpret_cast<GetProcAddress>(::dlsym(lib, "cuGetProcAddress_v2"));
+  if (!get_proc) {
+    l.error = "the NVIDIA driver is older than CUDA 12.0 (it has no cuGetProcAddress_v2): update the driver";
+    return l;
+  }
   Driver& d = l.driver;
   std::string& e = l.error;
-  resolve(lib, d.cuInit, "cuInit", e);
-  resolve(lib, d.cuDriverGetVersion, "cuDriverGetVersion", e);
-  resolve(lib, d.cuDeviceGetCount, "cuDeviceGetCount", e);
-  resolve(lib, d.cuDeviceGet, "cuDeviceGet", e);
-  resolve(lib, d.cuDeviceGetName, "cuDeviceGetName", e);
-  resolve(lib, d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", e);
-  resolve(lib, d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", e);
-  resolve(lib, d.cuCtxSetCurrent, "cuCtxSetCurrent", e);
-  resolve(lib, d.cuCtxGetCurrent, "cuCtxGetCurrent", e);
-  resolve(lib, d.cuMemAlloc, "cuMemAlloc_v2", e);
-  resolve(lib, d.cuMemFree, "cuMemFree_v2", e);
-  resolve(lib, d.cuMemHostAlloc, "cuMemHostAlloc", e);
-  resolve(lib, d.cuMemFreeHost, "cuMemFreeHost", e);
-  resolve(lib, d.cuMemHostRegister, "cuMemHostRegister_v2", e);
-  resolve(lib, d.cuMemHostUnregister, "cuMemHostUnregister", e);
-  resolve(lib, d.cuStreamCreate, "cuStreamCreate", e);
-  resolve(lib, d.cuStreamDestroy, "cuStreamDestroy_v2", e);
-  resolve(lib, d.cuStreamSynchronize, "cuStreamSynchronize", e);
-  resolve(lib, d.cuStreamWaitEvent, "cuStreamWaitEvent", e);
-  resolve(lib, d.cuEventCreate, "cuEventCreate", e);
-  resolve(lib, d.cuEventDestroy, "cuEventDestroy_v2", e);
-  resolve(lib, d.cuEventRecord, "cuEventRecord", e);
-  resolve(lib, d.cuEventQuery, "cuEventQuery", e);
-  resolve(lib, d.cuEventSynchronize, "cuEventSynchronize", e);
-  resolve(lib, d.cuEventElapsedTime, "cuEventElapsedTime", e);
-  resolve(lib, d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", e);
-  resolve(lib, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", e);
-  resolve(lib, d.cuModuleLoadData, "cuModuleLoadData", e);
-  resolve(lib, d.cuModuleGetFunction, "cuModuleGetFunction", e);
-  resolve(lib, d.cuLaunchKernel, "cuLaunchKernel", e);
-  resolve(lib, d.cuGetErrorName, "cuGetErrorName", e);
-  resolve(lib, d.cuGetErrorString, "cuGetErrorString", e);
+  auto resolve = [&](auto& fn, const char* name) {
+    void* p = nullptr;
+    CUdriverProcAddressQueryResult status{};
+    CUresult rc = get_proc(name, &p, kDriverApiVersion, kGetProcAddressDefault, &status);
+    if ((rc != kSuccess || status != kGetProcAddressSuccess || !p) && e.empty()) {
+      e = fmt::format("the NVIDIA driver has no {} for CUDA API version {} (query status {})", name, kDriverApiVersion,
+                      static_cast<int>(status));
+    }
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+  };
+#define STOKER_CUDA_RESOLVE(name) resolve(d.name, #name);
+  STOKER_CUDA_ENTRY_POINTS(STOKER_CUDA_RESOLVE)
+#undef STOKER_CUDA_RESOLVE
   if (!e.empty()) return l;
   CUresult rc = d.cuInit(0);
   if (rc != kSuccess) {
@@ -97,7 +80,8 @@ std::string error_text(CUresult rc) {
   const char *name = nullptr, *text = nullptr;
   if (l.driver.cuGetErrorName) l.driver.cuGetErrorName(rc, &name);
   if (l.driver.cuGetErrorString) l.driver.cuGetErrorString(rc, &text);
-  return fmt::format("{} ({})", name ? name : fmt::format("CUDA error {}", rc), text ? text : "no description");
+  return fmt::format("{} ({})", name ? name : fmt::format("CUDA error {}", static_cast<int>(rc)),
+                     text ? text : "no description");
 }
 
 void check(CUresult rc, const std::string& context) {

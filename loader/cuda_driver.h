@@ -2,75 +2,67 @@
 //
 // Why not link the runtime: stoker must not need a newer driver than the user's LibTorch (CUDA 13's
 // runtime needs a 580+ driver), must not load a second CUDA runtime next to torch's, and must build
-// and run where no toolkit is installed. The driver API's entry points below are a stable C ABI
-// (the `_v2` names are those cuda.h maps the plain names to); when a toolkit is present the test
-// suite checks these declarations against cuda.h.
+// and run where no toolkit is installed. The driver library is dlopen'ed, and every entry point is
+// resolved through cuGetProcAddress at a pinned API version (kDriverApiVersion), so that each name
+// means the ABI stoker was written against whatever the driver's version (no `_v2` names here).
+// The declarations are cuda.h's where a toolkit is installed at build time
+// (STOKER_HAVE_CUDA_H), else loader/cuda_driver_fallback.h's, which the tests check against cuda.h.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
-// cuda.h's opaque handle types, declared the same way (global scope) so that handles pass between
-// stoker, torch and the user's code unchanged.
-struct CUctx_st;
-struct CUstream_st;
-struct CUevent_st;
-struct CUmod_st;
-struct CUfunc_st;
+#if STOKER_HAVE_CUDA_H
+#include <cuda.h>
+
+namespace stoker::detail::cuda {
+using ::CUcontext;
+using ::CUdevice;
+using ::CUdeviceptr;
+using ::CUdriverProcAddressQueryResult;
+using ::CUevent;
+using ::CUfunction;
+using ::CUmodule;
+using ::CUresult;
+using ::CUstream;
+inline constexpr CUresult kSuccess = CUDA_SUCCESS;
+inline constexpr CUresult kErrorNotReady = CUDA_ERROR_NOT_READY;
+inline constexpr unsigned kStreamNonBlocking = CU_STREAM_NON_BLOCKING;
+inline constexpr unsigned kEventBlockingSync = CU_EVENT_BLOCKING_SYNC;
+inline constexpr unsigned kEventDisableTiming = CU_EVENT_DISABLE_TIMING;
+inline constexpr unsigned kMemHostAllocPortable = CU_MEMHOSTALLOC_PORTABLE;
+inline constexpr unsigned kMemHostRegisterPortable = CU_MEMHOSTREGISTER_PORTABLE;
+inline constexpr std::uint64_t kGetProcAddressDefault = CU_GET_PROC_ADDRESS_DEFAULT;
+inline constexpr CUdriverProcAddressQueryResult kGetProcAddressSuccess = CU_GET_PROC_ADDRESS_SUCCESS;
+}  // namespace stoker::detail::cuda
+// cuda.h maps some names to versioned symbols by macro (cuMemAlloc -> cuMemAlloc_v2): decltype
+// sees the versioned function, whose type is the one cuGetProcAddress returns at the pinned version.
+#define STOKER_CUDA_FN_TYPE(name) decltype(&::name)
+#else
+#include "loader/cuda_driver_fallback.h"
+#define STOKER_CUDA_FN_TYPE(name) ::stoker::detail::cuda::fallback_fn::name
+#endif
+
+// Every entry point stoker resolves, by its plain name.
+#define STOKER_CUDA_ENTRY_POINTS(X)                                                                                  \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc)   \
+  X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreate) X(cuStreamDestroy)                 \
+  X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)   \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuModuleLoadData)              \
+  X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString)
 
 namespace stoker::detail::cuda {
 
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = ::CUctx_st*;
-using CUstream = ::CUstream_st*;
-using CUevent = ::CUevent_st*;
-using CUmodule = ::CUmod_st*;
-using CUfunction = ::CUfunc_st*;
-
-inline constexpr CUresult kSuccess = 0;
-inline constexpr CUresult kErrorNotReady = 600;
-inline constexpr unsigned kStreamNonBlocking = 0x1;
-inline constexpr unsigned kEventBlockingSync = 0x1;
-inline constexpr unsigned kEventDisableTiming = 0x2;
-inline constexpr unsigned kMemHostAllocPortable = 0x1;
-inline constexpr unsigned kMemHostRegisterPortable = 0x1;
+// The driver API version whose signatures stoker uses: CUDA 12.0 (drivers R525 and later, which
+// every CUDA 12 or 13 build of torch needs anyway).
+inline constexpr int kDriverApiVersion = 12000;
 
 struct Driver {
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuDriverGetVersion)(int*);
-  CUresult (*cuDeviceGetCount)(int*);
-  CUresult (*cuDeviceGet)(CUdevice*, int);
-  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
-  CUresult (*cuCtxGetCurrent)(CUcontext*);
-  CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
-  CUresult (*cuMemFree)(CUdeviceptr);
-  CUresult (*cuMemHostAlloc)(void**, std::size_t, unsigned);
-  CUresult (*cuMemFreeHost)(void*);
-  CUresult (*cuMemHostRegister)(void*, std::size_t, unsigned);
-  CUresult (*cuMemHostUnregister)(void*);
-  CUresult (*cuStreamCreate)(CUstream*, unsigned);
-  CUresult (*cuStreamDestroy)(CUstream);
-  CUresult (*cuStreamSynchronize)(CUstream);
-  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
-  CUresult (*cuEventCreate)(CUevent*, unsigned);
-  CUresult (*cuEventDestroy)(CUevent);
-  CUresult (*cuEventRecord)(CUevent, CUstream);
-  CUresult (*cuEventQuery)(CUevent);
-  CUresult (*cuEventSynchronize)(CUevent);
-  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
-  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, std::size_t, CUstream);
-  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, std::size_t);
-  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
-  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**);
-  CUresult (*cuGetErrorName)(CUresult, const char**);
-  CUresult (*cuGetErrorString)(CUresult, const char**);
+#define STOKER_CUDA_MEMBER(name) STOKER_CUDA_FN_TYPE(name) name = nullptr;
+  STOKER_CUDA_ENTRY_POINTS(STOKER_CUDA_MEMBER)
+#undef STOKER_CUDA_MEMBER
 };
 
 // The driver, loaded and initialised once per process (cuInit). Throws stoker::Error when there is
