@@ -14,6 +14,8 @@
 // through fork).
 #pragma once
 
+#include "stoker/export.h"
+
 #include <memory>
 #include <string>
 
@@ -24,9 +26,9 @@ namespace stoker::formats {
 // The schema of every numeric dataset in the root group, alphabetical. Throws stoker::Error for a
 // missing or non-HDF5 file, an unsupported dtype, an empty dataset or datasets of different N.
 // When `wanted` is non-empty only those datasets are examined (others may be of any type).
-Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {});
+STOKER_TOOLS_API Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {});
 
-class Hdf5Reader final : public Reader {
+class STOKER_TOOLS_API Hdf5Reader final : public Reader {
  public:
   Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode);
   ~Hdf5Reader() override;

@@ -2,6 +2,8 @@
 // dimension = samples), for the demo data of loader-bench and for tests. Single-threaded.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,7 +18,7 @@ struct Hdf5WriteOptions {
   int gzip_level = 0;                  // chunked only; 0 = no filter
 };
 
-class Hdf5Writer {
+class STOKER_TOOLS_API Hdf5Writer {
  public:
   // Creates (truncates) `path` with one dataset per field of `schema`.
   Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5WriteOptions& options);

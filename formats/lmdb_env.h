@@ -2,6 +2,8 @@
 // reporting, and the on-disk layout of docs/lmdb-layout.md.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <lmdb.h>
 
 #include <cstdint>
@@ -24,9 +26,9 @@ inline void encode_key(std::uint64_t index, unsigned char out[8]) noexcept {
 }
 
 // Throws stoker::Error("<context>: <mdb_strerror>") when rc != MDB_SUCCESS.
-void check_mdb(int rc, const std::string& context);
+STOKER_TOOLS_API void check_mdb(int rc, const std::string& context);
 
-class LmdbEnv {
+class STOKER_TOOLS_API LmdbEnv {
  public:
   LmdbEnv();  // mdb_env_create
   LmdbEnv(LmdbEnv&& o) noexcept : env_(std::exchange(o.env_, nullptr)) {}
@@ -49,7 +51,7 @@ class LmdbEnv {
 };
 
 // Aborts on destruction unless committed. Move-only.
-class LmdbTxn {
+class STOKER_TOOLS_API LmdbTxn {
  public:
   LmdbTxn() = default;
   LmdbTxn(MDB_env* env, unsigned flags, const std::string& context);

@@ -5,6 +5,8 @@
 // many ranks and workers read one database. One read transaction, reset between batches.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <memory>
 #include <string>
 
@@ -16,9 +18,9 @@ namespace stoker::formats {
 // The stored schema of the database at `path`. Throws stoker::Error for a missing path, a file that
 // is not LMDB, or an LMDB database without a stoker schema; an incomplete database is returned as
 // such (complete == false).
-StoredSchema lmdb_stored_schema(const std::string& path);
+STOKER_TOOLS_API StoredSchema lmdb_stored_schema(const std::string& path);
 
-class LmdbReader final : public Reader {
+class STOKER_TOOLS_API LmdbReader final : public Reader {
  public:
   // Throws for an incomplete database (an interrupted conversion) or an unknown field.
   LmdbReader(const std::string& path, const std::vector<std::string>& fields);

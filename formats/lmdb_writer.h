@@ -7,6 +7,8 @@
 // commit but never breaks the database, and finish() syncs everything. Single-threaded.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,7 +28,7 @@ struct LmdbWriteOptions {
   std::function<void(const std::function<void(std::string_view key, std::string_view value)>&)> on_commit;
 };
 
-class LmdbWriter {
+class STOKER_TOOLS_API LmdbWriter {
  public:
   // Opens (creating when absent) the database file `path`. Writes the schema with
   // complete = false at once, so a partial database is never taken for a complete one.

@@ -4,6 +4,8 @@
 // one thread at a time.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,7 +18,7 @@
 
 namespace stoker::formats {
 
-class Reader {
+class STOKER_TOOLS_API Reader {
  public:
   virtual ~Reader() = default;
 
@@ -44,9 +46,9 @@ struct ReaderOptions {
 
 // Decides the format of `path` from its contents: an HDF5 signature, or an LMDB meta page (a file,
 // or a directory holding data.mdb). Throws stoker::Error for a missing path or neither format.
-Format detect_format(const std::string& path);
+STOKER_TOOLS_API Format detect_format(const std::string& path);
 
-std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options);
+STOKER_TOOLS_API std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options);
 
 // The fields `wanted` picks out of `available` (all, alphabetical, when `wanted` is empty).
 // Throws stoker::Error naming `path`, an unknown or repeated field, and the fields present.

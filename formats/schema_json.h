@@ -1,6 +1,8 @@
 // Schema <-> JSON, the form in which an LMDB database stores its schema (docs/lmdb-layout.md).
 #pragma once
 
+#include "stoker/export.h"
+
 #include <optional>
 #include <string>
 
@@ -17,9 +19,9 @@ struct StoredSchema {
 
 inline constexpr int kSchemaFormatVersion = 1;
 
-std::string schema_to_json(const StoredSchema& stored);
+STOKER_TOOLS_API std::string schema_to_json(const StoredSchema& stored);
 
 // Throws stoker::Error prefixed with `context` when the text is not a valid version-1 schema.
-StoredSchema schema_from_json(const std::string& text, const std::string& context);
+STOKER_TOOLS_API StoredSchema schema_from_json(const std::string& text, const std::string& context);
 
 }  // namespace stoker::formats

@@ -9,6 +9,8 @@
 // (STOKER_HAVE_CUDA_H), else loader/cuda_driver_fallback.h's, which the tests check against cuda.h.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -67,12 +69,12 @@ struct Driver {
 
 // The driver, loaded and initialised once per process (cuInit). Throws stoker::Error when there is
 // no driver or no device, saying so once per call.
-const Driver& driver();
+STOKER_TOOLS_API const Driver& driver();
 
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
-std::string error_text(CUresult rc);
+STOKER_TOOLS_API std::string error_text(CUresult rc);
 
 // Throws stoker::Error("<context>: <error_text>") unless rc is kSuccess.
-void check(CUresult rc, const std::string& context);
+STOKER_TOOLS_API void check(CUresult rc, const std::string& context);
 
 }  // namespace stoker::detail::cuda

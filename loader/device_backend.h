@@ -7,6 +7,8 @@
 // any thread; implementations make their device current themselves.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,7 +21,7 @@ namespace stoker::detail {
 using StreamHandle = void*;
 using EventHandle = void*;
 
-class DeviceBackend {
+class STOKER_TOOLS_API DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
 
@@ -54,9 +56,9 @@ class DeviceBackend {
 
 // The backend for `device`: CUDA (the driver loaded once, at the first request) or the emulated
 // device. Throws stoker::Error naming the device and what is missing.
-std::unique_ptr<DeviceBackend> make_device_backend(const Device& device);
+STOKER_TOOLS_API std::unique_ptr<DeviceBackend> make_device_backend(const Device& device);
 
 // The emulated device's streams, for tests that act as the "training loop".
-std::unique_ptr<DeviceBackend> make_emulated_backend();
+STOKER_TOOLS_API std::unique_ptr<DeviceBackend> make_emulated_backend();
 
 }  // namespace stoker::detail

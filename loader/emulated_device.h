@@ -3,6 +3,8 @@
 // there is no GPU. Handles are interchangeable between emulated backend instances.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <functional>
 
 #include "loader/device_backend.h"
@@ -10,6 +12,6 @@
 namespace stoker::detail {
 
 // Runs `op` on stream `s` after everything already queued there (for tests: a "training step").
-void emulated_enqueue(StreamHandle s, std::function<void()> op);
+STOKER_TOOLS_API void emulated_enqueue(StreamHandle s, std::function<void()> op);
 
 }  // namespace stoker::detail

@@ -3,6 +3,8 @@
 // another language, reproduces it. Immutable after construction; thread-safe.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -11,9 +13,9 @@
 namespace stoker::detail {
 
 // SplitMix64's output function (a bijection of 64-bit words).
-std::uint64_t splitmix64_mix(std::uint64_t z) noexcept;
+STOKER_TOOLS_API std::uint64_t splitmix64_mix(std::uint64_t z) noexcept;
 
-class SplitMix64 {
+class STOKER_TOOLS_API SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t state) noexcept : state_(state) {}
   std::uint64_t next() noexcept;
@@ -24,11 +26,11 @@ class SplitMix64 {
 
 // The generator state for (seed, epoch): mix(mix(seed) ^ epoch). Distinct pairs give unrelated
 // streams; in particular (1, 0) and (0, 1) differ, unlike seed + epoch.
-std::uint64_t epoch_stream(std::uint64_t seed, std::uint64_t epoch) noexcept;
+STOKER_TOOLS_API std::uint64_t epoch_stream(std::uint64_t seed, std::uint64_t epoch) noexcept;
 
 // Fisher-Yates from the top: for i = n-1 down to 1, j = (next() * (i + 1)) >> 64 (a 128-bit
 // product), swap(p[i], p[j]); p starts as the identity.
-std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch);
+STOKER_TOOLS_API std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch);
 
 class Sampler {
  public:

@@ -6,6 +6,8 @@
 // at a time.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,7 +43,7 @@ struct FieldView {
   }
 };
 
-class Batch {
+class STOKER_API Batch {
  public:
   Batch() = default;
   Batch(Batch&& other) noexcept;

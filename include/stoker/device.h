@@ -11,13 +11,15 @@
 // Plain values; thread-safe.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace stoker {
 
-struct Device {
+struct STOKER_API Device {
   enum class Kind : std::uint8_t { cpu, cuda, emulated };
   Kind kind = Kind::cpu;
   int index = 0;

@@ -8,6 +8,8 @@
 // delivery order. Both print as 16 lowercase hex digits. Not synchronised.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -17,7 +19,7 @@
 
 namespace stoker {
 
-class ContentDigest {
+class STOKER_API ContentDigest {
  public:
   explicit ContentDigest(std::uint64_t initial = 0) : sum_(initial) {}
   // One sample whose field bytes are contiguous.
@@ -31,7 +33,7 @@ class ContentDigest {
   std::uint64_t sum_;
 };
 
-class OrderDigest {
+class STOKER_API OrderDigest {
  public:
   OrderDigest();
   ~OrderDigest();
@@ -48,6 +50,6 @@ class OrderDigest {
 };
 
 // 16 lowercase hex digits.
-std::string digest_hex(std::uint64_t v);
+STOKER_API std::string digest_hex(std::uint64_t v);
 
 }  // namespace stoker

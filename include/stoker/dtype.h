@@ -4,6 +4,8 @@
 // ("u8", "f32", ...) are those used in schemas, on the command line and in docs/.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -14,12 +16,12 @@ namespace stoker {
 enum class DType : std::uint8_t { u8, i8, u16, i16, i32, i64, f16, f32, f64 };
 
 // Size of one element in bytes.
-std::size_t dtype_size(DType t) noexcept;
+STOKER_API std::size_t dtype_size(DType t) noexcept;
 
 // "u8", "i64", "f16", ...
-std::string_view dtype_name(DType t) noexcept;
+STOKER_API std::string_view dtype_name(DType t) noexcept;
 
 // Inverse of dtype_name(); nullopt for an unknown name.
-std::optional<DType> parse_dtype(std::string_view name) noexcept;
+STOKER_API std::optional<DType> parse_dtype(std::string_view name) noexcept;
 
 }  // namespace stoker

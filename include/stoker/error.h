@@ -5,12 +5,14 @@
 // like any std::exception.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <stdexcept>
 #include <string>
 
 namespace stoker {
 
-class Error : public std::runtime_error {
+class STOKER_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };

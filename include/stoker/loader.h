@@ -14,6 +14,8 @@
 // destroyed on any thread, also after the Loader.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstdint>
 #include <iosfwd>
 #include <iterator>
@@ -56,13 +58,13 @@ struct Stats {
   // the slots could not be page-locked (a warning said so once).
   Staging staging = Staging::pinned_copy;
 };
-std::ostream& operator<<(std::ostream& os, const Stats& s);
+STOKER_API std::ostream& operator<<(std::ostream& os, const Stats& s);
 
 class Loader;
 
 // The batches of one epoch, as a single-pass range. Starting another epoch on the same Loader
 // ends this one.
-class Epoch {
+class STOKER_API Epoch {
  public:
   // Next batch, or nullopt at the end of the epoch. Throws stoker::Error when a worker failed on
   // this batch, a worker died, every slot is held by live batches, or the timeout passed.
@@ -95,7 +97,7 @@ class Epoch {
   std::uint64_t generation_;
 };
 
-class Loader {
+class STOKER_API Loader {
  public:
   explicit Loader(Options options);
   ~Loader();

@@ -4,6 +4,8 @@
 // the same. Loader checks it once, at construction, and throws stoker::Error for a bad value.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +24,7 @@ enum class Format { auto_detect, hdf5, lmdb };
 // sample order is cut into world_size interleaved parts and this rank takes part `rank`. Unless
 // drop_last is set, the order is first padded by wrapping around so that every rank gets the same
 // number of samples (docs/sampler.md).
-struct Shard {
+struct STOKER_API Shard {
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
 

@@ -7,6 +7,8 @@
 // synchronised.
 #pragma once
 
+#include "stoker/export.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,7 +22,7 @@ enum class FieldKind : std::uint8_t {
   fixed = 0,  // fixed dtype and shape
 };
 
-struct Field {
+struct STOKER_API Field {
   std::string name;
   FieldKind kind = FieldKind::fixed;
   DType dtype = DType::u8;
@@ -33,7 +35,7 @@ struct Field {
   bool operator==(const Field&) const = default;
 };
 
-struct Schema {
+struct STOKER_API Schema {
   std::uint64_t num_samples = 0;
   std::vector<Field> fields;  // in storage / delivery order
 

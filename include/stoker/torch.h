@@ -27,12 +27,12 @@ using TensorMap = torch::OrderedDict<std::string, torch::Tensor>;
 // reports this as an error rather than hanging). On CUDA the tensors are ready for use on torch's
 // current stream for their device: that stream waits, on the device, for the batch's copy, and is
 // recorded so the buffer is recycled only after the work queued there.
-TensorMap to_tensors(Batch&& batch);
+STOKER_API TensorMap to_tensors(Batch&& batch);
 
 // Copies: the tensors own their memory, on the batch's device, and the batch is released at once.
 // For tensors to keep (e.g. accumulate across steps).
-TensorMap copy_to_tensors(Batch&& batch);
+STOKER_API TensorMap copy_to_tensors(Batch&& batch);
 
-torch::Dtype torch_dtype(DType t);
+STOKER_API torch::Dtype torch_dtype(DType t);
 
 }  // namespace stoker

@@ -1,0 +1,54 @@
+# libstoker.so exports the public API (include/stoker/) and the tools' internal API
+# (docs/internal-api.md), and nothing else of stoker's: a new internal symbol that leaks out, or a
+# tools API that grows without being documented, fails here.
+#   cmake -DLIBRARY=libstoker.so -P exported_symbols.cmake
+execute_process(COMMAND nm -D --defined-only -C "${LIBRARY}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIBRARY}")
+endif()
+set(allowed
+  # The public API.
+  "^stoker::(Batch|ContentDigest|OrderDigest|Device|Epoch|Error|Field|Loader|Schema|Shard)(::|$)"
+  "^stoker::(digest_hex|dtype_name|dtype_size|parse_dtype|operator<<)$"
+  # The tools' internal API (docs/internal-api.md).
+  "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|LmdbEnv|LmdbTxn)(::|$)"
+  "^stoker::formats::(check_mdb|detect_format|hdf5_schema|lmdb_stored_schema|open_reader|schema_from_json|schema_to_json)$"
+  "^stoker::detail::(DeviceBackend|SplitMix64)(::|$)"
+  "^stoker::detail::(make_device_backend|make_emulated_backend|emulated_enqueue|epoch_stream|permutation|splitmix64_mix)$"
+  "^stoker::detail::cuda::(check|driver|error_text)$"
+  "^stoker::(format_bytes|pread_exact|signal_name|throw_errno)$")
+string(REPLACE "\n" ";" lines "${out}")
+set(count 0)
+set(leaked "")
+foreach(line IN LISTS lines)
+  if(NOT line MATCHES "stoker::")
+    continue()  # the standard library's and Boost's template instances: not stoker's API
+  endif()
+  string(REGEX REPLACE "^[0-9a-f]+ [A-Za-z] " "" name "${line}")
+  string(REGEX REPLACE "^(typeinfo name for|typeinfo for|vtable for|VTT for|guard variable for) " "" name "${name}")
+  if(NOT name MATCHES "^stoker::")
+    continue()  # e.g. a std:: template instantiated for a stoker type
+  endif()
+  string(REGEX REPLACE "\\(.*" "" name "${name}")
+  string(REPLACE "[abi:cxx11]" "" name "${name}")
+  math(EXPR count "${count} + 1")
+  set(ok FALSE)
+  foreach(pattern IN LISTS allowed)
+    if(name MATCHES "${pattern}")
+      set(ok TRUE)
+      break()
+    endif()
+  endforeach()
+  if(NOT ok)
+    list(APPEND leaked "${name}")
+  endif()
+endforeach()
+if(count LESS 20)
+  message(FATAL_ERROR "only ${count} stoker symbols exported from ${LIBRARY}: is the public API marked STOKER_API?")
+endif()
+if(leaked)
+  list(REMOVE_DUPLICATES leaked)
+  string(REPLACE ";" "\n  " leaked "${leaked}")
+  message(FATAL_ERROR "libstoker exports symbols that are neither public nor the documented tools API:\n  ${leaked}")
+endif()
+message(STATUS "${count} exported stoker symbols, all public or documented tools API")
