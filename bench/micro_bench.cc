@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <lmdb.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <new>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -62,6 +65,76 @@ void BM_RingPublishConsume(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RingPublishConsume);
+
+// Cross-process hand-off: a forked producer passes kRingItems slot numbers to this process, through
+// stoker's SlotRing in shared memory against the least a shared-memory SPSC ring can be (two
+// counters on their own cache lines, relaxed everywhere but the publishing store and its load).
+// The ratio is what the ring's discipline costs; both spin, as a worker and the consumer's drain do.
+constexpr std::uint32_t kRingItems = 1 << 20, kRingCapacity = 64;
+
+struct RawShmRing {
+  alignas(64) std::atomic<std::uint64_t> write{0};
+  alignas(64) std::atomic<std::uint64_t> read{0};
+  alignas(64) std::uint32_t items[kRingCapacity];
+  bool push(std::uint32_t v) {
+    const std::uint64_t w = write.load(std::memory_order_relaxed);
+    if (w - read.load(std::memory_order_acquire) == kRingCapacity) return false;
+    items[w % kRingCapacity] = v;
+    write.store(w + 1, std::memory_order_release);
+    return true;
+  }
+  bool pop(std::uint32_t& v) {
+    const std::uint64_t r = read.load(std::memory_order_relaxed);
+    if (r == write.load(std::memory_order_acquire)) return false;
+    v = items[r % kRingCapacity];
+    read.store(r + 1, std::memory_order_release);
+    return true;
+  }
+};
+
+struct StokerRing {
+  alignas(64) std::byte counters[128];
+  alignas(64) std::byte items[kRingCapacity * 4];
+  stoker::detail::SlotRing ring{counters, items, kRingCapacity};
+  StokerRing() { ring.initialize(); }
+  bool push(std::uint32_t v) { return ring.push(v); }
+  bool pop(std::uint32_t& v) { return ring.pop(v); }
+};
+
+template <class Ring>
+void BM_CrossProcessRing(benchmark::State& state) {
+  void* mem = ::mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    state.SkipWithError("mmap failed");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  for (auto _ : state) {
+    Ring* ring = new (mem) Ring();
+    const pid_t child = ::fork();
+    if (child == 0) {
+      for (std::uint32_t i = 0; i < kRingItems;) {
+        if (ring->push(i)) ++i;
+      }
+      ::_exit(0);
+    }
+    std::uint64_t sum = 0;
+    for (std::uint32_t got = 0, v = 0; got < kRingItems;) {
+      if (ring->pop(v)) {
+        sum += v;
+        ++got;
+      }
+    }
+    ::waitpid(child, nullptr, 0);
+    if (sum != std::uint64_t{kRingItems} * (kRingItems - 1) / 2) state.SkipWithError("items lost or duplicated");
+    ring->~Ring();
+  }
+  ::munmap(mem, sizeof(Ring));
+  state.SetItemsProcessed(state.iterations() * kRingItems);
+}
+BENCHMARK_TEMPLATE(BM_CrossProcessRing, StokerRing)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_CrossProcessRing, RawShmRing)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The ceiling for stoker's LMDB reads: mdb_get + memcpy into a reused buffer.
 void BM_LmdbRawGetMemcpy(benchmark::State& state) {
