@@ -1,6 +1,7 @@
 // stoker-ceilings: the physical limits stoker's throughput is judged against, measured in the
 // same run as the comparison.
-//   --memcpy            single-core memcpy bandwidth from a page-cache-sized buffer into a reused one
+//   --memcpy            memcpy bandwidth from a page-cache-sized buffer into a reused one, in 1 .. --procs
+//                       concurrent processes (the ceiling for that many workers copying at once)
 //   --lmdb PATH         random mdb_get + memcpy into a reused buffer, in --procs concurrent processes
 // Prints one JSON object.
 #include <fmt/format.h>
@@ -24,7 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double memcpy_gb_per_s() {
+double memcpy_gib_per_s() {
   const std::size_t src_bytes = 512u << 20, chunk = 4u << 20;  // a source larger than any cache
   std::vector<char> src(src_bytes, 1), dst(chunk);
   for (std::size_t i = 0; i < src_bytes; i += 4096) src[i] = static_cast<char>(i);
@@ -36,12 +37,35 @@ double memcpy_gb_per_s() {
       asm volatile("" : : "r"(dst.data()) : "memory");
     }
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(src_bytes) / s / 1e9);
+    best = std::max(best, static_cast<double>(src_bytes) / s / (1024.0 * 1024 * 1024));
   }
   return best;
 }
 
 // Random gets for `seconds` in this process; returns samples read.
+// memcpy in `procs` processes at once; their bandwidths added.
+double memcpy_gib_per_s_in(int procs) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe");
+  for (int p = 0; p < procs; ++p) {
+    if (::fork() == 0) {
+      double g = memcpy_gib_per_s();
+      (void)!::write(fds[1], &g, sizeof g);
+      ::_exit(0);
+    }
+  }
+  double total = 0;
+  for (int p = 0; p < procs; ++p) {
+    double g = 0;
+    if (::read(fds[0], &g, sizeof g) == sizeof g) total += g;
+  }
+  while (::wait(nullptr) > 0) {
+  }
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return total;
+}
+
 std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t seed) {
   auto stored = stoker::formats::lmdb_stored_schema(path);
   const std::uint64_t n = stored.schema.num_samples;
@@ -86,14 +110,16 @@ int main(int argc, char** argv) {
   std::string lmdb;
   int procs = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   double seconds = 2;
-  app.add_flag("--memcpy", memcpy_flag, "Measure single-core memcpy bandwidth");
+  app.add_flag("--memcpy", memcpy_flag, "Measure memcpy bandwidth in 1 .. --procs concurrent processes");
   app.add_option("--lmdb", lmdb, "Measure random mdb_get + memcpy on this stoker LMDB database");
-  app.add_option("--procs", procs, "Concurrent processes for --lmdb")->capture_default_str();
+  app.add_option("--procs", procs, "Concurrent processes for --lmdb (and the most for --memcpy)")->capture_default_str();
   app.add_option("--seconds", seconds, "Duration of the --lmdb loop")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   nlohmann::json out;
   try {
-    if (memcpy_flag) out["memcpy_gb_per_s"] = memcpy_gb_per_s();
+    if (memcpy_flag) {
+      for (int p = 1; p <= procs; ++p) out["memcpy_gib_per_s"][std::to_string(p)] = memcpy_gib_per_s_in(p);
+    }
     if (!lmdb.empty()) {
       int fds[2];
       if (::pipe(fds) != 0) throw std::runtime_error("pipe");
@@ -115,7 +141,7 @@ int main(int argc, char** argv) {
       double sps = static_cast<double>(total) / seconds;
       out["lmdb_procs"] = procs;
       out["lmdb_samples_per_s"] = sps;
-      out["lmdb_mb_per_s"] = sps * static_cast<double>(stored.schema.bytes_per_sample()) / 1e6;
+      out["lmdb_mib_per_s"] = sps * static_cast<double>(stored.schema.bytes_per_sample()) / (1024.0 * 1024);
     }
   } catch (const std::exception& e) {
     std::cerr << "stoker-ceilings: " << e.what() << std::endl;

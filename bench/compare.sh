@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# stoker against PyTorch's DataLoader on the standard datasets, side by side, in one run.
+# stoker against PyTorch's DataLoader on the standard datasets, side by side, in one run, on equal
+# terms (bench/compare.py says how). Exits 1 when a goal is missed.
 #   bench/compare.sh [DATA_DIR]      (default: bench-data/; the datasets, ~2 GB, are made once)
 # Needs tools/install-deps.sh to have run (the .venv with torch, h5py, lmdb).
 set -euo pipefail
