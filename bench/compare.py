@@ -115,7 +115,7 @@ def main():
     ]
     missed = 0
     for label, value, goal, unit in checks:
-        shown = f"{value:.0%}" if unit == "%" else f"{value:.1f}x"
+        shown = f"{value:.1%}" if unit == "%" else f"{value:.2f}x"
         met = value >= goal
         missed += not met
         print(f"{'met ' if met else 'MISS'}  {label}: {shown}")
