@@ -35,7 +35,7 @@ DeviceFeeder::~DeviceFeeder() {
   source_.interrupt();  // the staging thread may be waiting for a worker that never delivers
   thread_.join();
   std::deque<StagedQueue::Item> queued;
-  queue_->request(0, 0, queued);  // takes what is still queued, to be released here
+  queue_->request(0, 0, 0, queued);  // takes what is still queued, to be released here
   queued.clear();
   stager_.reset();  // waits for its copies, releases its slots
 }
@@ -59,7 +59,7 @@ void DeviceFeeder::stage_loop() {
       std::exception_ptr error;
       try {
         stager_->reclaim(false);
-        source_generation = source_.start_host_epoch(work.epoch, work.start_batch);
+        source_generation = source_.start_host_epoch(work.epoch, work.start_batch, work.skip);
       } catch (...) {
         error = std::current_exception();
       }
@@ -98,9 +98,9 @@ Batch DeviceFeeder::stage(Batch host, std::uint32_t id) {
   return pool_->make_batch(id, epoch, index, indices, fields);
 }
 
-std::uint64_t DeviceFeeder::start_epoch(std::uint64_t epoch, std::uint64_t start_batch) {
+std::uint64_t DeviceFeeder::start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   std::deque<StagedQueue::Item> stale;
-  return queue_->request(epoch, start_batch, stale);  // `stale` is released here, outside the lock
+  return queue_->request(epoch, start_batch, skip, stale);  // `stale` is released here, outside the lock
 }
 
 std::optional<Batch> DeviceFeeder::next(std::uint64_t generation) {

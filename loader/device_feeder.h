@@ -23,7 +23,9 @@ namespace stoker::detail {
 class HostSource {
  public:
   virtual ~HostSource() = default;
-  virtual std::uint64_t start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch) = 0;
+  // Starts `epoch` at global position `skip` of its order (a resumed state) and batch
+  // `start_batch` of this rank's share.
+  virtual std::uint64_t start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) = 0;
   virtual std::optional<Batch> next_host(std::uint64_t generation) = 0;
   // The memory batches live in (registered for Staging::registered_shm) and how many there are.
   virtual std::byte* slot_memory() const = 0;
@@ -47,7 +49,7 @@ class DeviceFeeder {
   DeviceFeeder& operator=(const DeviceFeeder&) = delete;
 
   // User's thread.
-  std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch);
+  std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip);
   std::optional<Batch> next(std::uint64_t generation);
   void add_stats(Stats& s) const;
 

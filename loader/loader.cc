@@ -5,6 +5,7 @@
 // Data flows one way: workers fill slots, the source hands filled slots over in order, take()
 // turns a slot into a Batch (or raises the error a worker stored in it).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <iostream>
@@ -39,15 +40,14 @@ class LoaderImpl final : public HostSource {
   explicit LoaderImpl(Options options);
   ~LoaderImpl() override;
 
-  std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch) {
-    return feeder_ ? feeder_->start_epoch(epoch, start_batch) : start_host_epoch(epoch, start_batch);
-  }
-  std::optional<Batch> next(std::uint64_t generation) {
-    return feeder_ ? feeder_->next(generation) : next_host(generation);
-  }
+  // The user's thread.
+  std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip = 0);
+  std::uint64_t resume(const LoaderState& state);
+  std::optional<Batch> next(std::uint64_t generation);
+  LoaderState state() const;
 
   // HostSource: the shared-memory pipeline (the staging thread's, when there is one).
-  std::uint64_t start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch) override;
+  std::uint64_t start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) override;
   std::optional<Batch> next_host(std::uint64_t generation) override;
   std::byte* slot_memory() const override { return slots_->segment().data(); }
   std::size_t slot_memory_bytes() const override { return slots_->segment().size(); }
@@ -73,7 +73,13 @@ class LoaderImpl final : public HostSource {
   WorkerSource* workers_ = nullptr;  // source_, when it is worker processes
 
   std::uint64_t generation_ = 0;  // of the newest epoch; older Epoch objects are refused
-  EpochPlan plan_;
+  // What the user has received of the newest epoch (user's thread): for state().
+  struct Progress {
+    std::uint64_t epoch = 0, skip = 0, next_batch = 0, num_batches = 0;
+    bool ended = false;  // next() returned the end
+  } progress_;
+  std::uint64_t user_generation_ = 0;
+  EpochPlan plan_;  // the host pipeline's epoch (the staging thread's, when there is one)
   std::uint64_t handed_out_ = 0;  // batches of plan_ taken from the source
   mutable std::mutex stats_mu_;   // stats_ is written by the staging thread, read by the user's
   Stats stats_;
@@ -136,15 +142,84 @@ void LoaderImpl::warn(const std::string& message) const {
   }
 }
 
-std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch) {
-  if (start_batch > sampler_.batches_per_epoch()) {
-    throw Error(fmt::format("stoker: start_batch {} is past the end of the epoch ({} batches)", start_batch,
-                            sampler_.batches_per_epoch()));
+std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
+  const std::uint64_t batches = sampler_.batches_per_epoch(skip);
+  if (start_batch > batches) {
+    throw Error(fmt::format("stoker: start_batch {} is past the end of the epoch ({} batches)", start_batch, batches));
   }
+  const std::uint64_t generation =
+      feeder_ ? feeder_->start_epoch(epoch, start_batch, skip) : start_host_epoch(epoch, start_batch, skip);
+  progress_ = Progress{epoch, skip, start_batch, batches, false};
+  user_generation_ = generation;
+  return generation;
+}
+
+std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
+  std::optional<Batch> b = feeder_ ? feeder_->next(generation) : next_host(generation);
+  if (generation == user_generation_) {
+    if (b) {
+      progress_.next_batch = b->index() + 1;
+    } else {
+      progress_.ended = true;
+    }
+  }
+  return b;
+}
+
+namespace {
+
+std::string describe_fields(const Schema& schema) {
+  std::vector<std::string> parts;
+  for (const auto& f : schema.fields) parts.push_back(f.describe());
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+LoaderState LoaderImpl::state() const {
+  LoaderState s;
+  s.epoch = progress_.epoch;
+  s.consumed = sampler_.consumed_after(progress_.skip, progress_.next_batch);
+  s.epoch_finished = user_generation_ != 0 && (progress_.ended || progress_.next_batch == progress_.num_batches);
+  s.seed = opt_.seed;
+  s.shuffle = opt_.shuffle;
+  s.num_samples = schema_.num_samples;
+  s.fields = describe_fields(schema_);
+  return s;
+}
+
+std::uint64_t LoaderImpl::resume(const LoaderState& state) {
+  LoaderState here = this->state();
+  std::vector<std::string> differ;
+  if (state.num_samples != here.num_samples) {
+    differ.push_back(fmt::format("num_samples {} in the state, {} here", state.num_samples, here.num_samples));
+  }
+  if (state.fields != here.fields) {
+    differ.push_back(fmt::format("fields '{}' in the state, '{}' here", state.fields, here.fields));
+  }
+  if (state.shuffle != here.shuffle) {
+    differ.push_back(fmt::format("shuffle {} in the state, {} here", state.shuffle, here.shuffle));
+  }
+  if (state.shuffle && state.seed != here.seed) {
+    differ.push_back(fmt::format("seed {} in the state, {} here", state.seed, here.seed));
+  }
+  if (!differ.empty()) {
+    throw Error(fmt::format("stoker: the loader state is not for this loader ({}): it would resume another order",
+                            fmt::join(differ, "; ")));
+  }
+  if (state.epoch_finished || state.consumed >= state.num_samples) {
+    throw Error(fmt::format("stoker: the loader state's epoch {} is finished (all its batches were delivered): start "
+                            "epoch {} instead of resuming",
+                            state.epoch, state.epoch + 1));
+  }
+  return start_epoch(state.epoch, 0, state.consumed);
+}
+
+std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   source_->abandon();  // reads the previous plan_: before it changes
   plan_.epoch = epoch;
-  plan_.order = sampler_.epoch_order(epoch);
-  plan_.num_batches = sampler_.batches_per_epoch();
+  plan_.order = sampler_.epoch_order(epoch, skip);
+  plan_.num_batches = sampler_.batches_per_epoch(skip);
   source_->start(plan_, start_batch);
   handed_out_ = start_batch;
   return ++generation_;
@@ -202,6 +277,10 @@ Loader::~Loader() = default;
 Epoch Loader::epoch(std::uint64_t epoch, std::uint64_t start_batch) {
   return Epoch(impl_.get(), impl_->start_epoch(epoch, start_batch));
 }
+
+Epoch Loader::epoch(const LoaderState& state) { return Epoch(impl_.get(), impl_->resume(state)); }
+
+LoaderState Loader::state() const { return impl_->state(); }
 
 const Schema& Loader::schema() const { return impl_->schema(); }
 const Options& Loader::options() const { return impl_->options(); }

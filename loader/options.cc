@@ -5,44 +5,21 @@
 #include <optional>
 #include <string_view>
 
+#include "loader/launcher_env.h"
 #include "stoker/error.h"
 #include "stoker/device.h"
 #include "stoker/options.h"
 
 namespace stoker {
-namespace {
-
-std::optional<std::uint32_t> env_number(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) return std::nullopt;
-  std::string_view s(v);
-  std::uint32_t n = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || p != s.data() + s.size()) {
-    throw Error(fmt::format("Shard::from_env: {}='{}' is not a non-negative integer", name, s));
-  }
-  return n;
-}
-
-}  // namespace
 
 Shard Shard::from_env() {
-  for (auto [rank_var, size_var] : {std::pair{"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}}) {
-    auto rank = env_number(rank_var);
-    auto size = env_number(size_var);
-    if (rank && size) {
-      if (*size == 0 || *rank >= *size) {
-        throw Error(fmt::format("Shard::from_env: {}={} is not below {}={}", rank_var, *rank, size_var, *size));
-      }
-      return Shard{*rank, *size};
-    }
-    if (rank || size) {
-      throw Error(fmt::format("Shard::from_env: {} is set but {} is not", rank ? rank_var : size_var,
-                              rank ? size_var : rank_var));
-    }
+  auto info = detail::launch_info_from_env([](const char* name) { return std::getenv(name); });
+  if (!info) {
+    throw Error("Shard::from_env: no launcher's variables are set (RANK/WORLD_SIZE from torchrun, "
+                "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE from Open MPI, PMI_RANK/PMI_SIZE, or "
+                "SLURM_PROCID/SLURM_NTASKS); set Options::shard explicitly for a single process");
   }
-  throw Error("Shard::from_env: neither RANK/WORLD_SIZE (torchrun) nor OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE "
-              "(Open MPI) is set; set Options::shard explicitly for a single process");
+  return Shard{info->rank, info->world_size};
 }
 
 Device Device::parse(std::string_view text) {

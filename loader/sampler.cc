@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "stoker/error.h"
@@ -48,18 +49,32 @@ Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, bool shuffle
   if (shard.rank >= shard.world_size) {
     throw Error(fmt::format("options: shard.rank {} is not below shard.world_size {}", shard.rank, shard.world_size));
   }
-  per_rank_ = drop_last ? num_samples / shard.world_size : (num_samples + shard.world_size - 1) / shard.world_size;
 }
 
-std::uint64_t Sampler::batches_per_epoch() const noexcept {
-  return drop_last_ ? per_rank_ / batch_size_ : (per_rank_ + batch_size_ - 1) / batch_size_;
+std::uint64_t Sampler::per_rank(std::uint64_t skip) const noexcept {
+  const std::uint64_t left = skip < num_samples_ ? num_samples_ - skip : 0;
+  const std::uint64_t world = shard_.world_size;
+  return drop_last_ ? left / world : (left + world - 1) / world;
 }
 
-std::uint64_t Sampler::samples_per_epoch() const noexcept {
-  return drop_last_ ? batches_per_epoch() * batch_size_ : per_rank_;
+std::uint64_t Sampler::batches_per_epoch(std::uint64_t skip) const noexcept {
+  const std::uint64_t p = per_rank(skip);
+  return drop_last_ ? p / batch_size_ : (p + batch_size_ - 1) / batch_size_;
 }
 
-std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch) const {
+std::uint64_t Sampler::samples_per_epoch(std::uint64_t skip) const noexcept {
+  return drop_last_ ? batches_per_epoch(skip) * batch_size_ : per_rank(skip);
+}
+
+std::uint64_t Sampler::consumed_after(std::uint64_t skip, std::uint64_t batches) const noexcept {
+  // Rank r's k-th sample is position skip + r + k * W of the order (padding aside): after each rank
+  // delivered n samples, positions [skip, skip + n * W) are done, except those past the end (padding).
+  const std::uint64_t n = std::min<std::uint64_t>(batches * batch_size_, samples_per_epoch(skip));
+  const std::uint64_t left = skip < num_samples_ ? num_samples_ - skip : 0;
+  return skip + std::min<std::uint64_t>(n * shard_.world_size, left);
+}
+
+std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch, std::uint64_t skip) const {
   std::vector<std::uint64_t> all;
   if (shuffle_) {
     all = permutation(num_samples_, seed_, epoch);
@@ -67,14 +82,17 @@ std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch) const {
     all.resize(num_samples_);
     std::iota(all.begin(), all.end(), std::uint64_t{0});
   }
+  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(skip, all.size())));
+  const std::uint64_t left = all.size();
   const std::uint64_t world = shard_.world_size;
-  const std::uint64_t total = per_rank_ * world;
-  // Pad by wrapping around (DistributedSampler): the first samples again, as often as needed.
-  for (std::uint64_t k = num_samples_; k < total; ++k) all.push_back(all[k % num_samples_]);
+  const std::uint64_t each = per_rank(skip);
+  const std::uint64_t total = each * world;
+  // Pad by wrapping around (DistributedSampler): the first remaining samples again, as often as needed.
+  for (std::uint64_t k = left; k < total; ++k) all.push_back(all[k % left]);
   std::vector<std::uint64_t> mine;
-  mine.reserve(per_rank_);
+  mine.reserve(each);
   for (std::uint64_t k = shard_.rank; k < total; k += world) mine.push_back(all[k]);
-  mine.resize(samples_per_epoch());
+  mine.resize(samples_per_epoch(skip));
   return mine;
 }
 

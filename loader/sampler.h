@@ -38,11 +38,22 @@ class Sampler {
   Sampler(std::uint64_t num_samples, std::size_t batch_size, bool shuffle, std::uint64_t seed, Shard shard,
           bool drop_last);
 
-  std::uint64_t samples_per_epoch() const noexcept;  // this rank's, after drop_last
-  std::uint64_t batches_per_epoch() const noexcept;
+  // For an epoch that starts at position `skip` of its global order (0, or a resumed
+  // LoaderState::consumed): this rank's samples after drop_last, and its batches.
+  std::uint64_t samples_per_epoch(std::uint64_t skip = 0) const noexcept;
+  std::uint64_t batches_per_epoch(std::uint64_t skip = 0) const noexcept;
 
-  // This rank's samples for `epoch`, in delivery order (samples_per_epoch() of them).
-  std::vector<std::uint64_t> epoch_order(std::uint64_t epoch) const;
+  // This rank's samples for `epoch` from global position `skip` on, in delivery order
+  // (samples_per_epoch(skip) of them): positions [skip, N) of the global order, sharded.
+  std::vector<std::uint64_t> epoch_order(std::uint64_t epoch, std::uint64_t skip = 0) const;
+
+  // The global positions delivered by all ranks together once each has delivered `batches`
+  // batches of an epoch started at `skip`: they form the prefix [0, consumed_after(...)).
+  std::uint64_t consumed_after(std::uint64_t skip, std::uint64_t batches) const noexcept;
+
+  std::uint64_t num_samples() const noexcept { return num_samples_; }
+  std::uint64_t seed() const noexcept { return seed_; }
+  bool shuffle() const noexcept { return shuffle_; }
 
  private:
   std::uint64_t num_samples_;
@@ -51,7 +62,8 @@ class Sampler {
   std::uint64_t seed_;
   Shard shard_;
   bool drop_last_;
-  std::uint64_t per_rank_;  // samples each rank gets before batching
+  // Samples each rank gets before batching, from position `skip` on.
+  std::uint64_t per_rank(std::uint64_t skip) const noexcept;
 };
 
 }  // namespace stoker::detail

@@ -99,12 +99,9 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
                                        : fmt::format("the {} free in {}", format_bytes(b.shm_free), env.shm_dir));
     }
   }
-  if (const char* lws = std::getenv("LOCAL_WORLD_SIZE")) {
-    unsigned long n = std::strtoul(lws, nullptr, 10);
-    if (n > 1) {
-      b.bytes /= n;
-      b.reason += fmt::format(", shared by LOCAL_WORLD_SIZE={} local ranks", n);
-    }
+  if (const std::uint32_t n = local_ranks_from_env(env.getenv); n > 1) {
+    b.bytes /= n;
+    b.reason += fmt::format(", shared by {} local ranks", n);
   }
   return b;
 }

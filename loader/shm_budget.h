@@ -1,11 +1,14 @@
 // How much shared memory a loader may reserve. The budget is the smallest of: shm_fraction of the
 // free space statvfs reports for the shm directory; the memory cgroup's headroom (tmpfs pages count
-// against it and statvfs cannot see it); Options::shm_budget. It is divided by LOCAL_WORLD_SIZE when
-// that is set, since every local rank runs a loader.
+// against it and statvfs cannot see it); Options::shm_budget. It is divided by the number of ranks on
+// this node when the launcher says (loader/launcher_env.h), since every local rank runs a loader.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+
+#include "loader/launcher_env.h"
 
 namespace stoker::detail {
 
@@ -17,6 +20,7 @@ struct ShmBudget {
 
 struct ShmEnvironment {
   std::string shm_dir = "/dev/shm";
+  EnvLookup getenv = [](const char* name) -> const char* { return std::getenv(name); };
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string proc_cgroup = "/proc/self/cgroup";
 };

@@ -9,12 +9,13 @@
 
 namespace stoker::detail {
 
-std::uint64_t StagedQueue::request(std::uint64_t epoch, std::uint64_t start_batch, std::deque<Item>& stale) {
+std::uint64_t StagedQueue::request(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip,
+                                   std::deque<Item>& stale) {
   std::uint64_t generation;
   {
     std::lock_guard lock(mu_);
     generation = ++generation_;
-    request_ = {epoch, start_batch};
+    request_ = Request{epoch, start_batch, skip};
     active_ = false;
     stale.swap(queue_);
   }
@@ -60,7 +61,9 @@ StagedQueue::Work StagedQueue::next_work(const std::function<bool()>& buffer_fre
   if (stop_) return w;
   if (request_) {
     w.kind = Work::start_epoch;
-    std::tie(w.epoch, w.start_batch) = *request_;
+    w.epoch = request_->epoch;
+    w.start_batch = request_->start_batch;
+    w.skip = request_->skip;
     request_.reset();
     w.generation = generation_;
     active_ = true;  // from here on, pop() waits for this epoch's batches

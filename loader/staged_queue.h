@@ -34,9 +34,9 @@ class StagedQueue {
 
   explicit StagedQueue(std::size_t capacity) : capacity_(capacity) {}
 
-  // User's thread. Starts a new generation for (epoch, start_batch) and moves the queued items of
-  // the old one into `stale`, for the caller to release outside the lock.
-  std::uint64_t request(std::uint64_t epoch, std::uint64_t start_batch, std::deque<Item>& stale);
+  // User's thread. Starts a new generation for (epoch, start_batch, skip) and moves the queued
+  // items of the old one into `stale`, for the caller to release outside the lock.
+  std::uint64_t request(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip, std::deque<Item>& stale);
 
   // User's thread. The next item of `generation`, or nullopt when its epoch is over. Items of
   // other generations go to `stale`. `all_held()` is asked while nothing is queued: when every
@@ -48,7 +48,7 @@ class StagedQueue {
   // Staging thread.
   struct Work {
     enum Kind { stop, start_epoch, stage } kind = stop;
-    std::uint64_t epoch = 0, start_batch = 0, generation = 0;
+    std::uint64_t epoch = 0, start_batch = 0, skip = 0, generation = 0;
   };
   // Blocks until stopped, an epoch is requested, or a batch can be staged: an epoch is active, the
   // queue has room and `buffer_free()`. For `stage`, the thread counts as staging until push().
@@ -73,7 +73,10 @@ class StagedQueue {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> request_;  // (epoch, start batch)
+  struct Request {
+    std::uint64_t epoch, start_batch, skip;
+  };
+  std::optional<Request> request_;
   std::uint64_t generation_ = 0;  // of the newest request
   bool active_ = false;           // the staging thread has an epoch to stage
   bool staging_ = false;          // the staging thread is filling a buffer

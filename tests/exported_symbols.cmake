@@ -8,7 +8,7 @@ if(NOT rc EQUAL 0)
 endif()
 set(allowed
   # The public API.
-  "^stoker::(Batch|ContentDigest|OrderDigest|Device|Epoch|Error|Field|Loader|Schema|Shard)(::|$)"
+  "^stoker::(Batch|ContentDigest|OrderDigest|Device|Epoch|Error|Field|Loader|LoaderState|Schema|Shard)(::|$)"
   "^stoker::(digest_hex|dtype_name|dtype_size|parse_dtype|operator<<)$"
   # The tools' internal API (docs/internal-api.md).
   "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|LmdbEnv|LmdbTxn)(::|$)"

@@ -2,6 +2,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <map>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -63,7 +65,18 @@ TEST_F(ShmBudget, TheOptionAndLocalWorldSizeLowerIt) {
   ::setenv("LOCAL_WORLD_SIZE", "4", 1);
   b = detail::compute_shm_budget(0.5, 64u << 20, env_);
   EXPECT_EQ(b.bytes, 16u << 20);
-  EXPECT_THAT(b.reason, HasSubstr("LOCAL_WORLD_SIZE=4"));
+  EXPECT_THAT(b.reason, HasSubstr("shared by 4 local ranks"));
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  // Any launcher's count of ranks on this node divides it: SLURM's here.
+  std::map<std::string, std::string> vars = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "6"},
+                                             {"SLURM_TASKS_PER_NODE", "2(x3)"}, {"SLURM_NODEID", "2"}};
+  env_.getenv = [&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  b = detail::compute_shm_budget(0.5, 64u << 20, env_);
+  EXPECT_EQ(b.bytes, 32u << 20);
+  EXPECT_THAT(b.reason, HasSubstr("shared by 2 local ranks"));
 }
 
 TEST_F(ShmBudget, AnExplicitBudgetMayExceedTheFractionButNotTheFreeSpace) {

@@ -18,6 +18,7 @@ apt_packages=(
   libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
   python3-venv python3-dev
+  openmpi-bin
   util-linux
 )
 

@@ -10,12 +10,15 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "stoker/digest.h"
 #include "stoker/loader.h"
+#include "stoker/state.h"
 #include "loader/device_backend.h"
 #include "tools/cli.h"
 #include "tools/gpu_step.h"
@@ -51,6 +54,10 @@ struct Args {
   std::string make_demo;
   std::uint64_t demo_samples = 100000;
   std::uint64_t max_batches = 0;
+  bool shard_from_env = false;
+  std::uint64_t stop_after_batches = 0;
+  std::string state_out;
+  std::string resume;
   std::string staging = "pinned";
 };
 
@@ -106,9 +113,14 @@ struct EpochResult {
   double seconds = 0, ttfb_ms = 0, wait_p50_ms = 0, wait_p99_ms = 0, stall_pct = 0;
   double worker_cpu_s = 0, consumer_cpu_s = 0;
   std::string content_digest, order_digest;
+  bool stopped = false;  // by --stop-after-batches
+  std::optional<std::uint64_t> resumed_from;  // the state's consumed count
 };
 
-EpochResult run_epoch(Loader& loader, int epoch, const Args& args, DeviceLoop* device) {
+// One epoch: a fresh one, or the one a saved state resumes. `stop_after` (0: none) ends it early,
+// as a preempted job would.
+EpochResult run_epoch(Loader& loader, std::uint64_t epoch, const std::optional<stoker::LoaderState>& resume,
+                      std::uint64_t stop_after, const Args& args, DeviceLoop* device) {
   EpochResult r;
   stoker::ContentDigest content;
   stoker::OrderDigest order;
@@ -117,7 +129,7 @@ EpochResult run_epoch(Loader& loader, int epoch, const Args& args, DeviceLoop* d
   const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   double waited = 0;
-  auto e = loader.epoch(static_cast<std::uint64_t>(epoch));
+  auto e = resume ? loader.epoch(*resume) : loader.epoch(epoch);
   for (;;) {
     auto w0 = Clock::now();
     std::optional<Batch> b = e.next();
@@ -139,6 +151,10 @@ EpochResult run_epoch(Loader& loader, int epoch, const Args& args, DeviceLoop* d
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.step_ms));
     }
     if (args.max_batches && r.batches >= args.max_batches) break;
+    if (stop_after && r.batches >= stop_after) {
+      r.stopped = true;
+      break;
+    }
   }
   if (device) device->finish();
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -171,7 +187,7 @@ void print_header() {
                            "p99_ms", "stall%", "workers", "prefetch", "shm", "wcpu_s", "ccpu_s");
 }
 
-void report(const std::string& data, int epoch, const EpochResult& r, const Loader& loader, const Args& args) {
+void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader, const Args& args) {
   const stoker::Stats s = loader.stats();
   const std::size_t prefetch = s.workers ? s.depth / s.workers : s.depth;
   const double sps = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0;
@@ -194,6 +210,12 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
                         {"worker_cpu_s", r.worker_cpu_s},
                         {"consumer_cpu_s", r.consumer_cpu_s}};
     j["device"] = args.device;
+    j["rank"] = loader.options().shard.rank;
+    j["world_size"] = loader.options().shard.world_size;
+    const stoker::LoaderState state = loader.state();
+    j["consumed"] = state.consumed;  // of the epoch's global order, by all ranks, after this epoch ran
+    if (r.stopped) j["stopped"] = true;
+    if (r.resumed_from) j["resumed_from"] = *r.resumed_from;
     j["fields"] = nlohmann::json::array();
     for (const auto& f : loader.schema().fields) {
       j["fields"].push_back({{"name", f.name},
@@ -224,10 +246,45 @@ void report(const std::string& data, int epoch, const EpochResult& r, const Load
                                  : "");
   }
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
+  if (r.resumed_from || r.stopped) {
+    const stoker::LoaderState state = loader.state();
+    std::cout << fmt::format("  {}{}rank {} of {}: {} of the epoch's {} samples consumed by all ranks\n",
+                             r.resumed_from ? fmt::format("resumed at {}; ", *r.resumed_from) : "",
+                             r.stopped ? "stopped early; " : "", loader.options().shard.rank,
+                             loader.options().shard.world_size, state.consumed, state.num_samples);
+  }
   std::cout.flush();
 }
 
+stoker::LoaderState read_state(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) stoker::throw_errno(errno, path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return stoker::LoaderState::from_json(text.str());
+  } catch (const stoker::Error& e) {
+    throw stoker::Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+// Written to PATH.tmp and renamed: a job killed while writing never leaves half a state.
+void write_state(const std::string& path, const stoker::LoaderState& state) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << state.to_json() << "\n";
+    out.flush();
+    if (!out) stoker::throw_errno(errno, tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw stoker::Error(fmt::format("{}: {}", path, ec.message()));
+}
+
 void bench(const std::string& path, const Args& args) {
+  std::optional<stoker::LoaderState> resume;  // read first: a bad state file fails before any work
+  if (!args.resume.empty()) resume = read_state(args.resume);
   Options o;
   o.source = path;
   o.format = args.format == "hdf5" ? stoker::Format::hdf5
@@ -241,6 +298,7 @@ void bench(const std::string& path, const Args& args) {
   o.seed = args.seed;
   o.drop_last = args.drop_last;
   o.shm_budget = args.shm_budget;
+  if (args.shard_from_env) o.shard = stoker::Shard::from_env();
   o.device = stoker::Device::parse(args.device);
   o.staging = args.staging == "registered" ? stoker::Staging::registered_shm : stoker::Staging::pinned_copy;
   Loader loader(o);
@@ -260,7 +318,15 @@ void bench(const std::string& path, const Args& args) {
       print_header();
     }
   }
-  for (int e = 0; e < args.epochs; ++e) report(path, e, run_epoch(loader, e, args, device.get()), loader, args);
+  std::uint64_t first = resume ? resume->epoch : 0;
+  for (std::uint64_t e = first; e < first + static_cast<std::uint64_t>(args.epochs); ++e) {
+    EpochResult r = run_epoch(loader, e, e == first ? resume : std::nullopt, e == first ? args.stop_after_batches : 0,
+                              args, device.get());
+    if (e == first && resume) r.resumed_from = resume->consumed;
+    report(path, e, r, loader, args);
+    if (r.stopped) break;  // a preempted job: nothing more runs
+  }
+  if (!args.state_out.empty()) write_state(args.state_out, loader.state());
 }
 
 // A progress line on a terminal, nothing otherwise.
@@ -345,6 +411,16 @@ int main(int argc, char** argv) {
                                                 "and demo.lmdb, and exit");
   app.add_option("--max-batches", args.max_batches, "Stop each epoch after N batches (0: the whole epoch)")
       ->check(stoker::tools::whole_number(0));
+  app.add_flag("--shard-from-env", args.shard_from_env,
+               "Load this process's shard, with rank and world size from the launcher's variables (torchrun, Open "
+               "MPI, PMI, SLURM; docs/distributed.md)");
+  app.add_option("--stop-after-batches", args.stop_after_batches,
+                 "Stop after K batches of the first epoch and end the run, as a preempted job would (with "
+                 "--state-out, the state to resume from)")
+      ->check(stoker::tools::whole_number(1));
+  app.add_option("--state-out", args.state_out, "Write the loader's state (JSON, docs/sampler.md) to FILE at the end");
+  app.add_option("--resume", args.resume,
+                 "Resume the epoch of a state written by --state-out (any world size, batch size or workers)");
   app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
       ->check(stoker::tools::whole_number(1))->capture_default_str();
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;

@@ -27,6 +27,7 @@
 #include "stoker/error.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
+#include "stoker/state.h"
 
 namespace stoker {
 
@@ -105,8 +106,18 @@ class STOKER_API Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Starts epoch `epoch` (its shuffle order depends on (seed, epoch)) at batch `start_batch`, for
-  // resuming mid-epoch. Batches still loading for a previous epoch are discarded.
+  // resuming mid-epoch with the same shard and batch size. Batches still loading for a previous
+  // epoch are discarded.
   Epoch epoch(std::uint64_t epoch, std::uint64_t start_batch = 0);
+
+  // Resumes the epoch a saved state is in: the samples it had not consumed, once across this
+  // loader's shard (any world size, batch size or worker count). Throws stoker::Error when the
+  // state is for another dataset or order (saying what differs) or its epoch is finished.
+  Epoch epoch(const LoaderState& state);
+
+  // Where the newest epoch is: after each rank has received the same number of batches, the same
+  // state on every rank (stoker/state.h). Save it with the model; resume with epoch(state).
+  LoaderState state() const;
 
   // The delivered fields, in delivery order; num_samples of the whole dataset.
   const Schema& schema() const;

@@ -28,9 +28,11 @@ struct STOKER_API Shard {
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
 
-  // Reads RANK/WORLD_SIZE (torchrun) or OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI).
-  // Throws stoker::Error when neither pair is set or a value is malformed: sharding is never
-  // guessed.
+  // Reads the launcher's rank and world size: torchrun (RANK/WORLD_SIZE), Open MPI
+  // (OMPI_COMM_WORLD_RANK/_SIZE), PMI (PMI_RANK/PMI_SIZE) or SLURM (SLURM_PROCID/SLURM_NTASKS);
+  // the innermost of nested launchers (docs/distributed.md). Throws stoker::Error when none is set,
+  // a value is malformed, or two launchers' variables for the same processes conflict: sharding is
+  // never guessed.
   static Shard from_env();
 };
 

@@ -1,0 +1,78 @@
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <nlohmann/json.hpp>
+
+#include "stoker/error.h"
+#include "stoker/state.h"
+
+namespace stoker {
+namespace {
+
+constexpr int kStateVersion = 1;
+
+// XXH64 (seed 0) of the canonical line "v1|epoch|consumed|finished|seed|shuffle|num_samples|fields".
+std::string fingerprint(const LoaderState& s) {
+  const std::string canonical = fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed,
+                                            s.epoch_finished ? 1 : 0, s.seed, s.shuffle ? 1 : 0, s.num_samples,
+                                            s.fields);
+  return fmt::format("{:016x}", XXH64(canonical.data(), canonical.size(), 0));
+}
+
+}  // namespace
+
+std::string LoaderState::to_json() const {
+  nlohmann::json j = {{"stoker_state", kStateVersion},
+                      {"epoch", epoch},
+                      {"consumed", consumed},
+                      {"epoch_finished", epoch_finished},
+                      {"seed", seed},
+                      {"shuffle", shuffle},
+                      {"num_samples", num_samples},
+                      {"fields", fields},
+                      {"fingerprint", fingerprint(*this)}};
+  return j.dump();
+}
+
+LoaderState LoaderState::from_json(std::string_view text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("loader state: not JSON ({}); was the file truncated?", e.what()));
+  }
+  if (!j.is_object() || !j.contains("stoker_state")) throw Error("loader state: not a stoker loader state");
+  if (j["stoker_state"] != kStateVersion) {
+    throw Error(fmt::format("loader state: version {} is not the version {} this stoker reads", j["stoker_state"].dump(),
+                            kStateVersion));
+  }
+  LoaderState s;
+  auto get = [&](const char* key, auto& out) {
+    if (!j.contains(key)) throw Error(fmt::format("loader state: no '{}'", key));
+    try {
+      j.at(key).get_to(out);
+    } catch (const nlohmann::json::exception&) {
+      throw Error(fmt::format("loader state: '{}' has the wrong type ({})", key, j.at(key).dump()));
+    }
+  };
+  std::string stored;
+  get("epoch", s.epoch);
+  get("consumed", s.consumed);
+  get("epoch_finished", s.epoch_finished);
+  get("seed", s.seed);
+  get("shuffle", s.shuffle);
+  get("num_samples", s.num_samples);
+  get("fields", s.fields);
+  get("fingerprint", stored);
+  if (stored != fingerprint(s)) {
+    throw Error(fmt::format("loader state: the fingerprint {} does not match the contents ({}): the state was edited "
+                            "or damaged",
+                            stored, fingerprint(s)));
+  }
+  if (s.consumed > s.num_samples) {
+    throw Error(fmt::format("loader state: consumed {} is more than num_samples {}", s.consumed, s.num_samples));
+  }
+  return s;
+}
+
+}  // namespace stoker
