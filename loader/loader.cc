@@ -69,6 +69,7 @@ class LoaderImpl final : public HostSource {
   Schema schema_;
   Sampler sampler_;
   std::shared_ptr<SlotPool> slots_;
+  ShmBacking shm_backing_ = ShmBacking::automatic;  // the ring's, once reserved (automatic: no ring in shm)
   std::unique_ptr<SlotSource> source_;
   WorkerSource* workers_ = nullptr;  // source_, when it is worker processes
 
@@ -106,8 +107,10 @@ LoaderImpl::LoaderImpl(Options options)
   } else {
     reader.reset();
     const RingRequest request{num_workers, static_cast<std::uint32_t>(opt_.prefetch), opt_.shm_fraction};
-    ReservedRing ring = reserve_ring(layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget));
-    if (ring.warning) warn(*ring.warning);
+    ReservedRing ring =
+        reserve_ring(layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget), opt_.shm_backing);
+    for (const auto& w : ring.warnings) warn(w);
+    shm_backing_ = ring.backing;
     slots_ = std::make_shared<SlotPool>(std::move(ring.segment), layout, ring.depth);
     auto workers = std::make_unique<WorkerSource>(slots_, ring.depth, num_workers,
                                                   WorkerPool::Dataset{opt_.source, reader_options, schema_}, opt_.timeout);
@@ -118,6 +121,7 @@ LoaderImpl::LoaderImpl(Options options)
   stats_.workers = num_workers;
   stats_.depth = slots_->num_slots();
   stats_.shm_bytes = slots_->segment().shared() ? slots_->segment().size() : 0;
+  stats_.shm_backing = shm_backing_;
   // Threads (ours, and the CUDA driver's) start only now, after the fork server.
   if (opt_.device.staged()) {
     try {

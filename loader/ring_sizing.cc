@@ -37,31 +37,75 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
       format_bytes(layout.control_bytes(least)), why, docker_size(container)));
 }
 
-ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget) {
-  std::optional<std::uint32_t> fits = depth_within(layout, request, budget.bytes);
-  if (!fits) {
-    throw ring_refusal(layout, request, fmt::format("but the budget is {} ({})", format_bytes(budget.bytes), budget.reason));
+ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,
+                          ShmBacking backing) {
+  const std::optional<std::uint32_t> in_shm = depth_within(layout, request, budget.bytes);
+  const std::optional<std::uint32_t> in_memory = depth_within(layout, request, budget.memory_bytes);
+  ShmBacking used = ShmBacking::dev_shm;
+  std::vector<std::string> warnings;
+  std::optional<std::uint32_t> fits;
+  switch (backing) {
+    case ShmBacking::dev_shm:
+      fits = in_shm;
+      if (!fits) {
+        throw ring_refusal(layout, request,
+                           fmt::format("but the budget is {} ({})", format_bytes(budget.bytes), budget.reason));
+      }
+      break;
+    case ShmBacking::memfd:
+      used = ShmBacking::memfd;
+      fits = in_memory;
+      if (!fits) {
+        throw ring_refusal(layout, request, fmt::format("but the memory budget is {} ({})",
+                                                        format_bytes(budget.memory_bytes), budget.memory_reason));
+      }
+      break;
+    case ShmBacking::automatic:
+      if (in_shm && *in_shm == request.wanted()) {
+        fits = in_shm;
+      } else if (in_memory && (!in_shm || *in_memory > *in_shm)) {
+        fits = in_memory;
+        used = ShmBacking::memfd;
+        warnings.push_back(fmt::format(
+            "/dev/shm cannot hold the ring ({} wanted, the budget there is {}: {}); using {} of memfd memory instead, "
+            "which /dev/shm's size does not limit",
+            format_bytes(layout.segment_bytes(request.wanted())), format_bytes(budget.bytes), budget.reason,
+            format_bytes(layout.segment_bytes(*in_memory))));
+      } else {
+        fits = in_shm;
+      }
+      if (!fits) {
+        throw ring_refusal(layout, request,
+                           fmt::format("but the budget is {} in /dev/shm ({}) and {} of memory ({})",
+                                       format_bytes(budget.bytes), budget.reason, format_bytes(budget.memory_bytes),
+                                       budget.memory_reason));
+      }
+      break;
   }
+  const bool memfd = used == ShmBacking::memfd;
   std::uint32_t depth = *fits;
   std::optional<ShmSegment> segment;
   for (;;) {
-    segment = ShmSegment::try_create_shared(layout.segment_bytes(depth));
+    segment = memfd ? ShmSegment::try_create_memfd(layout.segment_bytes(depth))
+                    : ShmSegment::try_create_shared(layout.segment_bytes(depth));
     if (segment) break;
     if (depth == request.least()) {
       throw ring_refusal(layout, request,
-                         fmt::format("but reserving it failed with ENOSPC ({} free in /dev/shm)", format_bytes(budget.shm_free)));
+                         memfd ? fmt::format("but reserving it failed with ENOSPC/ENOMEM ({} of memory available)",
+                                             format_bytes(budget.memory_available))
+                               : fmt::format("but reserving it failed with ENOSPC ({} free in /dev/shm)",
+                                             format_bytes(budget.shm_free)));
     }
     depth = std::max(request.least(), depth * 3 / 4);
   }
-  ReservedRing ring{std::move(*segment), depth, std::nullopt};
   if (depth < request.wanted()) {
-    ring.warning = fmt::format(
+    warnings.push_back(fmt::format(
         "ring lowered from {} to {} batches ({} workers x prefetch {} needs {}; the budget is {}: {}); workers may "
         "wait for the training loop. More shared memory (--shm-size) restores it",
         request.wanted(), depth, request.num_workers, request.prefetch, format_bytes(layout.segment_bytes(request.wanted())),
-        format_bytes(budget.bytes), budget.reason);
+        format_bytes(memfd ? budget.memory_bytes : budget.bytes), memfd ? budget.memory_reason : budget.reason));
   }
-  return ring;
+  return ReservedRing{std::move(*segment), depth, used, std::move(warnings)};
 }
 
 }  // namespace stoker::detail

@@ -1,20 +1,24 @@
 // How deep the shared-memory ring is, and the segment that holds it.
 //
-// The wanted depth is num_workers * prefetch slots; the least is one slot per worker. The depth is
-// the largest that fits the budget (loader/shm_budget.h) and that the kernel actually reserves
-// (posix_fallocate can still fail with ENOSPC when /dev/shm filled up meanwhile: the depth is then
-// lowered by a quarter and tried again). Below the least the loader is refused with the bytes it
-// needs and the fix; a lowered depth costs one warning.
+// The wanted depth is num_workers * prefetch slots; the least is one slot per worker. The segment
+// lives in /dev/shm when that holds the wanted depth, else (ShmBacking::automatic) in memfd memory,
+// which /dev/shm's size does not limit, when that holds more; either can be forced. The depth is
+// the largest that fits the chosen backing's budget (loader/shm_budget.h) and that the kernel
+// actually reserves (posix_fallocate can still fail with ENOSPC when memory filled up meanwhile:
+// the depth is then lowered by a quarter and tried again). Below the least the loader is refused
+// with the bytes it needs and the fix; moving to memfd and a lowered depth cost one warning each.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loader/segment_layout.h"
 #include "loader/shm_budget.h"
 #include "loader/shm_segment.h"
 #include "stoker/error.h"
+#include "stoker/options.h"
 
 namespace stoker::detail {
 
@@ -37,10 +41,12 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
 struct ReservedRing {
   ShmSegment segment;
   std::uint32_t depth = 0;
-  std::optional<std::string> warning;  // set when depth < wanted
+  ShmBacking backing = ShmBacking::dev_shm;  // the one used
+  std::vector<std::string> warnings;         // the move to memfd, a lowered depth
 };
 
 // Reserves the segment for the deepest ring that fits, or throws ring_refusal().
-ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget);
+ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,
+                          ShmBacking backing = ShmBacking::automatic);
 
 }  // namespace stoker::detail

@@ -73,6 +73,17 @@ std::uint64_t cgroup_memory_headroom(const ShmEnvironment& env) {
   return best;
 }
 
+std::uint64_t mem_available(const ShmEnvironment& env) {
+  std::ifstream in(env.meminfo);
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return kUnlimited;
+}
+
 ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, const ShmEnvironment& env) {
   struct statvfs vfs;
   if (::statvfs(env.shm_dir.c_str(), &vfs) != 0) throw_errno(env.shm_dir + ": statvfs");
@@ -99,9 +110,30 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
                                        : fmt::format("the {} free in {}", format_bytes(b.shm_free), env.shm_dir));
     }
   }
+  // Memory outside /dev/shm: the cgroup's headroom or MemAvailable, whichever is smaller.
+  const std::uint64_t avail = mem_available(env);
+  b.memory_available = std::min(cg, avail);
+  if (b.memory_available == kUnlimited) {
+    b.memory_bytes = 0;  // nothing known: do not move the ring out of /dev/shm
+    b.memory_reason = "available memory unknown (no /proc/meminfo)";
+  } else {
+    b.memory_bytes = static_cast<std::uint64_t>(static_cast<double>(b.memory_available) * fraction);
+    b.memory_reason = fmt::format("{:.0f}% of {} of available memory ({})", fraction * 100,
+                                  format_bytes(b.memory_available),
+                                  cg <= avail ? "the memory cgroup's headroom" : "MemAvailable");
+    if (explicit_bytes) {
+      b.memory_bytes = std::min(explicit_bytes, b.memory_available);
+      b.memory_reason = fmt::format("the shm budget option of {}{}", format_bytes(explicit_bytes),
+                                    explicit_bytes > b.memory_available
+                                        ? fmt::format(", capped by {} of available memory", format_bytes(b.memory_available))
+                                        : "");
+    }
+  }
   if (const std::uint32_t n = local_ranks_from_env(env.getenv); n > 1) {
     b.bytes /= n;
     b.reason += fmt::format(", shared by {} local ranks", n);
+    b.memory_bytes /= n;
+    b.memory_reason += fmt::format(", shared by {} local ranks", n);
   }
   return b;
 }

@@ -13,9 +13,15 @@
 namespace stoker::detail {
 
 struct ShmBudget {
+  // /dev/shm (the shm directory): what a segment there may take.
   std::uint64_t bytes = 0;
   std::uint64_t shm_free = 0;  // free bytes in the shm directory
   std::string reason;          // which bound applies, in words: "50% of 1.0 GiB free in /dev/shm"
+  // Memory not counted against /dev/shm (memfd_create): shm_fraction of the smaller of the memory
+  // cgroup's headroom and MemAvailable, or the explicit option; divided among local ranks too.
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t memory_available = 0;  // the smaller of MemAvailable and the cgroup's headroom
+  std::string memory_reason;
 };
 
 struct ShmEnvironment {
@@ -23,7 +29,11 @@ struct ShmEnvironment {
   EnvLookup getenv = [](const char* name) -> const char* { return std::getenv(name); };
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string proc_cgroup = "/proc/self/cgroup";
+  std::string meminfo = "/proc/meminfo";
 };
+
+// MemAvailable from /proc/meminfo, in bytes; UINT64_MAX when it cannot be read.
+std::uint64_t mem_available(const ShmEnvironment& env);
 
 // The memory cgroup's headroom (limit - usage) over this process's cgroup and its ancestors,
 // cgroup v2 or v1; UINT64_MAX when no limit is set or none can be read.

@@ -10,9 +10,11 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
 #include <random>
+#include <utility>
 
 #include "stoker/error.h"
 #include "util/posix_error.h"
+#include "util/unique_fd.h"
 
 namespace stoker::detail {
 namespace bip = boost::interprocess;
@@ -56,6 +58,43 @@ std::optional<ShmSegment> ShmSegment::try_create_shared(std::size_t bytes, const
   } catch (const bip::interprocess_exception& e) {
     throw_interprocess(e, fmt::format("mapping {} of shared memory", format_bytes(bytes)));
   }
+}
+
+std::optional<ShmSegment> ShmSegment::try_create_memfd(std::size_t bytes) {
+  UniqueFd fd(::memfd_create("stoker-ring", MFD_CLOEXEC));
+  if (!fd) throw_errno("memfd_create for the batch ring");
+  // Reserved like the /dev/shm segment: the pages are charged now, so a later write cannot fault.
+  const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
+  if (rc == ENOSPC || rc == ENOMEM) return std::nullopt;
+  if (rc != 0) throw_errno(rc, fmt::format("reserving {} of memfd memory", format_bytes(bytes)));
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) throw_errno(fmt::format("mapping {} of memfd memory", format_bytes(bytes)));
+  ShmSegment seg(static_cast<std::byte*>(p), bytes);
+  seg.prefault();
+  return seg;
+}
+
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept
+    : region_(std::move(o.region_)),
+      shared_(o.shared_),
+      memfd_(std::exchange(o.memfd_, false)),
+      memfd_data_(std::exchange(o.memfd_data_, nullptr)),
+      memfd_size_(std::exchange(o.memfd_size_, 0)) {}
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    if (memfd_data_) ::munmap(memfd_data_, memfd_size_);
+    region_ = std::move(o.region_);
+    shared_ = o.shared_;
+    memfd_ = std::exchange(o.memfd_, false);
+    memfd_data_ = std::exchange(o.memfd_data_, nullptr);
+    memfd_size_ = std::exchange(o.memfd_size_, 0);
+  }
+  return *this;
+}
+
+ShmSegment::~ShmSegment() {
+  if (memfd_data_) ::munmap(memfd_data_, memfd_size_);
 }
 
 ShmSegment ShmSegment::create_private(std::size_t bytes) {

@@ -21,25 +21,34 @@ class ShmSegment {
   // nullopt when the shm filesystem or the memory cgroup cannot hold `bytes` (ENOSPC/ENOMEM);
   // throws stoker::Error for any other failure.
   static std::optional<ShmSegment> try_create_shared(std::size_t bytes, const std::string& shm_dir = "/dev/shm");
+  // The same from memfd_create: memory counted against the memory cgroup, not against /dev/shm's
+  // size. Boost.Interprocess has no memfd; the descriptor is stoker's own (closed once mapped).
+  static std::optional<ShmSegment> try_create_memfd(std::size_t bytes);
   // Memory of this process alone, for a loader without worker processes.
   static ShmSegment create_private(std::size_t bytes);
 
-  ShmSegment(ShmSegment&&) noexcept = default;
-  ShmSegment& operator=(ShmSegment&&) noexcept = default;
+  ShmSegment(ShmSegment&& o) noexcept;
+  ShmSegment& operator=(ShmSegment&& o) noexcept;
+  ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
-  std::byte* data() const noexcept { return static_cast<std::byte*>(region_.get_address()); }
-  std::size_t size() const noexcept { return region_.get_size(); }
+  std::byte* data() const noexcept { return memfd_ ? memfd_data_ : static_cast<std::byte*>(region_.get_address()); }
+  std::size_t size() const noexcept { return memfd_ ? memfd_size_ : region_.get_size(); }
   bool shared() const noexcept { return shared_; }
+  bool memfd() const noexcept { return memfd_; }
 
   // Maps every page into this process's page tables for writing (after fork a child has none).
   void prefault() const noexcept;
 
  private:
   ShmSegment(boost::interprocess::mapped_region region, bool shared) : region_(std::move(region)), shared_(shared) {}
+  ShmSegment(std::byte* data, std::size_t size) : shared_(true), memfd_(true), memfd_data_(data), memfd_size_(size) {}
   boost::interprocess::mapped_region region_;
   bool shared_ = false;
+  bool memfd_ = false;  // then the mapping is memfd_data_, unmapped by the destructor
+  std::byte* memfd_data_ = nullptr;
+  std::size_t memfd_size_ = 0;
 };
 
 }  // namespace stoker::detail

@@ -159,7 +159,7 @@ TEST_F(Processes, AKilledTrainerLeavesNoProcessAndNoShmEntry) {
   EXPECT_EQ(WEXITSTATUS(st), 0);
 }
 
-TEST(SmallDevShm, LowersDepthOrRefusesAndNeverDiesOfSigbus) {
+TEST(SmallDevShm, MovesToMemfdLowersDepthOrRefusesAndNeverDiesOfSigbus) {
   TempDir tmp;
   Schema schema;
   schema.num_samples = 48;
@@ -176,6 +176,20 @@ TEST(SmallDevShm, LowersDepthOrRefusesAndNeverDiesOfSigbus) {
     o.num_workers = 2;
     o.prefetch = 8;     // wants 16 slots = 64 MiB; half of 64 MiB fits 7
     o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+    // Automatic backing: /dev/shm cannot hold 64 MiB, memfd memory can, at full depth.
+    {
+      Loader loader(o);
+      HARNESS_CHECK(loader.stats().depth == 16);
+      HARNESS_CHECK(loader.stats().shm_backing == ShmBacking::memfd);
+      HARNESS_CHECK(warnings.size() == 1);
+      HARNESS_CHECK(warnings[0].find("/dev/shm cannot hold the ring") != std::string::npos);
+      std::uint64_t samples = 0;
+      for (Batch& b : loader.epoch(0)) samples += b.size();
+      HARNESS_CHECK(samples == 48);
+    }
+    warnings.clear();
+    // Forced into /dev/shm: lowered, as before there was a memfd fallback.
+    o.shm_backing = ShmBacking::dev_shm;
     {
       Loader loader(o);
       HARNESS_CHECK(loader.stats().depth < 16 && loader.stats().depth >= 2);

@@ -58,6 +58,7 @@ struct Args {
   std::uint64_t stop_after_batches = 0;
   std::string state_out;
   std::string resume;
+  std::string shm_backing = "auto";
   std::string staging = "pinned";
 };
 
@@ -207,6 +208,9 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
                         {"workers", s.workers},
                         {"prefetch", prefetch},
                         {"shm_bytes", s.shm_bytes},
+                        {"shm_backing", s.shm_backing == stoker::ShmBacking::memfd    ? "memfd"
+                                        : s.shm_backing == stoker::ShmBacking::dev_shm ? "dev_shm"
+                                                                                       : "none"},
                         {"worker_cpu_s", r.worker_cpu_s},
                         {"consumer_cpu_s", r.consumer_cpu_s}};
     j["device"] = args.device;
@@ -298,6 +302,9 @@ void bench(const std::string& path, const Args& args) {
   o.seed = args.seed;
   o.drop_last = args.drop_last;
   o.shm_budget = args.shm_budget;
+  o.shm_backing = args.shm_backing == "memfd"     ? stoker::ShmBacking::memfd
+                  : args.shm_backing == "dev-shm" ? stoker::ShmBacking::dev_shm
+                                                  : stoker::ShmBacking::automatic;
   if (args.shard_from_env) o.shard = stoker::Shard::from_env();
   o.device = stoker::Device::parse(args.device);
   o.staging = args.staging == "registered" ? stoker::Staging::registered_shm : stoker::Staging::pinned_copy;
@@ -404,6 +411,11 @@ int main(int argc, char** argv) {
                                                   "replaces the default of half the free /dev/shm, still capped by the "
                                                   "free space and the memory cgroup")
       ->transform(CLI::AsSizeValue(false));
+  app.add_option("--shm-backing", args.shm_backing,
+                 "Where the ring lives: auto (/dev/shm when it holds the ring, else memfd memory, which /dev/shm's "
+                 "size does not limit), dev-shm or memfd")
+      ->check(CLI::IsMember({"auto", "dev-shm", "memfd"}))
+      ->capture_default_str();
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");

@@ -46,6 +46,8 @@ struct Stats {
   std::size_t workers = 0;
   std::size_t depth = 0;               // batches the ring holds (num_workers * prefetch or fewer)
   std::uint64_t shm_bytes = 0;         // shared memory reserved
+  // Where it is: dev_shm or memfd (automatic: no shared memory, a loader without workers).
+  ShmBacking shm_backing = ShmBacking::automatic;
   // Staged devices only:
   std::uint64_t h2d_bytes = 0;         // copied host -> device
   double h2d_seconds = 0;              // copy engine time of those copies (device events)

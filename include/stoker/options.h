@@ -20,6 +20,8 @@ namespace stoker {
 
 enum class Format { auto_detect, hdf5, lmdb };
 
+enum class ShmBacking { automatic, dev_shm, memfd };
+
 // Which part of every epoch this process loads, with DistributedSampler semantics: the epoch's
 // sample order is cut into world_size interleaved parts and this rank takes part `rank`. Unless
 // drop_last is set, the order is first padded by wrapping around so that every rank gets the same
@@ -61,11 +63,16 @@ struct Options {
 
   Shard shard;
 
-  // Upper bound on shared memory, in bytes; 0 means no explicit bound. The budget actually used
-  // is the smallest of this, shm_fraction of /dev/shm's free space and the memory cgroup's
-  // headroom, divided by LOCAL_WORLD_SIZE when that is set.
+  // Shared memory for the ring, in bytes; 0 means the default: shm_fraction of /dev/shm's free
+  // space (or of the available memory, for memfd), never more than is free or the memory cgroup
+  // allows, divided among the ranks on this node (docs/shm-layout.md).
   std::uint64_t shm_budget = 0;
   double shm_fraction = 0.5;  // (0, 0.5]
+
+  // Where the ring lives. automatic: /dev/shm when it holds the ring at full depth, else memory
+  // from memfd_create (not limited by the size of /dev/shm, only by the memory cgroup and RAM),
+  // saying so in one warning line. Either may be forced.
+  ShmBacking shm_backing = ShmBacking::automatic;
 
   // A worker that has not delivered the batch the consumer waits for within this time is reported
   // as stuck. Zero: no limit (a dead worker is reported at once regardless).

@@ -1,0 +1,93 @@
+// Where the ring lives and how deep it is, for budgets made up in the test (no privileges needed;
+// SmallDevShm in process_test.cc does it for real under a 64 MiB /dev/shm where it can mount one).
+#include "loader/ring_sizing.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/test_data.h"
+#include "util/posix_error.h"
+
+namespace stoker::detail {
+namespace {
+
+using ::testing::HasSubstr;
+
+class RingSizing : public ::testing::Test {
+ protected:
+  Schema schema_ = test::small_schema(100);
+  SegmentLayout layout_{schema_, 16, 2};
+  RingRequest request_{2, 4, 0.5};  // wants 8 slots, needs at least 2
+  ShmBudget budget(std::uint64_t shm, std::uint64_t memory) {
+    ShmBudget b;
+    b.bytes = shm;
+    b.shm_free = shm * 2;
+    b.reason = "test /dev/shm";
+    b.memory_bytes = memory;
+    b.memory_available = memory * 2;
+    b.memory_reason = "test memory";
+    return b;
+  }
+};
+
+TEST_F(RingSizing, DevShmWhenItHoldsTheWholeRing) {
+  ReservedRing r = reserve_ring(layout_, request_, budget(layout_.segment_bytes(8), 1u << 30));
+  EXPECT_EQ(r.backing, ShmBacking::dev_shm);
+  EXPECT_EQ(r.depth, 8u);
+  EXPECT_TRUE(r.warnings.empty());
+  EXPECT_FALSE(r.segment.memfd());
+}
+
+TEST_F(RingSizing, MemfdAtFullDepthWhenDevShmIsSmall) {
+  ReservedRing r = reserve_ring(layout_, request_, budget(layout_.segment_bytes(3), 1u << 30));
+  EXPECT_EQ(r.backing, ShmBacking::memfd);
+  EXPECT_EQ(r.depth, 8u);
+  EXPECT_TRUE(r.segment.memfd());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("/dev/shm cannot hold the ring"));
+  EXPECT_THAT(r.warnings[0], HasSubstr("of memfd memory instead"));
+  // The memory is usable through the whole mapping.
+  std::fill(r.segment.data(), r.segment.data() + r.segment.size(), std::byte{7});
+  EXPECT_EQ(r.segment.data()[r.segment.size() - 1], std::byte{7});
+}
+
+TEST_F(RingSizing, EitherBackingCanBeForced) {
+  ReservedRing shm = reserve_ring(layout_, request_, budget(layout_.segment_bytes(3), 1u << 30), ShmBacking::dev_shm);
+  EXPECT_EQ(shm.backing, ShmBacking::dev_shm);
+  EXPECT_EQ(shm.depth, 3u);
+  ASSERT_EQ(shm.warnings.size(), 1u);
+  EXPECT_THAT(shm.warnings[0], HasSubstr("ring lowered from 8 to 3"));
+  ReservedRing mem = reserve_ring(layout_, request_, budget(1u << 30, 1u << 30), ShmBacking::memfd);
+  EXPECT_EQ(mem.backing, ShmBacking::memfd);
+  EXPECT_EQ(mem.depth, 8u);
+  EXPECT_TRUE(mem.warnings.empty());
+}
+
+TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
+  const std::uint64_t small = layout_.segment_bytes(2) - 1;
+  try {
+    reserve_ring(layout_, request_, budget(small, small));
+    FAIL() << "no refusal";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not enough shared memory for 2 workers: needs " +
+                                    format_bytes(layout_.segment_bytes(2))));
+    EXPECT_THAT(e.what(), HasSubstr("in /dev/shm (test /dev/shm)"));
+    EXPECT_THAT(e.what(), HasSubstr("of memory (test memory)"));
+  }
+  // With room in memory but not in /dev/shm, forcing /dev/shm refuses, naming its budget.
+  try {
+    reserve_ring(layout_, request_, budget(small, 1u << 30), ShmBacking::dev_shm);
+    FAIL() << "no refusal";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("but the budget is"));
+    EXPECT_THAT(e.what(), HasSubstr("--shm-size="));
+  }
+  // Neither holds the whole ring: the deeper one, lowered, with both warnings.
+  ReservedRing r = reserve_ring(layout_, request_, budget(layout_.segment_bytes(3), layout_.segment_bytes(5)));
+  EXPECT_EQ(r.backing, ShmBacking::memfd);
+  EXPECT_EQ(r.depth, 5u);
+  EXPECT_EQ(r.warnings.size(), 2u);
+}
+
+}  // namespace
+}  // namespace stoker::detail
