@@ -77,7 +77,14 @@ endif()
 # 3. The LibTorch adapter through its component.
 if(TORCH_DIR)
   build_consumer(torch "${SOURCE_DIR}/tests/install/torch" "-DTorch_DIR=${TORCH_DIR}")
-  run("${SCRATCH}/torch-build/train_torch" "${data}")
+  set(torch_env "")
+  if(SANITIZE)
+    # A sanitized link leaves libc10_cuda out of the program's own dependencies, and PyPI's
+    # libtorch_cuda.so does not look for it beside itself (its RPATH names only the nvidia/ wheels).
+    get_filename_component(torch_lib "${TORCH_DIR}/../../../lib" ABSOLUTE)
+    set(torch_env env "LD_LIBRARY_PATH=${torch_lib}")
+  endif()
+  run(${torch_env} "${SCRATCH}/torch-build/train_torch" "${data}")
   if(NOT last_output MATCHES "torch samples 3000")
     message(FATAL_ERROR "the torch consumer: ${last_output}")
   endif()
