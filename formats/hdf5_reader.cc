@@ -405,6 +405,14 @@ bool Hdf5Reader::reads_directly(std::size_t f) const { return impl_->columns.at(
 
 std::uint64_t Hdf5Reader::rows_per_chunk(std::size_t f) const { return impl_->columns.at(f).chunk_rows; }
 
+std::uint64_t Hdf5Reader::locality_rows() const {
+  const Column* largest = nullptr;
+  for (const auto& c : impl_->columns) {
+    if (c.chunk_rows > 0 && (!largest || c.sample_bytes > largest->sample_bytes)) largest = &c;
+  }
+  return largest ? largest->chunk_rows : Reader::locality_rows();
+}
+
 void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
   Hdf5Quiet quiet;
   const std::uint64_t n = impl_->schema.num_samples;

@@ -40,6 +40,8 @@ class STOKER_TOOLS_API Hdf5Reader final : public Reader {
   bool reads_directly(std::size_t f) const;
   // Samples per chunk of field `f`; 0 when it is not chunked.
   std::uint64_t rows_per_chunk(std::size_t f) const;
+  // The chunk rows of the largest chunked field; Reader's default when none is chunked.
+  std::uint64_t locality_rows() const override;
 
  private:
   struct Impl;

@@ -14,6 +14,11 @@
 #include "util/unique_fd.h"
 
 namespace stoker::formats {
+
+std::uint64_t Reader::locality_rows() const {
+  const std::size_t bytes = std::max<std::size_t>(schema().bytes_per_sample(), 1);
+  return std::max<std::uint64_t>(1, (64u << 10) / bytes);
+}
 namespace {
 
 // Reads up to n bytes at offset; returns how many were read (0 at end of file).

@@ -30,6 +30,10 @@ class STOKER_TOOLS_API Reader {
   // REQUIRES: every index < num_samples; dest.size() == schema().fields.size().
   // Throws stoker::Error naming the file, field and sample.
   virtual void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) = 0;
+
+  // How many consecutive samples are stored together, for the quasi-random order: the rows of one
+  // chunk of the largest field (chunked HDF5), else as many samples as fill about 64 KiB.
+  virtual std::uint64_t locality_rows() const;
 };
 
 // How the HDF5 reader may read unfiltered data.

@@ -88,13 +88,15 @@ class LoaderImpl final : public HostSource {
 };
 
 LoaderImpl::LoaderImpl(Options options)
-    : opt_((check_options(options), std::move(options))), sampler_(0, 1, false, 0, {}, false) {
+    : opt_((check_options(options), std::move(options))), sampler_(0, 1, Order::sequential, 0, {}, false) {
   const formats::ReaderOptions reader_options{opt_.format, opt_.fields, formats::Hdf5Path::automatic};
   const auto num_workers = static_cast<std::uint32_t>(opt_.num_workers);
   // Metadata is read here, and every handle closed again before any fork.
   auto reader = formats::open_reader(opt_.source, reader_options);
   schema_ = reader->schema();
-  sampler_ = Sampler(schema_.num_samples, opt_.batch_size, opt_.shuffle, opt_.seed, opt_.shard, opt_.drop_last);
+  const Order order = opt_.shuffle && opt_.order == Order::sequential ? Order::random : opt_.order;
+  sampler_ = Sampler(schema_.num_samples, opt_.batch_size, order, opt_.seed, opt_.shard, opt_.drop_last,
+                     reader->locality_rows());
   if (sampler_.batches_per_epoch() == 0) {
     throw Error(fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)", opt_.source,
                             schema_.num_samples, opt_.batch_size, opt_.shard.world_size));
@@ -186,7 +188,7 @@ LoaderState LoaderImpl::state() const {
   s.consumed = sampler_.consumed_after(progress_.skip, progress_.next_batch);
   s.epoch_finished = user_generation_ != 0 && (progress_.ended || progress_.next_batch == progress_.num_batches);
   s.seed = opt_.seed;
-  s.shuffle = opt_.shuffle;
+  s.order = sampler_.order_description();
   s.num_samples = schema_.num_samples;
   s.fields = describe_fields(schema_);
   return s;
@@ -201,10 +203,10 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
   if (state.fields != here.fields) {
     differ.push_back(fmt::format("fields '{}' in the state, '{}' here", state.fields, here.fields));
   }
-  if (state.shuffle != here.shuffle) {
-    differ.push_back(fmt::format("shuffle {} in the state, {} here", state.shuffle, here.shuffle));
+  if (state.order != here.order) {
+    differ.push_back(fmt::format("order {} in the state, {} here", state.order, here.order));
   }
-  if (state.shuffle && state.seed != here.seed) {
+  if (state.order != "sequential" && state.seed != here.seed) {
     differ.push_back(fmt::format("seed {} in the state, {} here", state.seed, here.seed));
   }
   if (!differ.empty()) {

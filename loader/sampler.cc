@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "loader/quasi_random.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -36,11 +37,12 @@ std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std:
   return p;
 }
 
-Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, bool shuffle, std::uint64_t seed, Shard shard,
-                 bool drop_last)
+Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
+                 bool drop_last, std::uint64_t group)
     : num_samples_(num_samples),
       batch_size_(batch_size),
-      shuffle_(shuffle),
+      order_(order),
+      group_(std::max<std::uint64_t>(group, 1)),
       seed_(seed),
       shard_(shard),
       drop_last_(drop_last) {
@@ -74,14 +76,29 @@ std::uint64_t Sampler::consumed_after(std::uint64_t skip, std::uint64_t batches)
   return skip + std::min<std::uint64_t>(n * shard_.world_size, left);
 }
 
-std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch, std::uint64_t skip) const {
-  std::vector<std::uint64_t> all;
-  if (shuffle_) {
-    all = permutation(num_samples_, seed_, epoch);
-  } else {
-    all.resize(num_samples_);
-    std::iota(all.begin(), all.end(), std::uint64_t{0});
+std::string Sampler::order_description() const {
+  switch (order_) {
+    case Order::sequential: return "sequential";
+    case Order::random: return "random";
+    case Order::quasi_random:
+      return fmt::format("quasi_random(group={},window={})", group_, kQuasiRandomWindowGroups);
   }
+  return "?";
+}
+
+std::vector<std::uint64_t> Sampler::global_order(std::uint64_t epoch) const {
+  switch (order_) {
+    case Order::random: return permutation(num_samples_, seed_, epoch);
+    case Order::quasi_random: return quasi_random_order(num_samples_, group_, kQuasiRandomWindowGroups, seed_, epoch);
+    case Order::sequential: break;
+  }
+  std::vector<std::uint64_t> all(num_samples_);
+  std::iota(all.begin(), all.end(), std::uint64_t{0});
+  return all;
+}
+
+std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch, std::uint64_t skip) const {
+  std::vector<std::uint64_t> all = global_order(epoch);
   all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(skip, all.size())));
   const std::uint64_t left = all.size();
   const std::uint64_t world = shard_.world_size;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "stoker/export.h"
+#include "stoker/options.h"
 
 #include <cstdint>
 #include <vector>
@@ -35,8 +36,9 @@ STOKER_TOOLS_API std::vector<std::uint64_t> permutation(std::uint64_t n, std::ui
 class Sampler {
  public:
   // Throws stoker::Error for batch_size 0 or a malformed shard.
-  Sampler(std::uint64_t num_samples, std::size_t batch_size, bool shuffle, std::uint64_t seed, Shard shard,
-          bool drop_last);
+  // `group`: consecutive samples stored together, for Order::quasi_random.
+  Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
+          bool drop_last, std::uint64_t group = 1);
 
   // For an epoch that starts at position `skip` of its global order (0, or a resumed
   // LoaderState::consumed): this rank's samples after drop_last, and its batches.
@@ -53,12 +55,17 @@ class Sampler {
 
   std::uint64_t num_samples() const noexcept { return num_samples_; }
   std::uint64_t seed() const noexcept { return seed_; }
-  bool shuffle() const noexcept { return shuffle_; }
+  Order order() const noexcept { return order_; }
+  // "sequential", "random", "quasi_random(group=256,window=4)": what the order depends on.
+  std::string order_description() const;
+  // The epoch's global order of all samples (before sharding).
+  std::vector<std::uint64_t> global_order(std::uint64_t epoch) const;
 
  private:
   std::uint64_t num_samples_;
   std::size_t batch_size_;
-  bool shuffle_;
+  Order order_;
+  std::uint64_t group_;
   std::uint64_t seed_;
   Shard shard_;
   bool drop_last_;

@@ -11,10 +11,10 @@ namespace {
 
 constexpr int kStateVersion = 1;
 
-// XXH64 (seed 0) of the canonical line "v1|epoch|consumed|finished|seed|shuffle|num_samples|fields".
+// XXH64 (seed 0) of the canonical line "v1|epoch|consumed|finished|seed|order|num_samples|fields".
 std::string fingerprint(const LoaderState& s) {
   const std::string canonical = fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed,
-                                            s.epoch_finished ? 1 : 0, s.seed, s.shuffle ? 1 : 0, s.num_samples,
+                                            s.epoch_finished ? 1 : 0, s.seed, s.order, s.num_samples,
                                             s.fields);
   return fmt::format("{:016x}", XXH64(canonical.data(), canonical.size(), 0));
 }
@@ -27,7 +27,7 @@ std::string LoaderState::to_json() const {
                       {"consumed", consumed},
                       {"epoch_finished", epoch_finished},
                       {"seed", seed},
-                      {"shuffle", shuffle},
+                      {"order", order},
                       {"num_samples", num_samples},
                       {"fields", fields},
                       {"fingerprint", fingerprint(*this)}};
@@ -60,7 +60,7 @@ LoaderState LoaderState::from_json(std::string_view text) {
   get("consumed", s.consumed);
   get("epoch_finished", s.epoch_finished);
   get("seed", s.seed);
-  get("shuffle", s.shuffle);
+  get("order", s.order);
   get("num_samples", s.num_samples);
   get("fields", s.fields);
   get("fingerprint", stored);

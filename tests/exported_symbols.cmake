@@ -14,7 +14,7 @@ set(allowed
   "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|LmdbEnv|LmdbTxn)(::|$)"
   "^stoker::formats::(check_mdb|detect_format|hdf5_schema|lmdb_stored_schema|open_reader|schema_from_json|schema_to_json)$"
   "^stoker::detail::(DeviceBackend|SplitMix64)(::|$)"
-  "^stoker::detail::(make_device_backend|make_emulated_backend|emulated_enqueue|epoch_stream|permutation|splitmix64_mix)$"
+  "^stoker::detail::(make_device_backend|make_emulated_backend|emulated_enqueue|epoch_stream|permutation|quasi_random_order|splitmix64_mix)$"
   "^stoker::detail::cuda::(check|driver|error_text)$"
   "^stoker::(format_bytes|pread_exact|signal_name|throw_errno)$")
 string(REPLACE "\n" ";" lines "${out}")

@@ -112,6 +112,8 @@ TEST_F(LoaderBench, UsageErrorsExit2WithPlainMessages) {
       {{"--step-ms", "-1"}, "--step-ms: must be at least 0, not -1"},
       {{"--device", "tpu"}, "--device: must be cpu, cuda, cuda:N or emulated, not 'tpu'"},
       {{"--format", "xx"}, "--format"},
+      {{"--order", "shuffled"}, "--order: shuffled not in {sequential,random,quasi-random}"},
+      {{"--order", "random", "--shuffle"}, "--shuffle excludes --order"},
       {{"--shm-budget", "12q"}, "--shm-budget"},
   };
   for (const Case& c : cases) {

@@ -118,6 +118,33 @@ TEST_F(LoaderData, ShuffledOrderIsTheSameForAnyNumberOfWorkers) {
   }
 }
 
+TEST_F(LoaderData, QuasiRandomIsEverySampleOnceAndTheSameForAnyNumberOfWorkers) {
+  for (const char* file : {"gz.h5", "d.lmdb"}) {
+    std::vector<std::uint64_t> first;
+    for (std::size_t workers : {0u, 1u, 3u}) {
+      Options o = options(file, workers, 7);
+      o.order = Order::quasi_random;
+      o.seed = 5;
+      Loader loader(o);
+      // Chunk rows for chunked HDF5; about 64 KiB of records for LMDB.
+      const std::uint64_t group = std::string(file) == "gz.h5" ? 16 : 65536 / schema_.bytes_per_sample();
+      EXPECT_EQ(loader.state().order, "quasi_random(group=" + std::to_string(group) + ",window=4)");
+      std::vector<std::uint64_t> order = run_epoch(loader, 3, schema_);
+      if (first.empty()) {
+        first = order;
+        std::vector<std::uint64_t> sorted = order, all(schema_.num_samples);
+        std::sort(sorted.begin(), sorted.end());
+        std::iota(all.begin(), all.end(), 0);
+        EXPECT_EQ(sorted, all) << file;
+        std::vector<std::uint64_t> seq(all);
+        EXPECT_NE(order, seq) << file << ": not shuffled";
+      } else {
+        EXPECT_EQ(order, first) << file << " with " << workers << " workers";
+      }
+    }
+  }
+}
+
 TEST_F(LoaderData, FieldsCanBeSelectedAndOrdered) {
   Options o = options("d.lmdb", 2, 9);
   o.fields = {"weight", "image"};

@@ -64,7 +64,7 @@ TEST(Sampler, SeedAndEpochDoNotAlias) {
 TEST(Sampler, EveryIndexExactlyOncePerEpoch) {
   for (bool shuffle : {false, true}) {
     for (bool drop_last : {false, true}) {
-      Sampler s(103, 10, shuffle, 5, {}, drop_last);
+      Sampler s(103, 10, shuffle ? Order::random : Order::sequential, 5, {}, drop_last);
       auto order = s.epoch_order(3);
       EXPECT_EQ(order.size(), drop_last ? 100u : 103u);
       EXPECT_EQ(s.batches_per_epoch(), drop_last ? 10u : 11u);
@@ -85,7 +85,7 @@ TEST(Sampler, ThreeRanksCoverEverySampleWithWrappedPadding) {
   std::map<std::uint64_t, int> count;
   std::vector<std::vector<std::uint64_t>> per_rank;
   for (std::uint32_t r = 0; r < 3; ++r) {
-    Sampler s(n, 8, true, 9, Shard{r, 3}, false);
+    Sampler s(n, 8, Order::random, 9, Shard{r, 3}, false);
     per_rank.push_back(s.epoch_order(2));
     EXPECT_EQ(per_rank.back().size(), 34u);  // ceil(100 / 3)
     for (auto i : per_rank.back()) ++count[i];
@@ -102,7 +102,7 @@ TEST(Sampler, ThreeRanksCoverEverySampleWithWrappedPadding) {
 TEST(Sampler, ShardWithDropLastIsDisjoint) {
   std::set<std::uint64_t> seen;
   for (std::uint32_t r = 0; r < 3; ++r) {
-    Sampler s(100, 1, true, 9, Shard{r, 3}, true);
+    Sampler s(100, 1, Order::random, 9, Shard{r, 3}, true);
     auto order = s.epoch_order(0);
     EXPECT_EQ(order.size(), 33u);
     for (auto i : order) EXPECT_TRUE(seen.insert(i).second) << i;
@@ -111,14 +111,14 @@ TEST(Sampler, ShardWithDropLastIsDisjoint) {
 }
 
 TEST(Sampler, MoreRanksThanSamplesWrapsRepeatedly) {
-  Sampler s(2, 1, false, 0, Shard{4, 5}, false);
+  Sampler s(2, 1, Order::sequential, 0, Shard{4, 5}, false);
   EXPECT_EQ(s.epoch_order(0), (std::vector<std::uint64_t>{0}));
 }
 
 TEST(Sampler, RejectsBadArguments) {
-  EXPECT_THROW(Sampler(10, 0, false, 0, {}, false), Error);
-  EXPECT_THROW(Sampler(10, 1, false, 0, Shard{3, 3}, false), Error);
-  EXPECT_THROW(Sampler(10, 1, false, 0, Shard{0, 0}, false), Error);
+  EXPECT_THROW(Sampler(10, 0, Order::sequential, 0, {}, false), Error);
+  EXPECT_THROW(Sampler(10, 1, Order::sequential, 0, Shard{3, 3}, false), Error);
+  EXPECT_THROW(Sampler(10, 1, Order::sequential, 0, Shard{0, 0}, false), Error);
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ TEST(LoaderStateJson, EditedTruncatedOrForeignTextIsRefused) {
   s.epoch = 4;
   s.consumed = 1000;
   s.seed = 7;
-  s.shuffle = true;
+  s.order = "random";
   s.num_samples = 5000;
   s.fields = "image: u8[3,32,32], label: i64[]";
   const std::string json = s.to_json();

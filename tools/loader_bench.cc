@@ -42,6 +42,7 @@ struct Args {
   std::size_t workers = 2;
   std::size_t prefetch = 2;
   bool shuffle = false;
+  std::string order;
   std::uint64_t seed = 0;
   int epochs = 2;
   bool drop_last = false;
@@ -299,6 +300,8 @@ void bench(const std::string& path, const Args& args) {
   o.num_workers = args.workers;
   o.prefetch = args.prefetch;
   o.shuffle = args.shuffle;
+  if (args.order == "random") o.order = stoker::Order::random;
+  if (args.order == "quasi-random") o.order = stoker::Order::quasi_random;
   o.seed = args.seed;
   o.drop_last = args.drop_last;
   o.shm_budget = args.shm_budget;
@@ -390,7 +393,13 @@ int main(int argc, char** argv) {
   app.add_option("--workers", args.workers, "Worker processes (0: load in this process)")
       ->check(stoker::tools::whole_number(0, 1024))->capture_default_str();
   app.add_option("--prefetch", args.prefetch, "Batches in flight per worker")->check(stoker::tools::whole_number(1))->capture_default_str();
-  app.add_flag("--shuffle", args.shuffle, "Shuffle every epoch (order depends on --seed and the epoch)");
+  auto* shuffle = app.add_flag("--shuffle", args.shuffle,
+                               "Shuffle every epoch (order depends on --seed and the epoch): --order random");
+  app.add_option("--order", args.order,
+                 "Sample order: sequential (the default), random, or quasi-random (shuffled chunk-sized groups, "
+                 "mixed within windows of a few: each chunk read about once per epoch; docs/sampler.md)")
+      ->check(CLI::IsMember({"sequential", "random", "quasi-random"}))
+      ->excludes(shuffle);
   app.add_option("--seed", args.seed, "Shuffle seed")->check(stoker::tools::whole_number(0))->capture_default_str();
   app.add_option("--epochs", args.epochs, "Epochs to run")->check(stoker::tools::whole_number(1, 1u << 30))->capture_default_str();
   app.add_flag("--drop-last", args.drop_last, "Drop the last incomplete batch");

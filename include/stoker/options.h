@@ -22,6 +22,15 @@ enum class Format { auto_detect, hdf5, lmdb };
 
 enum class ShmBacking { automatic, dev_shm, memfd };
 
+// The epoch's sample order (docs/sampler.md), a pure function of (N, seed, epoch):
+//   sequential    0, 1, ..., N-1
+//   random        a uniform shuffle
+//   quasi_random  a shuffle of chunk-sized groups, shuffled again within windows of a few groups:
+//                 each HDF5 chunk (or ~64 KiB run of records) is read about once per epoch, while
+//                 batches stay well mixed. For gzip-compressed HDF5 this is the difference between
+//                 inflating a chunk per sample and per chunk.
+enum class Order { sequential, random, quasi_random };
+
 // Which part of every epoch this process loads, with DistributedSampler semantics: the epoch's
 // sample order is cut into world_size interleaved parts and this rank takes part `rank`. Unless
 // drop_last is set, the order is first padded by wrapping around so that every rank gets the same
@@ -56,6 +65,8 @@ struct Options {
   // num_workers = 0 it is the number of batch buffers.
   std::size_t prefetch = 2;
 
+  Order order = Order::sequential;
+  // Shorthand for order = random (PyTorch's name): with it, a sequential order means random.
   bool shuffle = false;
   std::uint64_t seed = 0;
   // Drop the last incomplete batch (and, when sharded, the samples that do not divide evenly).

@@ -22,7 +22,7 @@ struct STOKER_API LoaderState {
   bool epoch_finished = false;  // every batch of the epoch was delivered: resume the next one
   // What the order depends on: a state only resumes a loader that agrees on all of them.
   std::uint64_t seed = 0;
-  bool shuffle = false;
+  std::string order;  // "sequential", "random", "quasi_random(group=G,window=K)"
   std::uint64_t num_samples = 0;
   std::string fields;  // the delivered fields, "image: u8[3,32,32], label: i64[]"
 

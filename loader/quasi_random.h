@@ -1,0 +1,27 @@
+// The quasi-random order (FFCV's "quasi-random" idea): a shuffle that keeps locality, so that data
+// stored in chunks (gzip-compressed HDF5 above all) is read and inflated about once per epoch
+// instead of once per sample, while batches stay well mixed.
+//
+// With N samples, group size G (the rows of one HDF5 chunk of the dominant field, or of about 64
+// KiB of records for LMDB and contiguous data: docs/sampler.md) and a window of K groups:
+//   1. group g holds samples [g·G, min((g+1)·G, N)); the groups are shuffled;
+//   2. the shuffled groups are taken K at a time (the last window may hold fewer), and the samples
+//      of each window are shuffled among themselves;
+//   3. the windows' samples, in window order, are the epoch's order.
+// Every sample exactly once; a pure function of (N, G, K, seed, epoch), like the random order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stoker/export.h"
+
+namespace stoker::detail {
+
+inline constexpr std::uint32_t kQuasiRandomWindowGroups = 4;
+
+STOKER_TOOLS_API std::vector<std::uint64_t> quasi_random_order(std::uint64_t n, std::uint64_t group,
+                                                               std::uint32_t window_groups, std::uint64_t seed,
+                                                               std::uint64_t epoch);
+
+}  // namespace stoker::detail
