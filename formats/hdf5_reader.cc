@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "formats/hdf5_errors.h"
+#include "formats/inflated_chunks.h"
 #include "stoker/error.h"
 #include "util/posix_error.h"
 #include "util/unique_fd.h"
@@ -133,6 +134,8 @@ struct Column {
   hsize_t chunk_rows = 0;      // any chunked dataset
   std::vector<haddr_t> chunk_addr;  // per chunk along dim 0, kNotLookedUp until first use
   std::vector<std::byte> fill_sample;
+  // Deflate-only chunks: read raw and inflated by libdeflate (formats/inflated_chunks.h).
+  std::unique_ptr<InflatedChunks> inflated;
 };
 
 struct Inspected {
@@ -237,8 +240,12 @@ struct Hdf5Reader::Impl {
   void open_column(const std::string& name, Hdf5Path mode);
   void read_hdf5(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
   void read_direct(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
+  void read_inflated(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
+  void fill_rows(const Column& c, std::uint64_t n, std::byte* dst) const;
   haddr_t chunk_address(Column& c, std::uint64_t chunk);
-  bool direct_matches_hdf5(Column& c);
+  // Reads a few samples through `path` and through H5Dread; false when they differ or `path` fails.
+  template <class Path>
+  bool matches_hdf5(Column& c, Path path);
 };
 
 void Hdf5Reader::Impl::open_column(const std::string& name, Hdf5Path mode) {
@@ -292,25 +299,68 @@ void Hdf5Reader::Impl::open_column(const std::string& name, Hdf5Path mode) {
         c.contiguous_offset = HADDR_UNDEF;
       }
       c.direct = c.contiguous_offset != HADDR_UNDEF;  // unallocated: HDF5 delivers the fill value
-    } else if (eligible && layout == H5D_CHUNKED) {
+    } else if (layout == H5D_CHUNKED && chunk[0] > 0 && mode == Hdf5Path::automatic && file_type == c.mem_type &&
+               dcpl.getExternalCount() == 0) {
       bool whole_samples = true;
       for (int d = 1; d < rank; ++d) whole_samples = whole_samples && chunk[d] == c.dims[d];
-      if (whole_samples && chunk[0] > 0) {
+      bool deflate_only = false;
+      if (nfilters == 1) {
+        unsigned flags = 0, config = 0;
+        std::size_t nelmts = 0;
+        char filter_name[64];
+        deflate_only = dcpl.getFilter(0, flags, nelmts, nullptr, sizeof filter_name, filter_name, config) ==
+                       H5Z_FILTER_DEFLATE;
+      }
+      if (whole_samples && (nfilters == 0 || deflate_only)) {
         c.chunked = true;
         c.rows_per_chunk = chunk[0];
-        c.chunk_addr.assign((c.dims[0] + chunk[0] - 1) / chunk[0], kNotLookedUp);
         c.fill_sample.resize(c.sample_bytes);
         std::vector<std::byte> one(dtype_size(c.field.dtype));
         dcpl.getFillValue(c.mem_type, one.data());
         for (std::size_t off = 0; off < c.sample_bytes; off += one.size()) {
           std::memcpy(c.fill_sample.data() + off, one.data(), one.size());
         }
-        c.direct = true;
+        if (nfilters == 0) {
+          c.chunk_addr.assign((c.dims[0] + chunk[0] - 1) / chunk[0], kNotLookedUp);
+          c.direct = true;
+        } else {
+          // The same few chunks HDF5's cache would have kept (8, at most 64 MiB), inflated by libdeflate.
+          const std::size_t chunk_bytes = c.rows_per_chunk * c.sample_bytes;
+          c.inflated = std::make_unique<InflatedChunks>(
+              chunk_bytes, std::clamp<std::size_t>((64u << 20) / std::max<std::size_t>(chunk_bytes, 1), 1, 8));
+        }
       }
     }
   });
   columns.push_back(std::move(c));
-  if (columns.back().direct && !direct_matches_hdf5(columns.back())) columns.back().direct = false;
+  Column& added = columns.back();
+  auto direct = [&](Column& col, std::uint64_t i, std::byte* out) { read_direct(col, i, 1, out); };
+  auto inflate = [&](Column& col, std::uint64_t i, std::byte* out) { read_inflated(col, i, 1, out); };
+  if (added.direct && !matches_hdf5(added, direct)) added.direct = false;
+  if (added.inflated && !matches_hdf5(added, inflate)) added.inflated.reset();
+}
+
+void Hdf5Reader::Impl::fill_rows(const Column& c, std::uint64_t n, std::byte* dst) const {
+  for (std::uint64_t k = 0; k < n; ++k) std::memcpy(dst + k * c.sample_bytes, c.fill_sample.data(), c.sample_bytes);
+}
+
+void Hdf5Reader::Impl::read_inflated(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst) {
+  std::vector<hsize_t> offset(c.dims.size(), 0);
+  while (count > 0) {
+    const std::uint64_t chunk = start / c.rows_per_chunk;
+    const std::uint64_t row = start % c.rows_per_chunk;
+    const std::uint64_t n = std::min<std::uint64_t>(count, c.rows_per_chunk - row);
+    offset[0] = chunk * c.rows_per_chunk;
+    const std::byte* rows = c.inflated->get(c.dset.getId(), chunk, offset, fmt::format("{}: dataset '{}'", path, c.field.name));
+    if (rows) {
+      std::memcpy(dst, rows + row * c.sample_bytes, n * c.sample_bytes);
+    } else {
+      fill_rows(c, n, dst);
+    }
+    dst += n * c.sample_bytes;
+    start += n;
+    count -= n;
+  }
 }
 
 haddr_t Hdf5Reader::Impl::chunk_address(Column& c, std::uint64_t chunk) {
@@ -342,7 +392,7 @@ void Hdf5Reader::Impl::read_direct(Column& c, std::uint64_t start, std::uint64_t
     std::uint64_t n = std::min<std::uint64_t>(count, c.rows_per_chunk - row);
     haddr_t addr = chunk_address(c, chunk);
     if (addr == HADDR_UNDEF) {
-      for (std::uint64_t k = 0; k < n; ++k) std::memcpy(dst + k * c.sample_bytes, c.fill_sample.data(), c.sample_bytes);
+      fill_rows(c, n, dst);
     } else {
       pread_exact(fd.get(), dst, n * c.sample_bytes, static_cast<off_t>(addr + row * c.sample_bytes), path);
     }
@@ -365,13 +415,14 @@ void Hdf5Reader::Impl::read_hdf5(Column& c, std::uint64_t start, std::uint64_t c
       });
 }
 
-bool Hdf5Reader::Impl::direct_matches_hdf5(Column& c) {
+template <class Path>
+bool Hdf5Reader::Impl::matches_hdf5(Column& c, Path path_read) {
   std::vector<std::byte> a(c.sample_bytes), b(c.sample_bytes);
   for (hsize_t i : {hsize_t{0}, c.dims[0] / 2, c.dims[0] - 1}) {
     try {
-      read_direct(c, i, 1, a.data());
+      path_read(c, i, a.data());
     } catch (const Error&) {
-      return false;  // e.g. an offset past the end: HDF5 knows better
+      return false;  // e.g. an offset past the end, or a chunk HDF5 reads differently: HDF5 knows better
     }
     read_hdf5(c, i, 1, b.data());
     if (a != b) return false;
@@ -403,6 +454,14 @@ const Schema& Hdf5Reader::schema() const { return impl_->schema; }
 
 bool Hdf5Reader::reads_directly(std::size_t f) const { return impl_->columns.at(f).direct; }
 
+bool Hdf5Reader::inflates(std::size_t f) const { return impl_->columns.at(f).inflated != nullptr; }
+
+std::uint64_t Hdf5Reader::chunks_inflated() const {
+  std::uint64_t n = 0;
+  for (const auto& c : impl_->columns) n += c.inflated ? c.inflated->inflated() : 0;
+  return n;
+}
+
 std::uint64_t Hdf5Reader::rows_per_chunk(std::size_t f) const { return impl_->columns.at(f).chunk_rows; }
 
 std::uint64_t Hdf5Reader::locality_rows() const {
@@ -429,6 +488,8 @@ void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<std::byt
       if (start + run > n) throw Error(fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, n, n));
       if (c.direct) {
         impl_->read_direct(c, start, run, dst);
+      } else if (c.inflated) {
+        impl_->read_inflated(c, start, run, dst);
       } else {
         impl_->read_hdf5(c, start, run, dst);
       }

@@ -38,6 +38,10 @@ class STOKER_TOOLS_API Hdf5Reader final : public Reader {
 
   // Whether field `f` (in schema order) is read straight from the file.
   bool reads_directly(std::size_t f) const;
+  // Whether field `f` (gzip-compressed) is read raw and inflated by libdeflate, and how many chunks
+  // this reader has inflated that way.
+  bool inflates(std::size_t f) const;
+  std::uint64_t chunks_inflated() const;
   // Samples per chunk of field `f`; 0 when it is not chunked.
   std::uint64_t rows_per_chunk(std::size_t f) const;
   // The chunk rows of the largest chunked field; Reader's default when none is chunked.

@@ -14,6 +14,8 @@
 #include "formats/lmdb_writer.h"
 #include "formats/reader.h"
 #include "stoker/error.h"
+#include "loader/quasi_random.h"
+#include "loader/sampler.h"
 #include "tests/test_data.h"
 
 namespace stoker::test {
@@ -62,6 +64,8 @@ TEST_P(Hdf5Layouts, EveryDtypeReadsExactly) {
     ASSERT_EQ(r.schema(), schema);
     for (std::size_t f = 0; f < schema.fields.size(); ++f) {
       EXPECT_EQ(r.reads_directly(f), mode == formats::Hdf5Path::automatic && GetParam().direct) << f;
+      // gzip chunks are inflated by libdeflate on the automatic path.
+      EXPECT_EQ(r.inflates(f), mode == formats::Hdf5Path::automatic && GetParam().options.gzip_level > 0) << f;
     }
     expect_reads(r, kMixedIndices);
   }
@@ -218,30 +222,74 @@ TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
     const std::string garbage(static_cast<std::size_t>(size), '\xff');
     out.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
   }
-  formats::Hdf5Reader r(p, {"image"}, formats::Hdf5Path::automatic);
   std::vector<std::byte> buf(16 * schema.fields[0].bytes_per_sample());
   std::vector<std::byte*> dest{buf.data()};
   const std::vector<std::uint64_t> good{0, 1, 2};
-  r.read(good, dest);  // other chunks still read
   const std::vector<std::uint64_t> bad{50, 51};
-  try {
-    r.read(bad, dest);
-    FAIL() << "no error for a corrupt chunk";
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_THAT(m, HasSubstr(p + ": dataset 'image': reading samples 50..51: "));
-    EXPECT_THAT(m, Not(HasSubstr("H5Dread failed")));  // HDF5's reason, not the C++ API's summary
-    EXPECT_THAT(m, HasSubstr("inflate() failed"));
+  {
+    // Through HDF5 (and zlib): HDF5's reason.
+    formats::Hdf5Reader r(p, {"image"}, formats::Hdf5Path::hdf5_only);
+    r.read(good, dest);  // other chunks still read
+    try {
+      r.read(bad, dest);
+      FAIL() << "no error for a corrupt chunk";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_THAT(m, HasSubstr(p + ": dataset 'image': reading samples 50..51: "));
+      EXPECT_THAT(m, Not(HasSubstr("H5Dread failed")));  // HDF5's reason, not the C++ API's summary
+      EXPECT_THAT(m, HasSubstr("inflate() failed"));
+    }
+    // Through libdeflate: the chunk, and what is wrong with it.
+    formats::Hdf5Reader fast(p, {"image"}, formats::Hdf5Path::automatic);
+    ASSERT_TRUE(fast.inflates(0));
+    fast.read(good, dest);
+    expect_error([&] { fast.read(bad, dest); },
+                 {p + ": dataset 'image': chunk 3 does not inflate to 960 bytes (bad deflate data): the file is damaged"});
+  }  // closed: HDF5 shares one open file among its handles, and the next part changes the file
+  // A file cut short in the middle of image's last chunk (samples 384..399): reading there fails,
+  // naming the file.
+  {
+    hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "image", H5P_DEFAULT);
+    hsize_t offset[4] = {384, 0, 0, 0};
+    unsigned mask = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(d, offset, &mask, &addr, &size), 0);
+    H5Dclose(d);
+    H5Fclose(f);
   }
-  // A file cut short: its last samples cannot be read, and the error names the file.
-  std::filesystem::resize_file(p, std::filesystem::file_size(p) / 2);
+  std::filesystem::resize_file(p, addr + size / 2);
   expect_error(
       [&] {
-        formats::Hdf5Reader cut(p, {"image"}, formats::Hdf5Path::automatic);
+        formats::Hdf5Reader cut(p, {"image"}, formats::Hdf5Path::hdf5_only);
         const std::vector<std::uint64_t> last{399};
         cut.read(last, dest);
       },
       {p});
+}
+
+// The quasi-random order read through one reader inflates every chunk once; a random order
+// inflates a chunk for nearly every sample.
+TEST(Hdf5Reader, QuasiRandomOrderInflatesEachChunkOnce) {
+  TempDir tmp;
+  Schema schema = small_schema(4096);
+  write_hdf5(tmp.path("gz.h5"), schema, {formats::Hdf5WriteOptions::Layout::chunked, 64, 4});
+  auto inflations = [&](const std::vector<std::uint64_t>& order) {
+    formats::Hdf5Reader r(tmp.path("gz.h5"), {}, formats::Hdf5Path::automatic);
+    const std::uint64_t at_open = r.chunks_inflated();  // the check against H5Dread at open
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<std::byte*> dest;
+    for (const auto& f : schema.fields) {
+      bufs.emplace_back(32 * f.bytes_per_sample());
+      dest.push_back(bufs.back().data());
+    }
+    for (std::size_t k = 0; k < order.size(); k += 32) {
+      r.read(std::span<const std::uint64_t>(order).subspan(k, 32), dest);
+    }
+    return (r.chunks_inflated() - at_open) / schema.fields.size();
+  };
+  const std::uint64_t chunks = 4096 / 64;
+  EXPECT_EQ(inflations(detail::quasi_random_order(4096, 64, detail::kQuasiRandomWindowGroups, 1, 0)), chunks);
+  EXPECT_GT(inflations(detail::permutation(4096, 1, 0)), 20 * chunks);
 }
 
 TEST(LmdbReader, RoundTripsEveryDtypeAndSelectsFields) {

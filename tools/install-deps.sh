@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 apt_packages=(
   build-essential cmake ninja-build pkg-config git
-  libhdf5-dev hdf5-tools
+  libhdf5-dev hdf5-tools libdeflate-dev
   liblmdb-dev lmdb-utils
   libboost-dev
   libgtest-dev libgmock-dev googletest
