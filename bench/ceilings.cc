@@ -3,8 +3,12 @@
 //   --memcpy            memcpy bandwidth from a page-cache-sized buffer into a reused one, in 1 .. --procs
 //                       concurrent processes (the ceiling for that many workers copying at once)
 //   --lmdb PATH         random mdb_get + memcpy into a reused buffer, in --procs concurrent processes
+//   --inflate FILE.h5   every chunk of every gzip-compressed dataset read raw and inflated once, in order,
+//                       with libdeflate (what stoker uses), on one core: samples/s per core
 // Prints one JSON object.
 #include <fmt/format.h>
+#include <hdf5.h>
+#include <libdeflate.h>
 #include <lmdb.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -66,6 +70,68 @@ double memcpy_gib_per_s_in(int procs) {
   return total;
 }
 
+// Inflates every chunk of every deflate-compressed dataset of `path` once, in storage order, on
+// this core; returns {samples, seconds}: the most any loader can deliver per core from that file.
+std::pair<std::uint64_t, double> inflate_all(const std::string& path) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  // Inflating every dataset's chunks in turn: the time for all fields of all samples.
+  if (file < 0) throw std::runtime_error(path + ": cannot open");
+  std::uint64_t samples = 0;
+  double seconds = 0;
+  libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+  auto visit = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+    return 0;
+  };
+  std::vector<std::string> names;
+  H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, nullptr, visit, &names);
+  for (const auto& name : names) {
+    hid_t dset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(dset);
+    hid_t space = H5Dget_space(dset);
+    const int rank = H5Sget_simple_extent_ndims(space);
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), chunk(static_cast<std::size_t>(rank));
+    H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0) {
+      H5Pget_chunk(dcpl, rank, chunk.data());
+      hid_t type = H5Dget_type(dset);
+      std::size_t chunk_bytes = H5Tget_size(type);
+      for (auto c : chunk) chunk_bytes *= c;
+      H5Tclose(type);
+      std::vector<char> raw, out(chunk_bytes);
+      hsize_t nchunks = 0;
+      if (H5Dget_num_chunks(dset, space, &nchunks) < 0) throw std::runtime_error(path + ": counting chunks of " + name);
+      std::vector<hsize_t> offset(static_cast<std::size_t>(rank), 0);
+      const auto t0 = Clock::now();
+      for (hsize_t k = 0; k < nchunks; ++k) {
+        unsigned mask = 0;
+        haddr_t addr = 0;
+        hsize_t size = 0;
+        if (H5Dget_chunk_info(dset, space, k, offset.data(), &mask, &addr, &size) < 0) {
+          throw std::runtime_error(path + ": locating a chunk of " + name);
+        }
+        raw.resize(size);
+        std::uint32_t filters = 0;
+        if (H5Dread_chunk(dset, H5P_DEFAULT, offset.data(), &filters, raw.data()) < 0) {
+          throw std::runtime_error(path + ": reading a chunk of " + name);
+        }
+        std::size_t got = 0;
+        if (libdeflate_zlib_decompress(d, raw.data(), size, out.data(), out.size(), &got) != LIBDEFLATE_SUCCESS) {
+          throw std::runtime_error(path + ": a chunk of " + name + " does not inflate");
+        }
+      }
+      seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      samples = std::max<std::uint64_t>(samples, dims[0]);
+    }
+    H5Sclose(space);
+    H5Pclose(dcpl);
+    H5Dclose(dset);
+  }
+  libdeflate_free_decompressor(d);
+  H5Fclose(file);
+  return {samples, seconds};
+}
+
 std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t seed) {
   auto stored = stoker::formats::lmdb_stored_schema(path);
   const std::uint64_t n = stored.schema.num_samples;
@@ -114,11 +180,18 @@ int main(int argc, char** argv) {
   app.add_option("--lmdb", lmdb, "Measure random mdb_get + memcpy on this stoker LMDB database");
   app.add_option("--procs", procs, "Concurrent processes for --lmdb (and the most for --memcpy)")->capture_default_str();
   app.add_option("--seconds", seconds, "Duration of the --lmdb loop")->capture_default_str();
+  std::string inflate;
+  app.add_option("--inflate", inflate, "Measure inflating every gzip chunk of this HDF5 file once, on one core");
   CLI11_PARSE(app, argc, argv);
   nlohmann::json out;
   try {
     if (memcpy_flag) {
       for (int p = 1; p <= procs; ++p) out["memcpy_gib_per_s"][std::to_string(p)] = memcpy_gib_per_s_in(p);
+    }
+    if (!inflate.empty()) {
+      inflate_all(inflate);  // once to warm the page cache
+      auto [samples, secs] = inflate_all(inflate);
+      out["inflate_samples_per_s_per_core"] = static_cast<double>(samples) / secs;
     }
     if (!lmdb.empty()) {
       int fds[2];

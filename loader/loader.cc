@@ -17,6 +17,7 @@
 #include "loader/epoch_plan.h"
 #include "loader/inline_source.h"
 #include "loader/options_check.h"
+#include "loader/quasi_random.h"
 #include "loader/ring_sizing.h"
 #include "loader/sampler.h"
 #include "loader/shm_budget.h"
@@ -117,6 +118,11 @@ LoaderImpl::LoaderImpl(Options options)
     auto workers = std::make_unique<WorkerSource>(slots_, ring.depth, num_workers,
                                                   WorkerPool::Dataset{opt_.source, reader_options, schema_}, opt_.timeout);
     workers_ = workers.get();
+    if (order == Order::quasi_random) {
+      // A window of the global order is spread over the ranks: this rank's batches of one window.
+      const std::uint64_t window = sampler_.group() * kQuasiRandomWindowGroups / opt_.shard.world_size;
+      workers_->set_affinity_span(std::max<std::uint64_t>(1, window / opt_.batch_size));
+    }
     source_ = std::move(workers);
   }
   plan_.batch_size = opt_.batch_size;

@@ -56,6 +56,7 @@ class Sampler {
   std::uint64_t num_samples() const noexcept { return num_samples_; }
   std::uint64_t seed() const noexcept { return seed_; }
   Order order() const noexcept { return order_; }
+  std::uint64_t group() const noexcept { return group_; }
   // "sequential", "random", "quasi_random(group=256,window=4)": what the order depends on.
   std::string order_description() const;
   // The epoch's global order of all samples (before sharding).

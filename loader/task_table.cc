@@ -20,6 +20,16 @@ std::uint32_t TaskTable::least_loaded_worker() const noexcept {
   return static_cast<std::uint32_t>(std::min_element(outstanding_.begin(), outstanding_.end()) - outstanding_.begin());
 }
 
+std::uint32_t TaskTable::worker_for_next() const noexcept {
+  const auto workers = static_cast<std::uint32_t>(outstanding_.size());
+  if (affinity_span_ > 0 && workers > 1) {
+    const auto preferred = static_cast<std::uint32_t>((issued_ / affinity_span_) % workers);
+    const std::uint64_t share = (depth_ + workers - 1) / workers;
+    if (outstanding_[preferred] < share) return preferred;
+  }
+  return least_loaded_worker();
+}
+
 std::uint64_t TaskTable::issue(std::uint32_t slot, std::uint32_t worker) {
   assert(can_issue() && worker < outstanding_.size());
   tasks_[issued_ % depth_] = Task{slot, worker, false};

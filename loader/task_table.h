@@ -36,8 +36,14 @@ class TaskTable {
   // Another batch may be issued: the epoch has one left and the window has room.
   bool can_issue() const noexcept { return issued_ < end_ && in_flight() < depth_; }
 
-  // The worker with the fewest batches in flight (the lowest such index): where the next goes.
+  // The worker with the fewest batches in flight (the lowest such index).
   std::uint32_t least_loaded_worker() const noexcept;
+  // Where batch next_to_issue() goes. With an affinity span S > 0, batches come in runs of S that
+  // share their data (a quasi-random window's chunks): run k prefers worker k % workers, so that
+  // one worker inflates its chunks, while that worker has no more than its share of the window in
+  // flight; otherwise, and without a span, the least-loaded worker.
+  std::uint32_t worker_for_next() const noexcept;
+  void set_affinity_span(std::uint64_t batches) noexcept { affinity_span_ = batches; }
   // Records batch next_to_issue() as given to `worker` in `slot`; returns its batch index.
   // REQUIRES: can_issue().
   std::uint64_t issue(std::uint32_t slot, std::uint32_t worker);
@@ -59,6 +65,7 @@ class TaskTable {
   std::vector<Task> tasks_;
   std::vector<std::uint32_t> outstanding_;
   std::uint64_t received_ = 0, issued_ = 0, end_ = 0;
+  std::uint64_t affinity_span_ = 0;
 };
 
 }  // namespace stoker::detail

@@ -27,7 +27,7 @@ void WorkerSource::issue() {
     auto s = slots_->acquire();
     if (!s) break;
     plan_->write_task(slots_->view(), *s, tasks_.next_to_issue());
-    const std::uint32_t w = tasks_.least_loaded_worker();
+    const std::uint32_t w = tasks_.worker_for_next();
     tasks_.issue(*s, w);
     workers_.assign(w, *s);
   }

@@ -27,6 +27,8 @@ class WorkerSource final : public SlotSource {
   void start(const EpochPlan& plan, std::uint64_t first) override;
   std::uint32_t next_filled() override;
   void interrupt() noexcept override { workers_.interrupt(); }
+  // Batches that share data come in runs of `batches` (0: none): see TaskTable::worker_for_next.
+  void set_affinity_span(std::uint64_t batches) noexcept { tasks_.set_affinity_span(batches); }
 
   // Stops the workers (idempotent).
   void stop(std::chrono::milliseconds grace) noexcept { workers_.stop(grace); }

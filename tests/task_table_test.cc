@@ -73,3 +73,34 @@ TEST(TaskTable, PendingOfNamesTheFirstUndeliveredBatchOfAWorker) {
 
 }  // namespace
 }  // namespace stoker::detail
+
+namespace stoker::detail {
+namespace {
+
+TEST(TaskTable, AffinityKeepsARunOfBatchesOnOneWorkerWithinItsShare) {
+  TaskTable t(8, 2);  // each worker's share of the window: 4
+  t.set_affinity_span(4);
+  t.start(0, 16);
+  std::vector<std::uint32_t> workers;
+  for (std::uint32_t s = 0; t.can_issue(); ++s) {
+    const std::uint32_t w = t.worker_for_next();
+    workers.push_back(w);
+    t.issue(s, w);
+  }
+  // Batches 0-3 share data (one quasi-random window), 4-7 the next.
+  EXPECT_EQ(workers, (std::vector<std::uint32_t>{0, 0, 0, 0, 1, 1, 1, 1}));
+  // A worker past its share hands the rest of its run to the least loaded.
+  TaskTable u(4, 2);
+  u.set_affinity_span(4);
+  u.start(0, 16);
+  workers.clear();
+  for (std::uint32_t s = 0; u.can_issue(); ++s) {
+    const std::uint32_t w = u.worker_for_next();
+    workers.push_back(w);
+    u.issue(s, w);
+  }
+  EXPECT_EQ(workers, (std::vector<std::uint32_t>{0, 0, 1, 1}));
+}
+
+}  // namespace
+}  // namespace stoker::detail
