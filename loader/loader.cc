@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <iostream>
 #include <mutex>
 #include <ostream>
@@ -91,7 +93,12 @@ class LoaderImpl final : public HostSource {
 LoaderImpl::LoaderImpl(Options options)
     : opt_((check_options(options), std::move(options))), sampler_(0, 1, Order::sequential, 0, {}, false) {
   const formats::ReaderOptions reader_options{opt_.format, opt_.fields, formats::Hdf5Path::automatic};
-  const auto num_workers = static_cast<std::uint32_t>(opt_.num_workers);
+  // kAuto: fork as many workers as there are cores and reserve the deepest ring the tuner may use;
+  // the tuner then activates what helps.
+  const bool auto_workers = opt_.num_workers == kAuto, auto_prefetch = opt_.prefetch == kAuto;
+  const std::uint32_t cores = std::clamp<std::uint32_t>(std::thread::hardware_concurrency(), 1, 16);
+  const auto num_workers = auto_workers ? cores : static_cast<std::uint32_t>(opt_.num_workers);
+  const auto prefetch = auto_prefetch ? std::uint32_t{8} : static_cast<std::uint32_t>(opt_.prefetch);
   // Metadata is read here, and every handle closed again before any fork.
   auto reader = formats::open_reader(opt_.source, reader_options);
   schema_ = reader->schema();
@@ -109,7 +116,7 @@ LoaderImpl::LoaderImpl(Options options)
     source_ = std::make_unique<InlineSource>(slots_, std::move(reader));
   } else {
     reader.reset();
-    const RingRequest request{num_workers, static_cast<std::uint32_t>(opt_.prefetch), opt_.shm_fraction};
+    const RingRequest request{num_workers, prefetch, opt_.shm_fraction};
     ReservedRing ring =
         reserve_ring(layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget), opt_.shm_backing);
     for (const auto& w : ring.warnings) warn(w);
@@ -122,6 +129,16 @@ LoaderImpl::LoaderImpl(Options options)
       // A window of the global order is spread over the ranks: this rank's batches of one window.
       const std::uint64_t window = sampler_.group() * kQuasiRandomWindowGroups / opt_.shard.world_size;
       workers_->set_affinity_span(std::max<std::uint64_t>(1, window / opt_.batch_size));
+    }
+    if (auto_workers || auto_prefetch) {
+      AutoTuner::Limits limits;
+      limits.max_workers = num_workers;
+      limits.max_depth = ring.depth;
+      limits.tune_workers = auto_workers;
+      limits.tune_prefetch = auto_prefetch;
+      limits.start_workers = auto_workers ? 1 : num_workers;
+      limits.start_prefetch = auto_prefetch ? 2 : prefetch;
+      workers_->set_auto_tuner(std::make_unique<AutoTuner>(limits));
     }
     source_ = std::move(workers);
   }
@@ -278,6 +295,11 @@ Stats LoaderImpl::stats() const {
   }
   if (feeder_) feeder_->add_stats(s);
   if (workers_) s.worker_cpu_seconds = workers_->worker_cpu_seconds();
+  if (const AutoTuner* t = workers_ ? workers_->auto_tuner() : nullptr) {
+    s.workers = t->workers();
+    s.depth = t->depth();
+    s.auto_tuning = t->describe();
+  }
   return s;
 }
 

@@ -10,8 +10,13 @@ void check_options(const Options& o) {
   if (o.source.empty()) throw Error("options: source is empty; set it to an HDF5 file or an LMDB database");
   if (o.batch_size == 0) throw Error("options: batch_size is 0; it must be at least 1");
   if (o.prefetch == 0) throw Error("options: prefetch is 0; it must be at least 1");
-  if (o.num_workers > 1024) throw Error(fmt::format("options: num_workers {} is more than 1024", o.num_workers));
-  if (o.prefetch > 1024) throw Error(fmt::format("options: prefetch {} is more than 1024", o.prefetch));
+  if (o.num_workers > 1024 && o.num_workers != kAuto) {
+    throw Error(fmt::format("options: num_workers {} is more than 1024", o.num_workers));
+  }
+  if (o.prefetch > 1024 && o.prefetch != kAuto) throw Error(fmt::format("options: prefetch {} is more than 1024", o.prefetch));
+  if (o.prefetch == kAuto && o.num_workers == 0) {
+    throw Error("options: prefetch is kAuto but num_workers is 0: automatic prefetch tunes worker processes");
+  }
   if (!(o.shm_fraction > 0 && o.shm_fraction <= 0.5)) {
     throw Error(fmt::format("options: shm_fraction {} is outside (0, 0.5]", o.shm_fraction));
   }

@@ -6,7 +6,7 @@
 namespace stoker::detail {
 
 TaskTable::TaskTable(std::uint32_t depth, std::uint32_t num_workers)
-    : depth_(depth), tasks_(depth), outstanding_(num_workers, 0) {
+    : depth_(depth), tasks_(depth), outstanding_(num_workers, 0), active_workers_(num_workers), active_depth_(depth) {
   assert(depth > 0);
 }
 
@@ -16,15 +16,21 @@ void TaskTable::start(std::uint64_t first, std::uint64_t end) {
   end_ = end;
 }
 
+void TaskTable::set_active(std::uint32_t workers, std::uint32_t depth) noexcept {
+  active_workers_ = std::clamp<std::uint32_t>(workers, 1, static_cast<std::uint32_t>(outstanding_.size()));
+  active_depth_ = std::clamp<std::uint32_t>(depth, 1, depth_);
+}
+
 std::uint32_t TaskTable::least_loaded_worker() const noexcept {
-  return static_cast<std::uint32_t>(std::min_element(outstanding_.begin(), outstanding_.end()) - outstanding_.begin());
+  const auto end = outstanding_.begin() + active_workers_;
+  return static_cast<std::uint32_t>(std::min_element(outstanding_.begin(), end) - outstanding_.begin());
 }
 
 std::uint32_t TaskTable::worker_for_next() const noexcept {
-  const auto workers = static_cast<std::uint32_t>(outstanding_.size());
+  const std::uint32_t workers = active_workers_;
   if (affinity_span_ > 0 && workers > 1) {
     const auto preferred = static_cast<std::uint32_t>((issued_ / affinity_span_) % workers);
-    const std::uint64_t share = (depth_ + workers - 1) / workers;
+    const std::uint64_t share = (active_depth_ + workers - 1) / workers;
     if (outstanding_[preferred] < share) return preferred;
   }
   return least_loaded_worker();

@@ -34,7 +34,11 @@ class TaskTable {
   std::uint64_t in_flight() const noexcept { return issued_ - received_; }
   bool finished() const noexcept { return received_ == end_; }
   // Another batch may be issued: the epoch has one left and the window has room.
-  bool can_issue() const noexcept { return issued_ < end_ && in_flight() < depth_; }
+  bool can_issue() const noexcept { return issued_ < end_ && in_flight() < active_depth_; }
+
+  // Limits issuing to workers [0, workers) and `depth` batches in flight (the auto-tuner's
+  // choice); batches already given to other workers complete as usual.
+  void set_active(std::uint32_t workers, std::uint32_t depth) noexcept;
 
   // The worker with the fewest batches in flight (the lowest such index).
   std::uint32_t least_loaded_worker() const noexcept;
@@ -66,6 +70,7 @@ class TaskTable {
   std::vector<std::uint32_t> outstanding_;
   std::uint64_t received_ = 0, issued_ = 0, end_ = 0;
   std::uint64_t affinity_span_ = 0;
+  std::uint32_t active_workers_, active_depth_;
 };
 
 }  // namespace stoker::detail

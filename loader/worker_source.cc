@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "loader/held_batches.h"
 
@@ -96,16 +97,39 @@ void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
   if (broken_) throw Error(*broken_);
   plan_ = &plan;
   tasks_.start(first, plan.num_batches);
+  interval_batches_ = 0;
+  interval_waited_ = 0;
+  warming_ = true;
   issue();  // workers start on the first batches before the first next()
+}
+
+void WorkerSource::set_auto_tuner(std::unique_ptr<AutoTuner> tuner) {
+  tuner_ = std::move(tuner);
+  tasks_.set_active(tuner_->workers(), tuner_->depth());
 }
 
 std::uint32_t WorkerSource::next_filled() {
   if (broken_) throw Error(*broken_);
+  const auto t0 = Clock::now();
+  if (tuner_ && interval_batches_ == 0) interval_start_ = t0;
   check_exits();  // a dead worker is reported at once, not only when its batch is due
   issue();
   if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
   wait_for(tasks_.next_to_receive());
   const std::uint32_t s = tasks_.receive().slot;
+  if (tuner_ && !tuner_->settled()) {
+    const auto t1 = Clock::now();
+    interval_waited_ += std::chrono::duration<double>(t1 - t0).count();
+    ++interval_batches_;
+    const double seconds = std::chrono::duration<double>(t1 - interval_start_).count();
+    if (interval_batches_ >= AutoTuner::kMinBatches && seconds >= AutoTuner::kMinSeconds) {
+      if (!std::exchange(warming_, false) && tuner_->observe(interval_batches_, seconds, interval_waited_)) {
+        tasks_.set_active(tuner_->workers(), tuner_->depth());
+      }
+      interval_batches_ = 0;
+      interval_waited_ = 0;
+    }
+  }
   issue();  // the window moved on
   return s;
 }

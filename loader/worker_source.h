@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "loader/auto_tuner.h"
 #include "loader/slot_source.h"
 #include "loader/task_table.h"
 #include "loader/worker_pool.h"
@@ -29,6 +30,10 @@ class WorkerSource final : public SlotSource {
   void interrupt() noexcept override { workers_.interrupt(); }
   // Batches that share data come in runs of `batches` (0: none): see TaskTable::worker_for_next.
   void set_affinity_span(std::uint64_t batches) noexcept { tasks_.set_affinity_span(batches); }
+  // Let `tuner` choose the active workers and depth from the consumer's waits (Options = kAuto).
+  void set_auto_tuner(std::unique_ptr<AutoTuner> tuner);
+  // The tuner's choice, or nullptr without one.
+  const AutoTuner* auto_tuner() const noexcept { return tuner_.get(); }
 
   // Stops the workers (idempotent).
   void stop(std::chrono::milliseconds grace) noexcept { workers_.stop(grace); }
@@ -50,6 +55,12 @@ class WorkerSource final : public SlotSource {
   std::chrono::milliseconds timeout_;
   const EpochPlan* plan_ = nullptr;
   std::optional<std::string> broken_;  // the loader cannot continue: why
+  // Auto-tuning: the tuner and the consumer's current interval.
+  std::unique_ptr<AutoTuner> tuner_;
+  std::chrono::steady_clock::time_point interval_start_{};
+  std::uint64_t interval_batches_ = 0;
+  double interval_waited_ = 0;
+  bool warming_ = true;  // the first interval of an epoch: workers open the dataset, caches fill
 };
 
 }  // namespace stoker::detail

@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "formats/lmdb_env.h"
 #include "loader/sampler.h"
@@ -143,6 +144,44 @@ TEST_F(LoaderData, QuasiRandomIsEverySampleOnceAndTheSameForAnyNumberOfWorkers) 
       }
     }
   }
+}
+
+TEST_F(LoaderData, AutoWorkersAndPrefetchDeliverTheSameOrderAndSayWhatTheyChose) {
+  Options fixed = options("d.lmdb", 2, 3);
+  fixed.shuffle = true;
+  Loader reference(fixed);
+  const std::vector<std::uint64_t> want = run_epoch(reference, 1, schema_);
+  Options o = fixed;
+  o.num_workers = kAuto;
+  o.prefetch = kAuto;
+  Loader loader(o);
+  const unsigned cores = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(loader.worker_pids().size(), cores) << "every worker the tuner may use is forked up front";
+  EXPECT_EQ(loader.stats().workers, 1u) << "it starts with one";
+  EXPECT_EQ(loader.stats().auto_tuning, "1 worker, prefetch 2 (auto: tuning)");
+  for (int epoch = 0; epoch < 3; ++epoch) EXPECT_EQ(run_epoch(loader, 1, schema_), want);
+  const Stats s = loader.stats();
+  EXPECT_GE(s.workers, 1u);
+  EXPECT_LE(s.workers, cores);
+  EXPECT_THAT(s.auto_tuning, HasSubstr("(auto: "));
+}
+
+// A training loop slower than loading never waits, so the tuner adds nothing.
+TEST(LoaderAuto, ASlowTrainingLoopKeepsOneWorker) {
+  TempDir tmp;
+  Schema schema = small_schema(400);
+  write_lmdb(tmp.path("d.lmdb"), schema);
+  Options o;
+  o.source = tmp.path("d.lmdb");
+  o.batch_size = 4;
+  o.num_workers = kAuto;
+  Loader loader(o);
+  for (Batch& b : loader.epoch(0)) {
+    (void)b;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a 10 ms step; loading takes microseconds
+  }
+  EXPECT_EQ(loader.stats().workers, 1u);
+  EXPECT_EQ(loader.stats().auto_tuning, "1 worker, prefetch 2 (auto: tuning)");
 }
 
 TEST_F(LoaderData, FieldsCanBeSelectedAndOrdered) {

@@ -26,6 +26,18 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
       max == UINT64_MAX ? fmt::format("INT>={}", min) : fmt::format("INT in [{},{}]", min, max));
 }
 
+CLI::Validator whole_number_or_auto(std::uint64_t min, std::uint64_t max) {
+  CLI::Validator number = whole_number(min, max);
+  return CLI::Validator(
+      [number, min, max](std::string& text) -> std::string {
+        if (text == "auto") return {};
+        std::string copy = text;
+        if (number(copy).empty()) return {};
+        return fmt::format("must be a whole number from {} to {}, or auto, not '{}'", min, max, text);
+      },
+      fmt::format("INT in [{},{}] or auto", min, max));
+}
+
 CLI::Validator number_at_least(double min) {
   return CLI::Validator(
       [min](std::string& text) -> std::string {

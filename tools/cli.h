@@ -11,6 +11,9 @@ namespace stoker::tools {
 // A whole number in [min, max]: "must be at least 1", "must be a whole number from 0 to 1024".
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = UINT64_MAX);
 
+// whole_number(min, max), or the word "auto": "must be a whole number from 0 to 1024, or auto".
+CLI::Validator whole_number_or_auto(std::uint64_t min, std::uint64_t max);
+
 // A number (decimals allowed) of at least `min`.
 CLI::Validator number_at_least(double min);
 

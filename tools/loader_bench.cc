@@ -39,8 +39,8 @@ struct Args {
   std::string format = "auto";
   std::vector<std::string> fields;
   std::size_t batch_size = 256;
-  std::size_t workers = 2;
-  std::size_t prefetch = 2;
+  std::string workers = "2";   // a number, or "auto"
+  std::string prefetch = "2";
   bool shuffle = false;
   std::string order;
   std::uint64_t seed = 0;
@@ -220,6 +220,7 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
     const stoker::LoaderState state = loader.state();
     j["consumed"] = state.consumed;  // of the epoch's global order, by all ranks, after this epoch ran
     if (r.stopped) j["stopped"] = true;
+    if (!s.auto_tuning.empty()) j["auto_tuning"] = s.auto_tuning;
     if (r.resumed_from) j["resumed_from"] = *r.resumed_from;
     j["fields"] = nlohmann::json::array();
     for (const auto& f : loader.schema().fields) {
@@ -251,6 +252,7 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
                                  : "");
   }
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
+  if (!s.auto_tuning.empty()) std::cout << fmt::format("  {}\n", s.auto_tuning);
   if (r.resumed_from || r.stopped) {
     const stoker::LoaderState state = loader.state();
     std::cout << fmt::format("  {}{}rank {} of {}: {} of the epoch's {} samples consumed by all ranks\n",
@@ -297,8 +299,8 @@ void bench(const std::string& path, const Args& args) {
                                      : stoker::Format::auto_detect;
   o.fields = args.fields;
   o.batch_size = args.batch_size;
-  o.num_workers = args.workers;
-  o.prefetch = args.prefetch;
+  o.num_workers = args.workers == "auto" ? stoker::kAuto : std::stoul(args.workers);
+  o.prefetch = args.prefetch == "auto" ? stoker::kAuto : std::stoul(args.prefetch);
   o.shuffle = args.shuffle;
   if (args.order == "random") o.order = stoker::Order::random;
   if (args.order == "quasi-random") o.order = stoker::Order::quasi_random;
@@ -390,9 +392,14 @@ int main(int argc, char** argv) {
   app.add_option("--format", args.format, "Format of --data")->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))->capture_default_str();
   app.add_option("--fields", args.fields, "Fields to load, in this order (default: all, alphabetical)")->delimiter(',');
   app.add_option("--batch-size", args.batch_size, "Samples per batch")->check(stoker::tools::whole_number(1))->capture_default_str();
-  app.add_option("--workers", args.workers, "Worker processes (0: load in this process)")
-      ->check(stoker::tools::whole_number(0, 1024))->capture_default_str();
-  app.add_option("--prefetch", args.prefetch, "Batches in flight per worker")->check(stoker::tools::whole_number(1))->capture_default_str();
+  app.add_option("--workers", args.workers,
+                 "Worker processes (0: load in this process), or auto: add workers while the loop waits for data "
+                 "and they help")
+      ->check(stoker::tools::whole_number_or_auto(0, 1024))
+      ->capture_default_str();
+  app.add_option("--prefetch", args.prefetch, "Batches in flight per worker, or auto (with workers)")
+      ->check(stoker::tools::whole_number_or_auto(1, 1024))
+      ->capture_default_str();
   auto* shuffle = app.add_flag("--shuffle", args.shuffle,
                                "Shuffle every epoch (order depends on --seed and the epoch): --order random");
   app.add_option("--order", args.order,

@@ -21,6 +21,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "stoker/batch.h"
@@ -48,6 +49,9 @@ struct Stats {
   std::uint64_t shm_bytes = 0;         // shared memory reserved
   // Where it is: dev_shm or memfd (automatic: no shared memory, a loader without workers).
   ShmBacking shm_backing = ShmBacking::automatic;
+  // With num_workers or prefetch = kAuto: what the loader chose, e.g. "2 workers, prefetch 3 (auto:
+  // settled)"; workers and depth above are the current choice. Empty otherwise.
+  std::string auto_tuning;
   // Staged devices only:
   std::uint64_t h2d_bytes = 0;         // copied host -> device
   double h2d_seconds = 0;              // copy engine time of those copies (device events)

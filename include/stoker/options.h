@@ -20,6 +20,9 @@ namespace stoker {
 
 enum class Format { auto_detect, hdf5, lmdb };
 
+// For Options::num_workers and Options::prefetch: let the loader choose (docs/tuning in README).
+inline constexpr std::size_t kAuto = static_cast<std::size_t>(-1);
+
 enum class ShmBacking { automatic, dev_shm, memfd };
 
 // The epoch's sample order (docs/sampler.md), a pure function of (N, seed, epoch):
@@ -57,12 +60,14 @@ struct Options {
 
   std::size_t batch_size = 1;
 
-  // Worker processes. 0 loads in the calling thread, like PyTorch.
+  // Worker processes. 0 loads in the calling thread, like PyTorch. kAuto: start with one and add
+  // more (up to the number of cores) while the training loop waits for data and they help.
   std::size_t num_workers = 0;
 
   // Batches each worker may have in flight (PyTorch's prefetch_factor). The shared-memory ring
   // holds num_workers * prefetch batches, or fewer when /dev/shm cannot hold that many. With
-  // num_workers = 0 it is the number of batch buffers.
+  // num_workers = 0 it is the number of batch buffers. kAuto: start at 2 and deepen (up to 8) while
+  // the training loop waits and it helps. Stats::auto_tuning says what was chosen.
   std::size_t prefetch = 2;
 
   Order order = Order::sequential;

@@ -1,0 +1,56 @@
+#include "loader/auto_tuner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace stoker::detail {
+
+AutoTuner::AutoTuner(Limits limits)
+    : limits_(limits),
+      workers_(std::clamp<std::uint32_t>(limits.start_workers, 1, std::max<std::uint32_t>(limits.max_workers, 1))),
+      prefetch_(std::max<std::uint32_t>(limits.start_prefetch, 1)) {
+  while (prefetch_ > 1 && depth() > limits_.max_depth) --prefetch_;
+}
+
+std::uint32_t AutoTuner::depth() const noexcept {
+  return std::min<std::uint32_t>(workers_ * prefetch_, std::max<std::uint32_t>(limits_.max_depth, 1));
+}
+
+bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_seconds) {
+  if (settled_ || batches == 0 || seconds <= 0) return false;
+  const double throughput = static_cast<double>(batches) / seconds;
+  const double stall = waited_seconds / seconds;
+  if (pending_ != Step::none) {
+    const Step judged = std::exchange(pending_, Step::none);
+    if (throughput < before_ * kGainToKeep) {
+      // The step did not help: take it back, and stop.
+      if (judged == Step::worker) --workers_;
+      if (judged == Step::prefetch) --prefetch_;
+      settled_ = true;
+      return true;
+    }
+  }
+  if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now
+  before_ = throughput;
+  if (limits_.tune_workers && workers_ < limits_.max_workers && (workers_ + 1) * prefetch_ <= limits_.max_depth) {
+    ++workers_;
+    pending_ = Step::worker;
+    return true;
+  }
+  if (limits_.tune_prefetch && workers_ * (prefetch_ + 1) <= limits_.max_depth) {
+    ++prefetch_;
+    pending_ = Step::prefetch;
+    return true;
+  }
+  settled_ = true;  // nothing left to try
+  return false;
+}
+
+std::string AutoTuner::describe() const {
+  return fmt::format("{} worker{}, prefetch {} (auto{})", workers_, workers_ == 1 ? "" : "s", prefetch_,
+                     settled_ ? ": settled" : ": tuning");
+}
+
+}  // namespace stoker::detail

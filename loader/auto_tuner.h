@@ -1,0 +1,58 @@
+// AutoTuner: chooses how many workers and how many batches in flight per worker, for
+// Options::num_workers / prefetch = stoker::kAuto, from what the training loop experiences.
+//
+// It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
+// measures intervals of the consumer's loop (at least 16 batches and 100 ms each; the first of each
+// epoch, when workers open the dataset and caches fill, is not counted): the share of
+// the time it waited for data (stall) and the batches per second. While the stall is above 5% it
+// tries one step: one more worker while there are idle forked ones, else one more batch in flight
+// per worker while the ring has room. If the next interval's throughput is not 5% better, it
+// takes the step back and settles: more does not help. Pure logic, fed measurements: unit-tested
+// without processes or clocks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace stoker::detail {
+
+class AutoTuner {
+ public:
+  struct Limits {
+    std::uint32_t max_workers = 1;  // forked
+    std::uint32_t max_depth = 2;    // slots in the ring
+    bool tune_workers = true;
+    bool tune_prefetch = true;
+    std::uint32_t start_workers = 1;
+    std::uint32_t start_prefetch = 2;
+  };
+  explicit AutoTuner(Limits limits);
+
+  std::uint32_t workers() const noexcept { return workers_; }
+  std::uint32_t prefetch() const noexcept { return prefetch_; }
+  // Slots the active workers may have in flight.
+  std::uint32_t depth() const noexcept;
+  bool settled() const noexcept { return settled_; }
+
+  // One interval of the consumer's loop: `batches` received in `seconds`, of which it waited
+  // `waited_seconds`. Returns true when the configuration changed.
+  bool observe(std::uint64_t batches, double seconds, double waited_seconds);
+
+  // "2 workers, prefetch 3 (auto: settled)"
+  std::string describe() const;
+
+  static constexpr std::uint64_t kMinBatches = 16;
+  static constexpr double kMinSeconds = 0.1;
+  static constexpr double kStallToGrow = 0.05;
+  static constexpr double kGainToKeep = 1.05;
+
+ private:
+  enum class Step { none, worker, prefetch };
+  Limits limits_;
+  std::uint32_t workers_, prefetch_;
+  Step pending_ = Step::none;     // the step being judged
+  double before_ = 0;             // throughput before it
+  bool settled_ = false;
+};
+
+}  // namespace stoker::detail

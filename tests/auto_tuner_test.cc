@@ -1,0 +1,62 @@
+#include "loader/auto_tuner.h"
+
+#include <gtest/gtest.h>
+
+namespace stoker::detail {
+namespace {
+
+AutoTuner::Limits limits(std::uint32_t workers, std::uint32_t depth) {
+  AutoTuner::Limits l;
+  l.max_workers = workers;
+  l.max_depth = depth;
+  return l;
+}
+
+TEST(AutoTuner, AddsWorkersWhileTheyHelpThenSettles) {
+  AutoTuner t(limits(4, 16));
+  EXPECT_EQ(t.workers(), 1u);
+  EXPECT_EQ(t.prefetch(), 2u);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5));  // waiting half the time: one more worker
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_TRUE(t.observe(180, 1.0, 0.2));  // 80% faster and still waiting: keep, try a third
+  EXPECT_EQ(t.workers(), 3u);
+  EXPECT_TRUE(t.observe(182, 1.0, 0.2));  // no better: back to 2, settled
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_TRUE(t.settled());
+  EXPECT_FALSE(t.observe(10, 1.0, 0.9));  // settled stays settled
+  EXPECT_EQ(t.describe(), "2 workers, prefetch 2 (auto: settled)");
+}
+
+TEST(AutoTuner, AConsumerThatDoesNotWaitNeedsNothingMore) {
+  AutoTuner t(limits(4, 16));
+  EXPECT_FALSE(t.observe(100, 1.0, 0.01));
+  EXPECT_FALSE(t.observe(100, 1.0, 0.0));
+  EXPECT_EQ(t.workers(), 1u);
+  EXPECT_FALSE(t.settled());  // it would still grow if the loop started waiting
+}
+
+TEST(AutoTuner, DeepensTheRingWhenWorkersRunOut) {
+  AutoTuner t(limits(2, 6));
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5));
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_TRUE(t.observe(150, 1.0, 0.5));  // the ring now: 2 workers x 3
+  EXPECT_EQ(t.prefetch(), 3u);
+  EXPECT_EQ(t.depth(), 6u);
+  EXPECT_FALSE(t.observe(200, 1.0, 0.5));  // helped; nothing more fits the ring of 6
+  EXPECT_TRUE(t.settled());
+  EXPECT_EQ(t.depth(), 6u);
+}
+
+TEST(AutoTuner, AFixedWorkerCountTunesOnlyPrefetch) {
+  AutoTuner::Limits l = limits(3, 12);
+  l.tune_workers = false;
+  l.start_workers = 3;
+  AutoTuner t(l);
+  EXPECT_EQ(t.workers(), 3u);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5));
+  EXPECT_EQ(t.workers(), 3u);
+  EXPECT_EQ(t.prefetch(), 3u);
+}
+
+}  // namespace
+}  // namespace stoker::detail
