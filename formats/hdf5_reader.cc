@@ -464,6 +464,47 @@ std::uint64_t Hdf5Reader::chunks_inflated() const {
 
 std::uint64_t Hdf5Reader::rows_per_chunk(std::size_t f) const { return impl_->columns.at(f).chunk_rows; }
 
+void Hdf5Reader::will_need(std::span<const std::uint64_t> indices) noexcept {
+  Hdf5Quiet quiet;
+  const int fd = impl_->fd.get();
+  for (auto& c : impl_->columns) {
+    try {
+      if (c.direct && !c.chunked) {
+        for (std::uint64_t i : indices) {
+          (void)::posix_fadvise(fd, static_cast<off_t>(c.contiguous_offset + i * c.sample_bytes),
+                                static_cast<off_t>(c.sample_bytes), POSIX_FADV_WILLNEED);
+        }
+      } else if (c.direct) {
+        for (std::uint64_t i : indices) {
+          const haddr_t addr = impl_->chunk_address(c, i / c.rows_per_chunk);
+          if (addr == HADDR_UNDEF) continue;
+          (void)::posix_fadvise(fd, static_cast<off_t>(addr + (i % c.rows_per_chunk) * c.sample_bytes),
+                                static_cast<off_t>(c.sample_bytes), POSIX_FADV_WILLNEED);
+        }
+      } else if (c.inflated) {
+        std::vector<hsize_t> offset(c.dims.size(), 0);
+        std::uint64_t last = UINT64_MAX;
+        for (std::uint64_t i : indices) {
+          const std::uint64_t chunk = i / c.rows_per_chunk;
+          if (chunk == last) continue;
+          last = chunk;
+          offset[0] = chunk * c.rows_per_chunk;
+          unsigned mask = 0;
+          haddr_t addr = HADDR_UNDEF;
+          hsize_t size = 0;
+          if (H5Dget_chunk_info_by_coord(c.dset.getId(), offset.data(), &mask, &addr, &size) >= 0 &&
+              addr != HADDR_UNDEF) {
+            (void)::posix_fadvise(fd, static_cast<off_t>(addr), static_cast<off_t>(size), POSIX_FADV_WILLNEED);
+          }
+        }
+      }
+    } catch (const std::exception&) {
+      // A hint only: read() reports whatever is wrong.
+    }
+  }
+  H5Eclear2(H5E_DEFAULT);
+}
+
 std::uint64_t Hdf5Reader::locality_rows() const {
   const Column* largest = nullptr;
   for (const auto& c : impl_->columns) {

@@ -46,6 +46,9 @@ class STOKER_TOOLS_API Hdf5Reader final : public Reader {
   std::uint64_t rows_per_chunk(std::size_t f) const;
   // The chunk rows of the largest chunked field; Reader's default when none is chunked.
   std::uint64_t locality_rows() const override;
+  // posix_fadvise(WILLNEED) on the samples' bytes where their offsets are known (the direct path)
+  // and on the chunks that hold them (chunked data).
+  void will_need(std::span<const std::uint64_t> indices) noexcept override;
 
  private:
   struct Impl;

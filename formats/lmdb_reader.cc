@@ -1,7 +1,9 @@
 #include "formats/lmdb_reader.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <utility>
@@ -13,12 +15,12 @@
 namespace stoker::formats {
 namespace {
 
-LmdbEnv open_readonly(const std::string& path) {
+LmdbEnv open_readonly(const std::string& path, bool sequential = false) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw_errno(path);
   LmdbEnv env;
   check_mdb(mdb_env_set_maxdbs(env.get(), 4), path);
-  unsigned flags = MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOLOCK;
+  unsigned flags = MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK | (sequential ? 0u : unsigned{MDB_NORDAHEAD});
   if (!S_ISDIR(st.st_mode)) flags |= MDB_NOSUBDIR;
   int rc = mdb_env_open(env.get(), path.c_str(), flags, 0644);
   if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
@@ -83,10 +85,10 @@ struct LmdbReader::Impl {
   }
 };
 
-LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& fields)
+LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential)
     : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
-  impl_->env = open_readonly(path);
+  impl_->env = open_readonly(path, sequential);
   check_mdb(mdb_txn_begin(impl_->env.get(), nullptr, MDB_RDONLY, &impl_->txn), path + ": begin read transaction");
   StoredSchema stored = read_stored_schema(impl_->txn, path);
   if (!stored.complete) {
@@ -125,6 +127,22 @@ LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& 
 LmdbReader::~LmdbReader() = default;
 
 const Schema& LmdbReader::schema() const { return impl_->selected; }
+
+void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
+  Impl& m = *impl_;
+  if (mdb_txn_renew(m.txn) != MDB_SUCCESS) return;
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (std::uint64_t i : indices) {
+    unsigned char keybuf[8];
+    encode_key(i, keybuf);
+    MDB_val key{8, keybuf}, val;
+    if (mdb_get(m.txn, m.samples, &key, &val) != MDB_SUCCESS) continue;  // read() reports it
+    const auto begin = reinterpret_cast<std::uintptr_t>(val.mv_data) & ~(page - 1);
+    const auto end = reinterpret_cast<std::uintptr_t>(val.mv_data) + val.mv_size;
+    (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+  }
+  mdb_txn_reset(m.txn);
+}
 
 void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
   Impl& m = *impl_;

@@ -23,11 +23,14 @@ STOKER_TOOLS_API StoredSchema lmdb_stored_schema(const std::string& path);
 class STOKER_TOOLS_API LmdbReader final : public Reader {
  public:
   // Throws for an incomplete database (an interrupted conversion) or an unknown field.
-  LmdbReader(const std::string& path, const std::vector<std::string>& fields);
+  // `sequential`: samples are read in key order (the kernel's read-ahead helps).
+  LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential = false);
   ~LmdbReader() override;
 
   const Schema& schema() const override;
   void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) override;
+  // madvise(WILLNEED) on the records' pages in the map.
+  void will_need(std::span<const std::uint64_t> indices) noexcept override;
 
  private:
   struct Impl;

@@ -71,7 +71,7 @@ Format detect_format(const std::string& path) {
 std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options) {
   Format format = options.format == Format::auto_detect ? detect_format(path) : options.format;
   if (format == Format::hdf5) return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path);
-  return std::make_unique<LmdbReader>(path, options.fields);
+  return std::make_unique<LmdbReader>(path, options.fields, options.sequential);
 }
 
 Schema select_fields(const Schema& available, const std::vector<std::string>& wanted, const std::string& path) {

@@ -34,6 +34,12 @@ class STOKER_TOOLS_API Reader {
   // How many consecutive samples are stored together, for the quasi-random order: the rows of one
   // chunk of the largest field (chunked HDF5), else as many samples as fill about 64 KiB.
   virtual std::uint64_t locality_rows() const;
+
+  // A hint that samples `indices` will be read soon: start reading them from storage now
+  // (posix_fadvise / madvise WILLNEED), so that a batch of random reads of data that is not in the
+  // page cache keeps the device busy instead of waiting for one read at a time. Never throws; may
+  // do nothing.
+  virtual void will_need(std::span<const std::uint64_t> /*indices*/) noexcept {}
 };
 
 // How the HDF5 reader may read unfiltered data.
@@ -46,6 +52,9 @@ struct ReaderOptions {
   Format format = Format::auto_detect;
   std::vector<std::string> fields;  // empty: all, alphabetical
   Hdf5Path hdf5_path = Hdf5Path::automatic;
+  // The samples will be read in storage order: let the kernel read ahead (LMDB opens without
+  // MDB_NORDAHEAD). Random access turns that off: read-ahead would fetch pages nobody reads.
+  bool sequential = false;
 };
 
 // Decides the format of `path` from its contents: an HDF5 signature, or an LMDB meta page (a file,

@@ -92,7 +92,9 @@ class LoaderImpl final : public HostSource {
 
 LoaderImpl::LoaderImpl(Options options)
     : opt_((check_options(options), std::move(options))), sampler_(0, 1, Order::sequential, 0, {}, false) {
-  const formats::ReaderOptions reader_options{opt_.format, opt_.fields, formats::Hdf5Path::automatic};
+  const Order order = opt_.shuffle && opt_.order == Order::sequential ? Order::random : opt_.order;
+  const formats::ReaderOptions reader_options{opt_.format, opt_.fields, formats::Hdf5Path::automatic,
+                                              order == Order::sequential};
   // kAuto: fork as many workers as there are cores and reserve the deepest ring the tuner may use;
   // the tuner then activates what helps.
   const bool auto_workers = opt_.num_workers == kAuto, auto_prefetch = opt_.prefetch == kAuto;
@@ -102,7 +104,6 @@ LoaderImpl::LoaderImpl(Options options)
   // Metadata is read here, and every handle closed again before any fork.
   auto reader = formats::open_reader(opt_.source, reader_options);
   schema_ = reader->schema();
-  const Order order = opt_.shuffle && opt_.order == Order::sequential ? Order::random : opt_.order;
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, order, opt_.seed, opt_.shard, opt_.drop_last,
                      reader->locality_rows());
   if (sampler_.batches_per_epoch() == 0) {

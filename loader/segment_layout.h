@@ -82,6 +82,11 @@ class SlotRing {
 
   bool push(std::uint32_t value) noexcept;  // producer only
   bool pop(std::uint32_t& value) noexcept;  // consumer only
+  // Consumer only: the items pushed but not yet popped are at positions [read_position(),
+  // write_position()); item_at() reads one of them without popping it.
+  std::uint64_t read_position() const noexcept { return read_->load(std::memory_order_relaxed); }
+  std::uint64_t write_position() const noexcept { return write_->load(std::memory_order_acquire); }
+  std::uint32_t item_at(std::uint64_t position) const noexcept { return items_[position % capacity_]; }
 
  private:
   std::atomic<std::uint64_t>* write_ = nullptr;

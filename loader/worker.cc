@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <vector>
@@ -61,10 +62,17 @@ void fill_slot(const SegmentView& view, std::uint32_t s, LazyReader& reader, con
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
 }
 
+void read_ahead(const SegmentView& view, std::uint32_t s, LazyReader& reader) noexcept {
+  formats::Reader* r = reader.opened();
+  if (!r || r->schema().bytes_per_sample() < kReadAheadMinSampleBytes) return;
+  r->will_need({view.slot_indices(s), view.slot_header(s).num_samples});
+}
+
 void run_worker(const WorkerContext& ctx) {
   const std::string who = fmt::format("worker {} (pid {})", ctx.worker, ::getpid());
   WorkerChannel ch = ctx.view.channel(ctx.worker);
   LazyReader reader(ctx.path, ctx.reader_options, ctx.expected);
+  std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {
     pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
@@ -75,7 +83,16 @@ void run_worker(const WorkerContext& ctx) {
     std::uint64_t count;
     if (::read(ctx.task_event, &count, sizeof count) < 0 && errno != EAGAIN) return;
     std::uint32_t s;
-    while (ch.tasks.pop(s)) {
+    for (;;) {
+      // Large samples not in the page cache: the storage reads of every batch queued for this
+      // worker run while the first is copied.
+      const std::uint64_t queued = ch.tasks.write_position();
+      for (std::uint64_t p = std::max(advised, ch.tasks.read_position()); p < queued; ++p) {
+        const std::uint32_t t = ch.tasks.item_at(p);
+        if (t != kStopWorker) read_ahead(ctx.view, t, reader);
+      }
+      advised = std::max(advised, queued);
+      if (!ch.tasks.pop(s)) break;
       if (s == kStopWorker) return;
       ctx.view.slot_header(s).worker = ctx.worker;
       fill_slot(ctx.view, s, reader, who);

@@ -21,6 +21,8 @@ class LazyReader {
   explicit LazyReader(std::unique_ptr<formats::Reader> opened) : reader_(std::move(opened)) {}
 
   formats::Reader& get();
+  // The reader when it is open (nullptr before the first get()).
+  formats::Reader* opened() noexcept { return reader_.get(); }
 
  private:
   std::string path_;
@@ -32,6 +34,14 @@ class LazyReader {
 // Reads the batch described by slot s's header and indices into the slot; on failure stores the
 // error text (prefixed with `who`) in the slot instead. Never throws.
 void fill_slot(const SegmentView& view, std::uint32_t s, LazyReader& reader, const std::string& who) noexcept;
+
+// Samples at least this large are read ahead (Reader::will_need) before they are read: for them a
+// storage read is worth a hint; for small ones the hint's lookups would cost more than they save
+// on page-cached data.
+inline constexpr std::size_t kReadAheadMinSampleBytes = 16 << 10;
+
+// Hints the reader about slot s's samples (see kReadAheadMinSampleBytes). Never throws.
+void read_ahead(const SegmentView& view, std::uint32_t s, LazyReader& reader) noexcept;
 
 struct WorkerContext {
   SegmentView view;
