@@ -141,6 +141,64 @@ class LmdbBatchDataset(LmdbDataset):
         return {name: torch.from_numpy(a[inverse]) for name, a in out.items()}
 
 
+M64 = (1 << 64) - 1
+
+
+def mix(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def permutation(n, seed, epoch):
+    """stoker's shuffle (docs/sampler.md)."""
+    p, state = list(range(n)), mix(mix(seed) ^ epoch)
+    for i in range(n - 1, 0, -1):
+        state = (state + 0x9E3779B97F4A7C15) & M64
+        j = (mix(state) * (i + 1)) >> 64
+        p[i], p[j] = p[j], p[i]
+    return p
+
+
+def quasi_random(n, group, seed, epoch, window=4):
+    """stoker's quasi-random order (docs/sampler.md), for a fair comparison with the same order."""
+    t = mix(seed ^ 0x7175617369726E64)
+    groups = permutation((n + group - 1) // group, t, epoch)
+    out = []
+    for w, first in enumerate(range(0, len(groups), window)):
+        members = [i for g in groups[first:first + window] for i in range(g * group, min((g + 1) * group, n))]
+        out += [members[k] for k in permutation(len(members), mix(t ^ (w + 1)), epoch)]
+    return out
+
+
+class QuasiRandomSampler(torch.utils.data.Sampler):
+    def __init__(self, n, group, seed):
+        self.n, self.group, self.seed, self.epoch = n, group, seed, 0
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        order = quasi_random(self.n, self.group, self.seed, self.epoch)
+        self.epoch += 1
+        return iter(order)
+
+
+def locality_group(path, fmt, ds):
+    """Chunk rows of the largest chunked HDF5 dataset, else ~64 KiB of records (as stoker)."""
+    if fmt == "hdf5":
+        import h5py
+        with h5py.File(path, "r") as f:
+            sets = [f[n] for n in ds.names]
+            chunked = [d for d in sets if d.chunks]
+            if chunked:
+                return max(chunked, key=lambda d: d.dtype.itemsize * int(np.prod(d.shape[1:]))).chunks[0]
+            per_sample = sum(d.dtype.itemsize * int(np.prod(d.shape[1:])) for d in sets)
+    else:
+        per_sample = sum(count * dtype.itemsize for _, dtype, _, _, count in ds.fields)
+    return max(1, 65536 // per_sample)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True)
@@ -150,6 +208,8 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefetch", type=int, default=2, help="batches in flight per worker (prefetch_factor)")
     p.add_argument("--shuffle", action="store_true")
+    p.add_argument("--order", choices=["sequential", "random", "quasi-random"], default=None,
+                   help="quasi-random: stoker's order, for a comparison on the same order (--shuffle: random)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--max-batches", type=int, default=0, help="stop each epoch after N batches (0: all)")
@@ -165,7 +225,10 @@ def main():
                             persistent_workers=a.workers > 0, **extra)
     else:
         ds = H5BatchDataset(a.data) if fmt == "hdf5" else LmdbBatchDataset(a.data)
-        base = RandomSampler(ds) if a.shuffle else SequentialSampler(ds)
+        if a.order == "quasi-random":
+            base = QuasiRandomSampler(len(ds), locality_group(a.data, fmt, ds), a.seed)
+        else:
+            base = RandomSampler(ds) if a.shuffle or a.order == "random" else SequentialSampler(ds)
         loader = DataLoader(ds, batch_size=None, sampler=BatchSampler(base, a.batch_size, drop_last=False),
                             num_workers=a.workers, persistent_workers=a.workers > 0, **extra)
     for epoch in range(a.epochs):

@@ -31,6 +31,16 @@ def permutation(n, seed, epoch):
     return p
 
 
+def quasi_random(n, group, seed, epoch, window=4):
+    t = mix(seed ^ 0x7175617369726E64)
+    groups = permutation((n + group - 1) // group, t, epoch)
+    out = []
+    for w, first in enumerate(range(0, len(groups), window)):
+        members = [i for g in groups[first:first + window] for i in range(g * group, min((g + 1) * group, n))]
+        out += [members[k] for k in permutation(len(members), mix(t ^ (w + 1)), epoch)]
+    return out
+
+
 def main():
     bench, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
@@ -63,6 +73,16 @@ def main():
     ok = got["content_digest"] == want_content and got["order_digest"] == want_order
     print(f"content_digest: loader-bench {got['content_digest']}, python {want_content}")
     print(f"order_digest:   loader-bench {got['order_digest']}, python {want_order}")
+
+    # The quasi-random order (docs/sampler.md), from its description: groups of the chunk rows (32).
+    quasi = quasi_random(n, 32, seed, 3)
+    want_quasi = f"{xxhash.xxh64_intdigest(np.asarray(quasi, dtype='<u8').tobytes(), seed=0):016x}"
+    out = subprocess.run([bench, "--data", path, "--order", "quasi-random", "--seed", str(seed), "--workers", "2",
+                          "--batch-size", "64", "--epochs", "4", "--digest", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    got_quasi = json.loads(out.splitlines()[3])["order_digest"]
+    print(f"quasi-random order_digest (epoch 3): loader-bench {got_quasi}, python {want_quasi}")
+    ok = ok and got_quasi == want_quasi
     print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
     return 0 if ok else 1
 

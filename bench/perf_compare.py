@@ -1,0 +1,177 @@
+"""stoker past the easy case, each row against its peer and its ceiling measured in the same run:
+
+  64 MB /dev/shm   batch 512 of 3x224x224 u8, 2 workers, in a private 64 MB /dev/shm (a mount
+                   namespace: needs root) against the same run with the machine's /dev/shm: the same
+                   digests, and the samples/s ratio.
+  gzip HDF5        shuffled small samples in gzip chunks: stoker's quasi-random order against the
+                   inflate ceiling (every chunk inflated once, per core, x cores) and against PyTorch's
+                   DataLoader shuffled (its best style), and, for reference, PyTorch given the same
+                   quasi-random order.
+  cold cache       shuffled 147 KiB samples after dropping the page cache (root) before every run:
+                   the first epoch against the device's sequential read of the same file and against
+                   PyTorch's first epoch.
+  auto             --workers auto --prefetch auto against the best of the hand-picked grid, on each
+                   standard dataset (the 4th epoch: the tuner has settled).
+  small LMDB       shuffled 3 KB samples against random mdb_get + memcpy in as many processes.
+
+Run by bench/perf_compare.sh (which builds and makes the datasets). Units are binary (MiB). Exits 1
+when a goal is missed; rows that cannot run here (no root) say so and count as missed.
+"""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MIB = 1024 * 1024
+GRID = [(1, 2), (1, 4), (2, 2), (2, 4)]
+
+
+def run_json(cmd, **kw):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def rate(rows):
+    """samples/s over the rows (epochs) together."""
+    return sum(r["samples"] for r in rows) / sum(r["seconds"] for r in rows)
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def can_drop_caches():
+    try:
+        drop_caches()
+        return True
+    except OSError:
+        return False
+
+
+def sequential_mib_per_s(path):
+    drop_caches()
+    out = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=4M"], check=True, capture_output=True, text=True)
+    line = out.stderr.strip().splitlines()[-1]  # "455 MB ... copied, 0.35 s, 1.3 GB/s"
+    seconds = float(line.split(",")[-2].split()[0])
+    return os.path.getsize(path) / seconds / MIB
+
+
+def main():
+    build, data = sys.argv[1], sys.argv[2]
+    bench = os.path.join(build, "tools", "loader-bench")
+    ceilings = os.path.join(build, "bench", "stoker-ceilings")
+    py = os.path.join(ROOT, ".venv", "bin", "python")
+    pt = os.path.join(ROOT, "bench", "pytorch_dataloader.py")
+    ncpu = os.cpu_count()
+    rows, checks = [], []
+
+    def check(label, value, goal, unit):
+        checks.append((label, value, goal, unit))
+
+    # 1. 64 MB /dev/shm.
+    large = os.path.join(data, "large.lmdb")
+    args = [bench, "--data", large, "--batch-size", "512", "--workers", "2", "--shuffle", "--epochs", "4", "--digest",
+            "--json"]
+    free = run_json(args)
+    small_shm = None
+    try:
+        script = 'mount -t tmpfs -o size=64m tmpfs /dev/shm && exec "$0" "$@"'
+        small_shm = run_json(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, *args])
+    except (subprocess.CalledProcessError, FileNotFoundError) as e:
+        print(f"  64 MB /dev/shm: cannot make a private /dev/shm here ({e}); row skipped", file=sys.stderr)
+    if small_shm:
+        same = all(a["content_digest"] == b["content_digest"] and a["order_digest"] == b["order_digest"]
+                   for a, b in zip(free, small_shm))
+        ratio = rate(small_shm[1:]) / rate(free[1:])
+        rows.append(("64 MB /dev/shm, batch 512 x 147 KiB", f"{rate(small_shm[1:]):.0f}/s ({small_shm[0]['shm_backing']})",
+                     f"{rate(free[1:]):.0f}/s with the machine's /dev/shm", f"{ratio:.0%}",
+                     "same digests" if same else "DIGESTS DIFFER"))
+        check("64 MB /dev/shm runs with the same digests", 1.0 if same else 0.0, 1.0, "%")
+        check("64 MB /dev/shm >= 90% of unconstrained samples/s", ratio, 0.90, "%")
+    else:
+        check("64 MB /dev/shm row ran", 0.0, 1.0, "%")
+
+    # 2. gzip-chunked HDF5, shuffled.
+    gz = os.path.join(data, "small-gzip.h5")
+    ceil = run_json([ceilings, "--inflate", gz])[0]["inflate_samples_per_s_per_core"]
+    stoker_best = max((rate(run_json([bench, "--data", gz, "--order", "quasi-random", "--workers", str(w),
+                                      "--prefetch", str(p), "--epochs", "2", "--json", "--batch-size", "256"])[1:]), w, p)
+                      for w, p in GRID)
+    torch_random = max(rate(run_json([py, pt, "--data", gz, "--shuffle", "--style", style, "--workers", "2",
+                                      "--epochs", "2", "--max-batches", "20", "--json", "--batch-size", "256"])[1:])
+                       for style in ("per-sample", "batched"))
+    torch_quasi = rate(run_json([py, pt, "--data", gz, "--order", "quasi-random", "--style", "batched", "--workers", "2",
+                                 "--epochs", "2", "--json", "--batch-size", "256"])[1:])
+    rows.append(("gzip HDF5, shuffled, 3 KB", f"{stoker_best[0]:.0f}/s (quasi-random, w={stoker_best[1]},p={stoker_best[2]})",
+                 f"inflate ceiling {ceil * ncpu:.0f}/s ({ncpu} cores); PyTorch shuffled {torch_random:.0f}/s, "
+                 f"PyTorch quasi-random {torch_quasi:.0f}/s",
+                 f"{stoker_best[0] / (ceil * ncpu):.0%} of ceiling", f"{stoker_best[0] / torch_random:.0f}x PyTorch"))
+    check("gzip HDF5 >= 50% of the inflate ceiling", stoker_best[0] / (ceil * ncpu), 0.50, "%")
+    check("gzip HDF5 >= 20x PyTorch's DataLoader (shuffled)", stoker_best[0] / torch_random, 20, "x")
+
+    # 3. Cold cache.
+    if can_drop_caches():
+        for name in ("large.lmdb", "large.h5"):
+            path = os.path.join(data, name)
+            seq = sequential_mib_per_s(path)
+            best = 0
+            for p in (2, 4):
+                drop_caches()
+                r = run_json([bench, "--data", path, "--shuffle", "--workers", "2", "--prefetch", str(p), "--epochs", "1",
+                              "--json", "--batch-size", "32"])[0]
+                best = max(best, r["mib_per_s"])
+            torch_best = 0
+            for style in ("per-sample", "batched"):
+                drop_caches()
+                r = run_json([py, pt, "--data", path, "--shuffle", "--style", style, "--workers", "2", "--epochs", "1",
+                              "--json", "--batch-size", "32"])[0]
+                torch_best = max(torch_best, r["mib_per_s"])
+            rows.append((f"cold cache {name}, shuffled", f"{best:.0f} MiB/s (first epoch)",
+                         f"sequential read {seq:.0f} MiB/s; PyTorch first epoch {torch_best:.0f} MiB/s",
+                         f"{best / seq:.0%} of sequential", f"{best / torch_best:.1f}x PyTorch"))
+            check(f"cold {name} >= 80% of the sequential read", best / seq, 0.80, "%")
+            check(f"cold {name} >= 1.5x PyTorch's first epoch", best / torch_best, 1.5, "x")
+    else:
+        print("  cold cache: cannot drop the page cache (needs root); row skipped", file=sys.stderr)
+        check("cold-cache row ran", 0.0, 1.0, "%")
+
+    # 4. auto against the best hand-picked configuration.
+    for name, file, batch in (("small LMDB", "small.lmdb", 256), ("small HDF5", "small.h5", 256),
+                              ("large LMDB", "large.lmdb", 32), ("large HDF5", "large.h5", 32)):
+        path = os.path.join(data, file)
+        common = ["--data", path, "--shuffle", "--json", "--batch-size", str(batch)]
+        hand = max((rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "4"])[3:]), w, p)
+                   for w, p in GRID)
+        auto_rows = run_json([bench, *common, "--workers", "auto", "--prefetch", "auto", "--epochs", "4"])
+        auto = rate(auto_rows[3:])
+        rows.append((f"auto, {name}", f"{auto:.0f}/s ({auto_rows[-1].get('auto_tuning')})",
+                     f"best hand-picked {hand[0]:.0f}/s (w={hand[1]},p={hand[2]})", f"{auto / hand[0]:.0%}", ""))
+        check(f"auto >= 90% of the best hand-picked on {name}", auto / hand[0], 0.90, "%")
+
+    # 5. Small LMDB against mdb_get + memcpy.
+    small = os.path.join(data, "small.lmdb")
+    lmdb_ceil = run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "3"])[0]["lmdb_samples_per_s"]
+    best = max(rate(run_json([bench, "--data", small, "--shuffle", "--json", "--batch-size", "256", "--workers", str(w),
+                              "--prefetch", str(p), "--epochs", "3"])[1:]) for w, p in GRID)
+    rows.append(("small LMDB, shuffled, 3 KB", f"{best:.0f}/s", f"mdb_get + memcpy, 2 processes: {lmdb_ceil:.0f}/s",
+                 f"{best / lmdb_ceil:.0%} of ceiling", ""))
+    check("small LMDB >= 80% of the mdb_get + memcpy ceiling", best / lmdb_ceil, 0.80, "%")
+
+    print()
+    for label, stoker, peer, ratio, note in rows:
+        print(f"{label:<38} stoker {stoker}\n{'':<38} against {peer}\n{'':<38} = {ratio} {note}")
+    print()
+    missed = 0
+    for label, value, goal, unit in checks:
+        met = value >= goal
+        missed += not met
+        shown = f"{value:.1%}" if unit == "%" else f"{value:.2f}x"
+        print(f"{'met ' if met else 'MISS'}  {label}: {shown}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
