@@ -52,11 +52,16 @@ def can_drop_caches():
 
 
 def sequential_mib_per_s(path):
-    drop_caches()
-    out = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=4M"], check=True, capture_output=True, text=True)
-    line = out.stderr.strip().splitlines()[-1]  # "455 MB ... copied, 0.35 s, 1.3 GB/s"
-    seconds = float(line.split(",")[-2].split()[0])
-    return os.path.getsize(path) / seconds / MIB
+    """The file read front to back after dropping the cache, the best of three (the disk's
+    sequential bandwidth; a virtual disk's varies from run to run, and the best is the strictest
+    ceiling)."""
+    best = 0
+    for _ in range(3):
+        drop_caches()
+        out = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=4M"], check=True, capture_output=True, text=True)
+        line = out.stderr.strip().splitlines()[-1]  # "455 MB ... copied, 0.35 s, 1.3 GB/s"
+        best = max(best, os.path.getsize(path) / float(line.split(",")[-2].split()[0]) / MIB)
+    return best
 
 
 def main():

@@ -2,8 +2,8 @@
 // Options::num_workers / prefetch = stoker::kAuto, from what the training loop experiences.
 //
 // It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
-// measures intervals of the consumer's loop (at least 16 batches and 100 ms each; the first of each
-// epoch, when workers open the dataset and caches fill, is not counted): the share of
+// measures intervals of the consumer's loop (at least 16 batches and 30 ms each, across epochs; the
+// first, when workers open the dataset and caches fill, is not counted): the share of
 // the time it waited for data (stall) and the batches per second. While the stall is above 5% it
 // tries one step: one more worker while there are idle forked ones, else one more batch in flight
 // per worker while the ring has room. If the next interval's throughput is not 5% better, it
@@ -42,7 +42,7 @@ class AutoTuner {
   std::string describe() const;
 
   static constexpr std::uint64_t kMinBatches = 16;
-  static constexpr double kMinSeconds = 0.1;
+  static constexpr double kMinSeconds = 0.03;
   static constexpr double kStallToGrow = 0.05;
   static constexpr double kGainToKeep = 1.05;
 

@@ -97,9 +97,6 @@ void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
   if (broken_) throw Error(*broken_);
   plan_ = &plan;
   tasks_.start(first, plan.num_batches);
-  interval_batches_ = 0;
-  interval_waited_ = 0;
-  warming_ = true;
   issue();  // workers start on the first batches before the first next()
 }
 

@@ -60,7 +60,7 @@ class WorkerSource final : public SlotSource {
   std::chrono::steady_clock::time_point interval_start_{};
   std::uint64_t interval_batches_ = 0;
   double interval_waited_ = 0;
-  bool warming_ = true;  // the first interval of an epoch: workers open the dataset, caches fill
+  bool warming_ = true;  // the first interval: workers open the dataset, caches fill
 };
 
 }  // namespace stoker::detail
