@@ -13,4 +13,4 @@ fi
 cmake -S . -B "$build" -G Ninja >/dev/null
 cmake --build "$build" -j2 --target loader-bench stoker-ceilings >/dev/null
 "$build/tools/loader-bench" --make-data "$data"
-exec .venv/bin/python bench/perf_compare.py "$build" "$data"
+exec .venv/bin/python bench/perf_compare.py "$build" "$data" "${@:2}"

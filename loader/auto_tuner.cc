@@ -22,9 +22,14 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
   if (settled_ || batches == 0 || seconds <= 0) return false;
   const double throughput = static_cast<double>(batches) / seconds;
   const double stall = waited_seconds / seconds;
+  // Judged on the better of two intervals on each side of a step: one interval may straddle an
+  // epoch's end (its drain and the next epoch's first batch) and read low.
+  recent_[seen_++ % 2] = throughput;
+  if (seen_ < 2) return false;
+  const double best_recent = std::max(recent_[0], recent_[1]);
   if (pending_ != Step::none) {
     const Step judged = std::exchange(pending_, Step::none);
-    if (throughput < before_ * kGainToKeep) {
+    if (best_recent < before_ * kGainToKeep) {
       // The step did not help: take it back, and stop.
       if (judged == Step::worker) --workers_;
       if (judged == Step::prefetch) --prefetch_;
@@ -33,7 +38,8 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
     }
   }
   if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now
-  before_ = throughput;
+  before_ = best_recent;
+  seen_ = 0;  // the next two intervals judge the step
   if (limits_.tune_workers && workers_ < limits_.max_workers && (workers_ + 1) * prefetch_ <= limits_.max_depth) {
     ++workers_;
     pending_ = Step::worker;

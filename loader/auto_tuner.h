@@ -2,12 +2,12 @@
 // Options::num_workers / prefetch = stoker::kAuto, from what the training loop experiences.
 //
 // It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
-// measures intervals of the consumer's loop (at least 16 batches and 30 ms each, across epochs; the
+// measures intervals of the consumer's loop (at least 16 batches and 50 ms each, across epochs; the
 // first, when workers open the dataset and caches fill, is not counted): the share of
 // the time it waited for data (stall) and the batches per second. While the stall is above 5% it
 // tries one step: one more worker while there are idle forked ones, else one more batch in flight
-// per worker while the ring has room. If the next interval's throughput is not 5% better, it
-// takes the step back and settles: more does not help. Pure logic, fed measurements: unit-tested
+// per worker while the ring has room. If the better of the next two intervals is not 5% faster
+// than the better of the two before, it takes the step back and settles: more does not help. Pure logic, fed measurements: unit-tested
 // without processes or clocks.
 #pragma once
 
@@ -42,7 +42,7 @@ class AutoTuner {
   std::string describe() const;
 
   static constexpr std::uint64_t kMinBatches = 16;
-  static constexpr double kMinSeconds = 0.03;
+  static constexpr double kMinSeconds = 0.05;
   static constexpr double kStallToGrow = 0.05;
   static constexpr double kGainToKeep = 1.05;
 
@@ -51,7 +51,9 @@ class AutoTuner {
   Limits limits_;
   std::uint32_t workers_, prefetch_;
   Step pending_ = Step::none;     // the step being judged
-  double before_ = 0;             // throughput before it
+  double before_ = 0;             // throughput before it (the better of two intervals)
+  double recent_[2] = {0, 0};     // the last two intervals' throughputs
+  std::uint64_t seen_ = 0;        // intervals since the last step
   bool settled_ = false;
 };
 

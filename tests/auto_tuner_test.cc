@@ -16,11 +16,14 @@ TEST(AutoTuner, AddsWorkersWhileTheyHelpThenSettles) {
   AutoTuner t(limits(4, 16));
   EXPECT_EQ(t.workers(), 1u);
   EXPECT_EQ(t.prefetch(), 2u);
-  EXPECT_TRUE(t.observe(100, 1.0, 0.5));  // waiting half the time: one more worker
+  EXPECT_FALSE(t.observe(100, 1.0, 0.5));  // every decision takes two intervals
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5));   // waiting half the time: one more worker
   EXPECT_EQ(t.workers(), 2u);
-  EXPECT_TRUE(t.observe(180, 1.0, 0.2));  // 80% faster and still waiting: keep, try a third
+  EXPECT_FALSE(t.observe(120, 1.0, 0.2));  // an interval across an epoch's end reads low...
+  EXPECT_TRUE(t.observe(180, 1.0, 0.2));   // ...the better one counts: 80% faster, still waiting: a third
   EXPECT_EQ(t.workers(), 3u);
-  EXPECT_TRUE(t.observe(182, 1.0, 0.2));  // no better: back to 2, settled
+  EXPECT_FALSE(t.observe(182, 1.0, 0.2));
+  EXPECT_TRUE(t.observe(181, 1.0, 0.2));   // no better: back to 2, settled
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_TRUE(t.settled());
   EXPECT_FALSE(t.observe(10, 1.0, 0.9));  // settled stays settled
@@ -37,11 +40,14 @@ TEST(AutoTuner, AConsumerThatDoesNotWaitNeedsNothingMore) {
 
 TEST(AutoTuner, DeepensTheRingWhenWorkersRunOut) {
   AutoTuner t(limits(2, 6));
+  t.observe(100, 1.0, 0.5);
   EXPECT_TRUE(t.observe(100, 1.0, 0.5));
   EXPECT_EQ(t.workers(), 2u);
+  t.observe(150, 1.0, 0.5);
   EXPECT_TRUE(t.observe(150, 1.0, 0.5));  // the ring now: 2 workers x 3
   EXPECT_EQ(t.prefetch(), 3u);
   EXPECT_EQ(t.depth(), 6u);
+  t.observe(200, 1.0, 0.5);
   EXPECT_FALSE(t.observe(200, 1.0, 0.5));  // helped; nothing more fits the ring of 6
   EXPECT_TRUE(t.settled());
   EXPECT_EQ(t.depth(), 6u);
@@ -53,6 +59,7 @@ TEST(AutoTuner, AFixedWorkerCountTunesOnlyPrefetch) {
   l.start_workers = 3;
   AutoTuner t(l);
   EXPECT_EQ(t.workers(), 3u);
+  t.observe(100, 1.0, 0.5);
   EXPECT_TRUE(t.observe(100, 1.0, 0.5));
   EXPECT_EQ(t.workers(), 3u);
   EXPECT_EQ(t.prefetch(), 3u);
