@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 import torch
+from stoker_order import quasi_random
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
 MIB = 1024 * 1024
@@ -139,36 +140,6 @@ class LmdbBatchDataset(LmdbDataset):
                 for name, dtype, shape, offset, count in self.fields:
                     out[name][row] = np.frombuffer(value, dtype=dtype, count=count, offset=offset).reshape(shape)
         return {name: torch.from_numpy(a[inverse]) for name, a in out.items()}
-
-
-M64 = (1 << 64) - 1
-
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def permutation(n, seed, epoch):
-    """stoker's shuffle (docs/sampler.md)."""
-    p, state = list(range(n)), mix(mix(seed) ^ epoch)
-    for i in range(n - 1, 0, -1):
-        state = (state + 0x9E3779B97F4A7C15) & M64
-        j = (mix(state) * (i + 1)) >> 64
-        p[i], p[j] = p[j], p[i]
-    return p
-
-
-def quasi_random(n, group, seed, epoch, window=4):
-    """stoker's quasi-random order (docs/sampler.md), for a fair comparison with the same order."""
-    t = mix(seed ^ 0x7175617369726E64)
-    groups = permutation((n + group - 1) // group, t, epoch)
-    out = []
-    for w, first in enumerate(range(0, len(groups), window)):
-        members = [i for g in groups[first:first + window] for i in range(g * group, min((g + 1) * group, n))]
-        out += [members[k] for k in permutation(len(members), mix(t ^ (w + 1)), epoch)]
-    return out
 
 
 class QuasiRandomSampler(torch.utils.data.Sampler):

@@ -13,32 +13,8 @@ import h5py
 import numpy as np
 import xxhash
 
-M = (1 << 64) - 1
-
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
-    return z ^ (z >> 31)
-
-
-def permutation(n, seed, epoch):
-    p, state = list(range(n)), mix(mix(seed) ^ epoch)
-    for i in range(n - 1, 0, -1):
-        state = (state + 0x9E3779B97F4A7C15) & M
-        j = (mix(state) * (i + 1)) >> 64
-        p[i], p[j] = p[j], p[i]
-    return p
-
-
-def quasi_random(n, group, seed, epoch, window=4):
-    t = mix(seed ^ 0x7175617369726E64)
-    groups = permutation((n + group - 1) // group, t, epoch)
-    out = []
-    for w, first in enumerate(range(0, len(groups), window)):
-        members = [i for g in groups[first:first + window] for i in range(g * group, min((g + 1) * group, n))]
-        out += [members[k] for k in permutation(len(members), mix(t ^ (w + 1)), epoch)]
-    return out
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from stoker_order import permutation, quasi_random  # noqa: E402  (docs/sampler.md, in Python)
 
 
 def main():

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <functional>
 #include <gmock/gmock.h>
 
@@ -197,6 +198,20 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
   expect_error(open, {p, "no numeric datasets"});
 }
 
+// Where the chunk of dataset 'image' holding sample `row` is stored: (address, bytes).
+std::pair<haddr_t, hsize_t> image_chunk(const std::string& path, hsize_t row) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "image", H5P_DEFAULT);
+  hsize_t offset[4] = {row, 0, 0, 0};
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t size = 0;
+  if (H5Dget_chunk_info_by_coord(d, offset, &mask, &addr, &size) < 0) addr = HADDR_UNDEF;
+  H5Dclose(d);
+  H5Fclose(f);
+  return {addr, size};
+}
+
 // HDF5's C++ API throws exceptions that say only which call failed; the reader keeps HDF5's own
 // reason from its error stack and names the file, the dataset and the samples.
 TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
@@ -205,17 +220,8 @@ TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
   Schema schema = small_schema(400);
   write_hdf5(p, schema, {formats::Hdf5WriteOptions::Layout::chunked, 16, 4});
   // Garbage in the middle of chunk 3 of 'image' (samples 48..63): inflating it fails.
-  haddr_t addr = HADDR_UNDEF;
-  hsize_t size = 0;
-  {
-    hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, "image", H5P_DEFAULT);
-    hsize_t offset[4] = {48, 0, 0, 0};
-    unsigned mask = 0;
-    ASSERT_GE(H5Dget_chunk_info_by_coord(d, offset, &mask, &addr, &size), 0);
-    H5Dclose(d);
-    H5Fclose(f);
-  }
+  auto [addr, size] = image_chunk(p, 48);
+  ASSERT_NE(addr, HADDR_UNDEF);
   {
     std::fstream out(p, std::ios::in | std::ios::out | std::ios::binary);
     out.seekp(static_cast<std::streamoff>(addr));
@@ -248,15 +254,8 @@ TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
   }  // closed: HDF5 shares one open file among its handles, and the next part changes the file
   // A file cut short in the middle of image's last chunk (samples 384..399): reading there fails,
   // naming the file.
-  {
-    hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, "image", H5P_DEFAULT);
-    hsize_t offset[4] = {384, 0, 0, 0};
-    unsigned mask = 0;
-    ASSERT_GE(H5Dget_chunk_info_by_coord(d, offset, &mask, &addr, &size), 0);
-    H5Dclose(d);
-    H5Fclose(f);
-  }
+  std::tie(addr, size) = image_chunk(p, 384);
+  ASSERT_NE(addr, HADDR_UNDEF);
   std::filesystem::resize_file(p, addr + size / 2);
   expect_error(
       [&] {
