@@ -100,7 +100,7 @@ LoaderImpl::LoaderImpl(Options options)
   const bool auto_workers = opt_.num_workers == kAuto, auto_prefetch = opt_.prefetch == kAuto;
   const std::uint32_t cores = std::clamp<std::uint32_t>(std::thread::hardware_concurrency(), 1, 16);
   const auto num_workers = auto_workers ? cores : static_cast<std::uint32_t>(opt_.num_workers);
-  const auto prefetch = auto_prefetch ? std::uint32_t{8} : static_cast<std::uint32_t>(opt_.prefetch);
+  const auto prefetch = auto_prefetch ? kAutoMaxPrefetch : static_cast<std::uint32_t>(opt_.prefetch);
   // Metadata is read here, and every handle closed again before any fork.
   auto reader = formats::open_reader(opt_.source, reader_options);
   schema_ = reader->schema();

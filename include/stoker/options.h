@@ -66,7 +66,7 @@ struct Options {
 
   // Batches each worker may have in flight (PyTorch's prefetch_factor). The shared-memory ring
   // holds num_workers * prefetch batches, or fewer when /dev/shm cannot hold that many. With
-  // num_workers = 0 it is the number of batch buffers. kAuto: start at 2 and deepen (up to 8) while
+  // num_workers = 0 it is the number of batch buffers. kAuto: start at 2 and deepen (up to 4) while
   // the training loop waits and it helps. Stats::auto_tuning says what was chosen.
   std::size_t prefetch = 2;
 
