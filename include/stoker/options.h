@@ -20,7 +20,8 @@ namespace stoker {
 
 enum class Format { auto_detect, hdf5, lmdb };
 
-// For Options::num_workers and Options::prefetch: let the loader choose (docs/tuning in README).
+// For Options::num_workers and Options::prefetch: let the loader choose, from how long the training
+// loop waits for data (Stats::auto_tuning says what it chose).
 inline constexpr std::size_t kAuto = static_cast<std::size_t>(-1);
 
 enum class ShmBacking { automatic, dev_shm, memfd };
