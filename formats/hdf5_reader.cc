@@ -39,23 +39,41 @@ H5::H5File open_file(const std::string& path) {
   });
 }
 
-// Names of the datasets linked from the root group, in name order.
-std::vector<std::string> root_datasets(const H5::H5File& file, const std::string& path) {
-  return hdf5_call([&] { return path + ": listing the root group"; }, [&] {
-    std::vector<std::string> names;
-    const hsize_t n = file.getNumObjs();
+// The datasets and groups linked from a group ("" is the root), in name order.
+struct GroupListing {
+  std::vector<std::string> datasets, groups;
+};
+
+// "the root group" or "group 'train'".
+std::string group_label(const std::string& group) {
+  return group.empty() ? "the root group" : fmt::format("group '{}'", group);
+}
+
+GroupListing list_group(const H5::H5File& file, const std::string& group, const std::string& path) {
+  return hdf5_call([&] { return fmt::format("{}: listing {}", path, group_label(group)); }, [&] {
+    const H5::Group g = file.openGroup(group.empty() ? "/" : group);
+    GroupListing out;
+    const hsize_t n = g.getNumObjs();
     for (hsize_t i = 0; i < n; ++i) {
-      std::string name = file.getObjnameByIdx(i);
+      std::string name = g.getObjnameByIdx(i);
       H5O_type_t type = H5O_TYPE_UNKNOWN;
       try {
-        type = file.childObjType(name);
+        type = g.childObjType(name);
       } catch (const H5::Exception&) {
-        H5Eclear2(H5E_DEFAULT);  // a dangling link: not a dataset
+        H5Eclear2(H5E_DEFAULT);  // a dangling link: neither
       }
-      if (type == H5O_TYPE_DATASET) names.push_back(std::move(name));
+      if (type == H5O_TYPE_DATASET) out.datasets.push_back(std::move(name));
+      if (type == H5O_TYPE_GROUP) out.groups.push_back(std::move(name));
     }
-    return names;
+    return out;
   });
+}
+
+// "datasets in the root group: a, b; groups: train" (for errors).
+std::string describe_listing(const GroupListing& l, const std::string& group) {
+  return fmt::format("datasets in {}: {}; groups: {}", group_label(group),
+                     l.datasets.empty() ? "none" : fmt::format("{}", fmt::join(l.datasets, ", ")),
+                     l.groups.empty() ? "none" : fmt::format("{}", fmt::join(l.groups, ", ")));
 }
 
 // The stoker dtype of a dataset's type, or an explanation of why there is none.
@@ -99,7 +117,16 @@ TypeMatch match_type(const H5::DataSet& dset) {
     if (!m.dtype) m.why = fmt::format("{}-bit float with {} exponent and {} mantissa bits", size * 8, esize, msize);
     return m;
   }
-  m.why = "not a number (HDF5 type class " + std::to_string(static_cast<int>(cls)) + ")";
+  switch (cls) {
+    case H5T_STRING: m.why = "strings, not numbers"; break;
+    case H5T_VLEN: m.why = "variable-length data, not fixed-size numbers"; break;
+    case H5T_COMPOUND: m.why = "a compound type, not numbers"; break;
+    case H5T_OPAQUE: m.why = "opaque bytes, not numbers"; break;
+    case H5T_ENUM: m.why = "an enum, not numbers"; break;
+    case H5T_ARRAY: m.why = "an array type, not numbers"; break;
+    case H5T_REFERENCE: m.why = "references, not numbers"; break;
+    default: m.why = "not numbers (HDF5 type class " + std::to_string(static_cast<int>(cls)) + ")"; break;
+  }
   return m;
 }
 
@@ -172,32 +199,66 @@ H5::DataSet open_dataset(const H5::H5File& file, const std::string& name, const 
                    [&] { return file.openDataSet(name, dapl); });
 }
 
-// The datasets that make up the schema: `wanted` if given, else every numeric dataset in the root.
+// The datasets that make up the schema: `wanted` (names, or paths like "train/images") if given,
+// else every dataset in the root group, which must then all be deliverable: a dataset is never
+// dropped silently.
 std::vector<std::string> field_names(const H5::H5File& file, const std::string& path,
                                      const std::vector<std::string>& wanted) {
-  const std::vector<std::string> datasets = root_datasets(file, path);
   if (!wanted.empty()) {
     for (std::size_t i = 0; i < wanted.size(); ++i) {
       const auto& w = wanted[i];
       if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), w) != wanted.begin() + static_cast<std::ptrdiff_t>(i)) {
         throw Error(fmt::format("{}: field '{}' is selected twice", path, w));
       }
-      if (std::find(datasets.begin(), datasets.end(), w) == datasets.end()) {
-        throw Error(fmt::format("{}: unknown field '{}' (datasets in the root group: {})", path, w,
-                                datasets.empty() ? "none" : fmt::format("{}", fmt::join(datasets, ", "))));
+      const auto slash = w.find_last_of('/');
+      const std::string group = slash == std::string::npos ? "" : w.substr(0, slash);
+      const std::string leaf = slash == std::string::npos ? w : w.substr(slash + 1);
+      if (!group.empty()) {
+        // Each level must exist, or the error names the level that does not.
+        std::string parent;
+        for (std::size_t start = 0; start <= group.size();) {
+          const auto end = std::min(group.find('/', start), group.size());
+          const std::string part = group.substr(start, end - start);
+          const GroupListing up = list_group(file, parent, path);
+          if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
+            throw Error(fmt::format("{}: unknown field '{}': no group '{}' ({})", path, w,
+                                    parent.empty() ? part : parent + "/" + part, describe_listing(up, parent)));
+          }
+          parent = parent.empty() ? part : parent + "/" + part;
+          start = end + 1;
+        }
+      }
+      const GroupListing here = list_group(file, group, path);
+      if (std::find(here.datasets.begin(), here.datasets.end(), leaf) == here.datasets.end()) {
+        throw Error(fmt::format("{}: unknown field '{}' ({})", path, w, describe_listing(here, group)));
       }
     }
     return wanted;
   }
-  std::vector<std::string> numeric;
-  for (const auto& n : datasets) {
+  const GroupListing root = list_group(file, "", path);
+  std::vector<std::string> cannot;
+  for (const auto& n : root.datasets) {
     const H5::DataSet dset = open_dataset(file, n, path);
-    if (hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, n); }, [&] { return match_type(dset).numeric; })) {
-      numeric.push_back(n);
-    }
+    const TypeMatch m = hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, n); }, [&] { return match_type(dset); });
+    if (!m.numeric) cannot.push_back(fmt::format("'{}' ({})", n, m.why));
   }
-  if (numeric.empty()) throw Error(fmt::format("{}: no numeric datasets in the root group", path));
-  return numeric;  // by name: already alphabetical
+  if (!cannot.empty()) {
+    throw Error(fmt::format("{}: cannot deliver every dataset of the root group: {}; name the fields to load "
+                            "(--fields / Options::fields) from: {}",
+                            path, fmt::join(cannot, ", "), describe_listing(root, "")));
+  }
+  if (root.datasets.empty()) {
+    std::string example;
+    if (!root.groups.empty()) {
+      const GroupListing first = list_group(file, root.groups.front(), path);
+      std::vector<std::string> paths;
+      for (const auto& d : first.datasets) paths.push_back(root.groups.front() + "/" + d);
+      if (!paths.empty()) example = fmt::format(", e.g. --fields {}", fmt::join(paths, ","));
+    }
+    throw Error(fmt::format("{}: no datasets in the root group (groups: {}); name the fields by path{}", path,
+                            root.groups.empty() ? "none" : fmt::format("{}", fmt::join(root.groups, ", ")), example));
+  }
+  return root.datasets;  // by name: already alphabetical
 }
 
 void check_same_n(const std::vector<Inspected>& cols, const std::string& path) {

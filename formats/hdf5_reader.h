@@ -1,4 +1,5 @@
-// Hdf5Reader: fields are datasets in the root group with a common leading dimension N.
+// Hdf5Reader: fields are datasets (the root group's, or selected by name or path) with a common
+// leading dimension N.
 //
 // Each batch is read with one simple selection per run of consecutive indices (a union of many
 // hyperslabs is pathologically slow on chunked data). Datasets stored without filters, with a
@@ -23,9 +24,10 @@
 
 namespace stoker::formats {
 
-// The schema of every numeric dataset in the root group, alphabetical. Throws stoker::Error for a
-// missing or non-HDF5 file, an unsupported dtype, an empty dataset or datasets of different N.
-// When `wanted` is non-empty only those datasets are examined (others may be of any type).
+// The schema of every dataset in the root group, alphabetical; throws stoker::Error naming every
+// dataset that cannot be delivered (a field is never dropped silently), for a missing or non-HDF5
+// file, an unsupported dtype, an empty dataset or datasets of different N. When `wanted` is
+// non-empty only those datasets (names or paths such as "train/images") are examined.
 STOKER_TOOLS_API Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {});
 
 class STOKER_TOOLS_API Hdf5Reader final : public Reader {

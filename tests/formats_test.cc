@@ -127,18 +127,21 @@ TEST(Hdf5Reader, UnwrittenChunksReadAsTheFillValueOnBothPaths) {
   }
 }
 
-TEST(Hdf5Reader, DefaultFieldsAreTheNumericRootDatasetsAlphabetically) {
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    for (const auto& p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
+  }
+}
+
+TEST(Hdf5Reader, DefaultFieldsAreEveryRootDatasetAndNoneIsDroppedSilently) {
   TempDir tmp;
   {
     RawH5 f(tmp.path("mixed.h5"));
-    std::vector<std::int16_t> z(20, 1);
-    std::vector<std::uint8_t> a(40, 2);
     f.dataset("zeta", H5T_STD_I16LE, {20});
     f.dataset("alpha", H5T_STD_U8LE, {20, 2});
-    hid_t str = H5Tcopy(H5T_C_S1);
-    H5Tset_size(str, 8);
-    f.dataset("names", str, {20});
-    H5Tclose(str);
     H5Gclose(H5Gcreate2(f.file, "group", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   }
   Schema s = formats::hdf5_schema(tmp.path("mixed.h5"));
@@ -150,16 +153,67 @@ TEST(Hdf5Reader, DefaultFieldsAreTheNumericRootDatasetsAlphabetically) {
   // An explicit selection sets the order.
   formats::Hdf5Reader r(tmp.path("mixed.h5"), {"zeta", "alpha"}, formats::Hdf5Path::automatic);
   EXPECT_EQ(r.schema().fields[0].name, "zeta");
+  // A dataset stoker cannot deliver is an error naming it, never a field quietly left out.
+  {
+    RawH5 f(tmp.path("strings.h5"));
+    f.dataset("label", H5T_STD_I64LE, {20});
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 8);
+    f.dataset("names", str, {20});
+    H5Tclose(str);
+  }
+  try {
+    formats::hdf5_schema(tmp.path("strings.h5"));
+    FAIL() << "a string dataset was left out silently";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot deliver every dataset of the root group: 'names' (strings, not numbers)"));
+    EXPECT_THAT(e.what(), HasSubstr("name the fields to load"));
+    EXPECT_THAT(e.what(), HasSubstr("datasets in the root group: label, names"));
+  }
+  EXPECT_EQ(formats::hdf5_schema(tmp.path("strings.h5"), {"label"}).fields.size(), 1u);
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
+TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
+  TempDir tmp;
+  const std::string p = tmp.path("groups.h5");
+  {
+    RawH5 f(p);
+    hid_t train = H5Gcreate2(f.file, "train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<std::uint8_t> images(10 * 3);
+    for (std::size_t i = 0; i < images.size(); ++i) images[i] = static_cast<std::uint8_t>(i);
+    std::vector<std::int64_t> labels(10);
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(100 + i);
+    hsize_t idims[2] = {10, 3}, ldims[1] = {10};
+    hid_t is = H5Screate_simple(2, idims, nullptr), ls = H5Screate_simple(1, ldims, nullptr);
+    hid_t id = H5Dcreate2(train, "images", H5T_STD_U8LE, is, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t ld = H5Dcreate2(train, "labels", H5T_STD_I64LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(id, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data());
+    H5Dwrite(ld, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
+    for (hid_t h : {id, ld}) H5Dclose(h);
+    for (hid_t h : {is, ls}) H5Sclose(h);
+    H5Gclose(train);
   }
+  // No datasets in the root: the error says which groups there are and how to name the fields.
+  expect_error([&] { formats::hdf5_schema(p); },
+               {p, "no datasets in the root group (groups: train)", "e.g. --fields train/images,train/labels"});
+  formats::Hdf5Reader r(p, {"train/labels", "train/images"}, formats::Hdf5Path::automatic);
+  ASSERT_EQ(r.schema().fields.size(), 2u);
+  EXPECT_EQ(r.schema().fields[0].name, "train/labels");
+  EXPECT_EQ(r.schema().num_samples, 10u);
+  std::vector<std::int64_t> labels(2);
+  std::vector<std::uint8_t> images(6);
+  std::vector<std::byte*> dest{reinterpret_cast<std::byte*>(labels.data()), reinterpret_cast<std::byte*>(images.data())};
+  const std::vector<std::uint64_t> idx{7, 2};
+  r.read(idx, dest);
+  EXPECT_EQ(labels, (std::vector<std::int64_t>{107, 102}));
+  EXPECT_EQ(images, (std::vector<std::uint8_t>{21, 22, 23, 6, 7, 8}));
+  // A missing field lists what is at its level.
+  expect_error([&] { formats::hdf5_schema(p, {"train/nope"}); },
+               {"unknown field 'train/nope' (datasets in group 'train': images, labels; groups: none)"});
+  expect_error([&] { formats::hdf5_schema(p, {"test/images"}); },
+               {"unknown field 'test/images': no group 'test' (datasets in the root group: none; groups: train)"});
 }
+
 
 TEST(Hdf5Reader, BadInputsGiveClearErrors) {
   TempDir tmp;
@@ -195,7 +249,7 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
     f.dataset("names", str, {20});
     H5Tclose(str);
   }
-  expect_error(open, {p, "no numeric datasets"});
+  expect_error(open, {p, "cannot deliver every dataset of the root group: 'names' (strings, not numbers)"});
 }
 
 // Where the chunk of dataset 'image' holding sample `row` is stored: (address, bytes).

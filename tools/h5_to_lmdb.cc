@@ -272,8 +272,9 @@ int main(int argc, char** argv) {
       "h5-to-lmdb"};
   app.add_option("INPUT", a.input, "HDF5 file to read")->required();
   app.add_option("OUTPUT", a.output, "LMDB database file to write")->required();
-  app.add_option("--fields", a.fields, "Datasets to convert, in this order (default: every numeric root dataset, "
-                                       "alphabetical)")
+  app.add_option("--fields", a.fields, "Datasets to convert, in this order, by name or path (train/images); "
+                                       "default: every dataset of the root group, alphabetical, all of which must "
+                                       "be convertible")
       ->delimiter(',');
   app.add_option("--commit-every", a.commit_every, "Samples per transaction (also bounded to 32 MiB)")
       ->check(stoker::tools::whole_number(1))
