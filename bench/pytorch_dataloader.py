@@ -67,7 +67,8 @@ class LmdbDataset(Dataset):
         offset = 0
         for f in schema["fields"]:
             dtype = np.dtype({"u8": "u1", "i8": "i1", "u16": "<u2", "i16": "<i2", "i32": "<i4", "i64": "<i8",
-                              "f16": "<f2", "f32": "<f4", "f64": "<f8"}[f["dtype"]])
+                              "f16": "<f2", "f32": "<f4", "f64": "<f8", "bool": "?", "u32": "<u4",
+                              "u64": "<u8", "bf16": "<u2"}[f["dtype"]])  # numpy has no bfloat16
             count = int(np.prod(f["shape"])) if f["shape"] else 1
             self.fields.append((f["name"], dtype, tuple(f["shape"]), offset, count))
             offset += count * dtype.itemsize

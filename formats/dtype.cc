@@ -11,7 +11,7 @@ struct DTypeInfo {
   std::size_t size;
 };
 
-constexpr std::array<DTypeInfo, 9> kDTypes = {{
+constexpr std::array<DTypeInfo, 13> kDTypes = {{
     {DType::u8, "u8", 1},
     {DType::i8, "i8", 1},
     {DType::u16, "u16", 2},
@@ -21,6 +21,10 @@ constexpr std::array<DTypeInfo, 9> kDTypes = {{
     {DType::f16, "f16", 2},
     {DType::f32, "f32", 4},
     {DType::f64, "f64", 8},
+    {DType::b8, "bool", 1},
+    {DType::u32, "u32", 4},
+    {DType::u64, "u64", 8},
+    {DType::bf16, "bf16", 2},
 }};
 
 }  // namespace

@@ -98,8 +98,8 @@ TypeMatch match_type(const H5::DataSet& dset) {
     switch (size) {
       case 1: m.dtype = is_signed ? DType::i8 : DType::u8; break;
       case 2: m.dtype = is_signed ? DType::i16 : DType::u16; break;
-      case 4: if (is_signed) m.dtype = DType::i32; break;
-      case 8: if (is_signed) m.dtype = DType::i64; break;
+      case 4: m.dtype = is_signed ? DType::i32 : DType::u32; break;
+      case 8: m.dtype = is_signed ? DType::i64 : DType::u64; break;
       default: break;
     }
     if (!m.dtype) m.why = fmt::format("{} {}-bit integer", is_signed ? "signed" : "unsigned", size * 8);
@@ -114,8 +114,38 @@ TypeMatch match_type(const H5::DataSet& dset) {
     if (size == 2 && spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10) m.dtype = DType::f16;
     if (size == 4 && msize == 23 && esize == 8) m.dtype = DType::f32;
     if (size == 8 && msize == 52 && esize == 11) m.dtype = DType::f64;
+    if (size == 2 && spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7) m.dtype = DType::bf16;
     if (!m.dtype) m.why = fmt::format("{}-bit float with {} exponent and {} mantissa bits", size * 8, esize, msize);
     return m;
+  }
+  if (cls == H5T_ENUM) {
+    // numpy's bool, as h5py writes it: an enum over a 1-byte integer with FALSE = 0 and TRUE = 1.
+    const H5::EnumType type = dset.getEnumType();
+    if (type.getSize() == 1 && type.getNmembers() == 2) {
+      std::int8_t no = -1, yes = -1;
+      try {
+        type.valueOf("FALSE", &no);
+        type.valueOf("TRUE", &yes);
+      } catch (const H5::Exception&) {
+        H5Eclear2(H5E_DEFAULT);
+      }
+      if (no == 0 && yes == 1) {
+        m.numeric = true;
+        m.dtype = DType::b8;
+        return m;
+      }
+    }
+  }
+  if (cls == H5T_OPAQUE) {
+    // bfloat16 has no HDF5 type of its own; a 2-byte opaque type tagged "bfloat16" or "bf16" is one
+    // (docs/hdf5.md), the other is a 2-byte float with 8 exponent and 7 mantissa bits.
+    const H5::DataType type = dset.getDataType();
+    const std::string tag = H5::DataType(type).getTag();
+    if (type.getSize() == 2 && (tag == "bfloat16" || tag == "bf16")) {
+      m.numeric = true;
+      m.dtype = DType::bf16;
+      return m;
+    }
   }
   switch (cls) {
     case H5T_STRING: m.why = "strings, not numbers"; break;
@@ -132,6 +162,11 @@ TypeMatch match_type(const H5::DataSet& dset) {
 
 // The little-endian memory type stoker delivers for a dataset of numeric class.
 H5::DataType little_endian_type_of(const H5::DataSet& dset) {
+  if (dset.getTypeClass() == H5T_ENUM || dset.getTypeClass() == H5T_OPAQUE) {
+    H5::DataType t;  // bool (1 byte) and tagged bfloat16: no byte order to convert
+    t.copy(dset.getDataType());
+    return t;
+  }
   if (dset.getTypeClass() == H5T_INTEGER) {
     H5::IntType t;
     t.copy(dset.getIntType());
@@ -144,7 +179,7 @@ H5::DataType little_endian_type_of(const H5::DataSet& dset) {
   return t;
 }
 
-constexpr std::string_view kSupported = "u8, i8, u16, i16, i32, i64, f16, f32, f64";
+constexpr std::string_view kSupported = "bool, u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, f32, f64";
 
 // One field = one dataset.
 struct Column {

@@ -21,6 +21,25 @@ H5::DataType file_type_of(DType t) {
     case DType::i64: return H5::PredType::STD_I64LE;
     case DType::f32: return H5::PredType::IEEE_F32LE;
     case DType::f64: return H5::PredType::IEEE_F64LE;
+    case DType::u32: return H5::PredType::STD_U32LE;
+    case DType::u64: return H5::PredType::STD_U64LE;
+    case DType::b8: {
+      // What h5py writes for numpy's bool: an enum over int8, FALSE = 0, TRUE = 1.
+      H5::EnumType b(H5::IntType(H5::PredType::STD_I8LE));
+      std::int8_t no = 0, yes = 1;
+      b.insert("FALSE", &no);
+      b.insert("TRUE", &yes);
+      return b;
+    }
+    case DType::bf16: {
+      // bfloat16: a 2-byte HDF5 float with 8 exponent and 7 mantissa bits (docs/hdf5.md).
+      H5::FloatType bf16;
+      bf16.copy(H5::PredType::IEEE_F32LE);
+      bf16.setFields(15, 7, 8, 0, 7);
+      bf16.setSize(2);
+      bf16.setEbias(127);
+      return bf16;
+    }
     case DType::f16: {
       // IEEE binary16, little-endian: what h5py writes for numpy's float16.
       H5::FloatType f16;

@@ -46,6 +46,10 @@ torch::Dtype torch_dtype(DType t) {
     case DType::f16: return torch::kFloat16;
     case DType::f32: return torch::kFloat32;
     case DType::f64: return torch::kFloat64;
+    case DType::b8: return torch::kBool;
+    case DType::u32: return torch::kUInt32;
+    case DType::u64: return torch::kUInt64;
+    case DType::bf16: return torch::kBFloat16;
   }
   throw Error("torch_dtype: unknown dtype");
 }

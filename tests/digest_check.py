@@ -28,6 +28,9 @@ def main():
         "b_label": rng.integers(-(2**40), 2**40, size=(n,), dtype=np.int64),
         "c_half": rng.standard_normal(size=(n, 5)).astype(np.float16),
         "d_big_endian": rng.integers(-1000, 1000, size=(n, 2)).astype(">i4"),
+        "e_bool": rng.integers(0, 2, size=(n, 3)).astype(np.bool_),  # h5py: an enum FALSE/TRUE over int8
+        "f_u32": rng.integers(0, 2**32, size=(n,), dtype=np.uint32),
+        "g_u64": rng.integers(0, 2**63, size=(n, 2), dtype=np.uint64),
     }
     with h5py.File(path, "w") as f:
         for name, a in arrays.items():

@@ -45,6 +45,10 @@ std::vector<std::byte> expected_field(const Field& field, std::uint64_t index) {
       case DType::f16: put(out, e, static_cast<std::uint16_t>(0x3c00 + v % 1024)); break;  // finite, in [1, 2)
       case DType::f32: put(out, e, static_cast<float>(v % 100003) * 0.25f); break;
       case DType::f64: put(out, e, static_cast<double>(v % 1000003) * 0.125); break;
+      case DType::b8: put(out, e, static_cast<std::uint8_t>(v & 1)); break;
+      case DType::u32: put(out, e, static_cast<std::uint32_t>(v * 2654435761u)); break;
+      case DType::u64: put(out, e, static_cast<std::uint64_t>(v * 0xbf58476d1ce4e5b9ULL)); break;
+      case DType::bf16: put(out, e, static_cast<std::uint16_t>(0x3f80 + v % 128)); break;  // finite, in [1, 2)
     }
   }
   return out;
@@ -75,7 +79,9 @@ Schema all_dtypes_schema(std::uint64_t n) {
               {"c_u16", FieldKind::fixed, DType::u16, {5}},     {"d_i16", FieldKind::fixed, DType::i16, {}},
               {"e_i32", FieldKind::fixed, DType::i32, {3, 1}},  {"f_i64", FieldKind::fixed, DType::i64, {2}},
               {"g_f16", FieldKind::fixed, DType::f16, {4}},     {"h_f32", FieldKind::fixed, DType::f32, {2, 2, 2}},
-              {"i_f64", FieldKind::fixed, DType::f64, {3}}};
+              {"i_f64", FieldKind::fixed, DType::f64, {3}},     {"j_bool", FieldKind::fixed, DType::b8, {3}},
+              {"k_u32", FieldKind::fixed, DType::u32, {2}},     {"l_u64", FieldKind::fixed, DType::u64, {}},
+              {"m_bf16", FieldKind::fixed, DType::bf16, {2}}};
   return s;
 }
 

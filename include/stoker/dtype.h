@@ -13,7 +13,9 @@
 
 namespace stoker {
 
-enum class DType : std::uint8_t { u8, i8, u16, i16, i32, i64, f16, f32, f64 };
+// b8 is a bool stored in one byte, 0 or 1 ("bool"); bf16 is bfloat16 (8 exponent and 7 mantissa
+// bits). New types are appended: the numbering is part of the ABI.
+enum class DType : std::uint8_t { u8, i8, u16, i16, i32, i64, f16, f32, f64, b8, u32, u64, bf16 };
 
 // Size of one element in bytes.
 STOKER_API std::size_t dtype_size(DType t) noexcept;
