@@ -22,7 +22,7 @@
 namespace stoker::detail {
 namespace {
 
-enum class MsgType : std::uint32_t { spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4 };
+enum class MsgType : std::uint32_t { spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4, spawn = 5 };
 
 struct Message {
   MsgType type;
@@ -88,6 +88,10 @@ class Server {
         ssize_t n = ::recv(sock_, &m, sizeof m, 0);
         if (n == static_cast<ssize_t>(sizeof m) && m.type == MsgType::shutdown) {
           shutdown(std::chrono::milliseconds(m.arg));
+        }
+        if (n == static_cast<ssize_t>(sizeof m) && m.type == MsgType::spawn && m.worker < workers_.size() &&
+            workers_[m.worker] <= 0) {
+          spawn(m.worker);  // a replacement for a worker that died
         }
         if (n == 0) terminate_all();  // the loader closed its end without a shutdown
       } else if (fds[0].revents & (POLLHUP | POLLERR)) {
@@ -238,7 +242,43 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
 
 ForkServer::~ForkServer() { shutdown(std::chrono::milliseconds(2000)); }
 
+pid_t ForkServer::respawn(std::uint32_t worker) {
+  send_msg(sock_.get(), Message{MsgType::spawn, worker, 0, 0, 0});
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd fd{sock_.get(), POLLIN, 0};
+    if (left <= 0 || ::poll(&fd, 1, static_cast<int>(std::max<long long>(left, 0))) == 0) {
+      throw Error(fmt::format("stoker: the fork server did not start a replacement for worker {} within 30 s", worker));
+    }
+    Message m{};
+    ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n != static_cast<ssize_t>(sizeof m)) {
+      int st = 0;
+      std::string how = "is gone";
+      if (pid_ > 0 && ::waitpid(pid_, &st, WNOHANG) == pid_) {
+        how = describe_wait_status(st);
+        pid_ = -1;
+        shut_down_ = true;
+      }
+      throw Error(fmt::format("stoker: the fork server {} while replacing worker {}", how, worker));
+    }
+    if (m.type == MsgType::exited) {
+      exits_.push_back(WorkerExit{m.worker, m.pid, m.status});  // another death: reported next
+    } else if (m.type == MsgType::spawned && m.worker == worker) {
+      worker_pids_.at(worker) = m.pid;
+      return m.pid;
+    }
+  }
+}
+
 std::optional<WorkerExit> ForkServer::poll_exit() {
+  if (!exits_.empty()) {
+    WorkerExit e = exits_.front();
+    exits_.pop_front();
+    return e;
+  }
   for (;;) {
     Message m{};
     ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -58,6 +59,11 @@ class ForkServer {
   // A pending exit report, without blocking. Throws stoker::Error when the server itself died.
   std::optional<WorkerExit> poll_exit();
 
+  // Forks a replacement for worker `worker`, which has exited and been reported; returns its pid
+  // once it runs. Exits reported meanwhile are kept for poll_exit(). Throws stoker::Error when the
+  // server is gone or does not answer.
+  pid_t respawn(std::uint32_t worker);
+
   // Asks the server to wait up to `grace` for workers to exit (the caller has told them to), kill
   // the rest, reap everything and exit; then reaps the server. Idempotent; never throws.
   void shutdown(std::chrono::milliseconds grace) noexcept;
@@ -66,6 +72,7 @@ class ForkServer {
   pid_t pid_ = -1;
   UniqueFd sock_;
   std::vector<pid_t> worker_pids_;
+  std::deque<WorkerExit> exits_;  // reported while waiting for a respawn
   bool shut_down_ = false;
 };
 

@@ -123,8 +123,9 @@ LoaderImpl::LoaderImpl(Options options)
     for (const auto& w : ring.warnings) warn(w);
     shm_backing_ = ring.backing;
     slots_ = std::make_shared<SlotPool>(std::move(ring.segment), layout, ring.depth);
-    auto workers = std::make_unique<WorkerSource>(slots_, ring.depth, num_workers,
-                                                  WorkerPool::Dataset{opt_.source, reader_options, schema_}, opt_.timeout);
+    auto workers = std::make_unique<WorkerSource>(
+        slots_, ring.depth, num_workers, WorkerPool::Dataset{opt_.source, reader_options, schema_}, opt_.timeout,
+        WorkerSource::RespawnPolicy{opt_.max_respawns, [this](const std::string& w) { warn(w); }});
     workers_ = workers.get();
     if (order == Order::quasi_random) {
       // A window of the global order is spread over the ranks: this rank's batches of one window.
@@ -296,6 +297,7 @@ Stats LoaderImpl::stats() const {
   }
   if (feeder_) feeder_->add_stats(s);
   if (workers_) s.worker_cpu_seconds = workers_->worker_cpu_seconds();
+  if (workers_) s.respawns = workers_->respawns();
   if (const AutoTuner* t = workers_ ? workers_->auto_tuner() : nullptr) {
     s.workers = t->workers();
     s.depth = t->depth();

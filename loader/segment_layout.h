@@ -87,6 +87,8 @@ class SlotRing {
   std::uint64_t read_position() const noexcept { return read_->load(std::memory_order_relaxed); }
   std::uint64_t write_position() const noexcept { return write_->load(std::memory_order_acquire); }
   std::uint32_t item_at(std::uint64_t position) const noexcept { return items_[position % capacity_]; }
+  // Producer only, and only while no consumer exists (its process died): empties the ring.
+  void clear_from_producer() noexcept { read_->store(write_->load(std::memory_order_relaxed), std::memory_order_release); }
 
  private:
   std::atomic<std::uint64_t>* write_ = nullptr;

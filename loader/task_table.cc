@@ -57,6 +57,15 @@ TaskTable::Task TaskTable::receive() {
   return t;
 }
 
+std::vector<std::uint32_t> TaskTable::pending_slots_of(std::uint32_t worker) const {
+  std::vector<std::uint32_t> out;
+  for (std::uint64_t t = received_; t < issued_; ++t) {
+    const Task& task = tasks_[t % depth_];
+    if (task.worker == worker && !task.arrived) out.push_back(task.slot);
+  }
+  return out;
+}
+
 std::optional<std::uint64_t> TaskTable::pending_of(std::uint32_t worker) const noexcept {
   for (std::uint64_t t = received_; t < issued_; ++t) {
     const Task& task = tasks_[t % depth_];

@@ -63,6 +63,8 @@ class TaskTable {
   // The first in-flight batch `worker` has not delivered yet, if any (what it died holding).
   std::optional<std::uint64_t> pending_of(std::uint32_t worker) const noexcept;
   std::uint32_t outstanding(std::uint32_t worker) const noexcept { return outstanding_[worker]; }
+  // The slots of every in-flight batch `worker` has not delivered, in batch order.
+  std::vector<std::uint32_t> pending_slots_of(std::uint32_t worker) const;
 
  private:
   std::uint32_t depth_;

@@ -90,6 +90,15 @@ void WorkerPool::interrupt() noexcept {
   if (interrupt_event_) signal_eventfd(interrupt_event_.get());
 }
 
+pid_t WorkerPool::respawn(std::uint32_t worker, const std::vector<std::uint32_t>& slots) {
+  // Nobody reads the dead worker's ring: drop what it had not taken, then give everything again.
+  slots_->view().channel(worker).tasks.clear_from_producer();
+  const pid_t pid = server_->respawn(worker);
+  for (std::uint32_t s : slots) slots_->view().channel(worker).tasks.push(s);
+  signal_eventfd(task_events_[worker].get());
+  return pid;
+}
+
 double WorkerPool::cpu_seconds() const {
   double s = 0;
   for (std::uint32_t w = 0; w < num_workers_; ++w) {

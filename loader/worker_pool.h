@@ -67,6 +67,11 @@ class WorkerPool {
   // fork server itself is gone.
   std::optional<WorkerExit> poll_exit() { return server_->poll_exit(); }
 
+  // Replaces worker `worker`, which has exited (and whose finished slots were collected): its task
+  // ring is emptied, a new process forked, and `slots` (its unfinished tasks, in order) given to it
+  // again. Returns the new pid.
+  pid_t respawn(std::uint32_t worker, const std::vector<std::uint32_t>& slots);
+
   // CPU time of every worker so far.
   double cpu_seconds() const;
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -14,9 +16,9 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
-                           WorkerPool::Dataset dataset, std::chrono::milliseconds timeout)
+                           WorkerPool::Dataset dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn)
     : slots_(slots), workers_(std::move(slots), num_workers, std::move(dataset)), tasks_(depth, num_workers),
-      timeout_(timeout) {}
+      timeout_(timeout), respawn_(std::move(respawn)) {}
 
 void WorkerSource::fail(std::string message) {
   broken_ = std::move(message);
@@ -46,6 +48,7 @@ void WorkerSource::check_exits() {
     fail(e.what());
   }
   if (!exit) return;
+  collect();  // what it finished before it died counts
   std::string held = "while idle";
   if (auto t = tasks_.pending_of(exit->worker)) {
     const auto samples = plan_->batch(*t);
@@ -53,11 +56,36 @@ void WorkerSource::check_exits() {
                        fmt::join(samples.begin(), samples.begin() + std::min<std::size_t>(samples.size(), 8), ", "),
                        samples.size() > 8 ? ", ..." : "");
   }
-  fail(fmt::format("stoker: {}; the loader cannot continue", describe_worker_death(*exit, held)));
+  std::string death = describe_worker_death(*exit, held);
+  for (const auto& [pid, why] : killed_stuck_) {
+    if (pid == exit->pid) death = why;
+  }
+  deaths_.push_back(death);
+  if (respawns_ >= respawn_.max) {
+    fail(fmt::format("stoker: {}; the loader cannot continue{}", death,
+                     deaths_.size() > 1 ? fmt::format(" (all {} worker deaths: {})", deaths_.size(), fmt::join(deaths_, "; "))
+                     : respawn_.max > 0 ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
+                                        : ""));
+  }
+  // The replacement loads the dead worker's unfinished batches again, into the same slots: their
+  // tasks (sample indices) are in the slots' headers, so they come out exactly as they would have.
+  const std::vector<std::uint32_t> slots = tasks_.pending_slots_of(exit->worker);
+  pid_t pid = -1;
+  try {
+    pid = workers_.respawn(exit->worker, slots);
+  } catch (const Error& e) {
+    fail(fmt::format("stoker: {}; replacing it failed: {}", death, e.what()));
+  }
+  ++respawns_;
+  if (respawn_.warn) {
+    respawn_.warn(fmt::format("{}; replaced by pid {} (respawn {} of at most {}), which loads its {} unfinished "
+                              "batch{} again",
+                              death, pid, respawns_, respawn_.max, slots.size(), slots.size() == 1 ? "" : "es"));
+  }
 }
 
 void WorkerSource::wait_for(std::uint64_t t) {
-  const auto start = Clock::now();
+  auto start = Clock::now();
   for (;;) {
     collect();
     if (tasks_.at(t).arrived) return;
@@ -74,6 +102,16 @@ void WorkerSource::wait_for(std::uint64_t t) {
         collect();
         if (tasks_.at(t).arrived) return;
         const std::uint32_t w = tasks_.at(t).worker;
+        if (respawns_ < respawn_.max) {
+          // Stuck: killed, then replaced like a worker that died (its exit report comes next).
+          killed_stuck_.emplace_back(workers_.pid(w),
+                                     fmt::format("worker {} (pid {}) had not delivered batch {} of epoch {} within {} ms "
+                                                 "and was killed",
+                                                 w, workers_.pid(w), t, plan_->epoch, timeout_.count()));
+          ::kill(workers_.pid(w), SIGKILL);
+          start = Clock::now();
+          break;
+        }
         fail(fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
                          "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
                          "legitimately that slow",

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,9 +21,15 @@ namespace stoker::detail {
 
 class WorkerSource final : public SlotSource {
  public:
+  // What happens when a worker dies or is stuck: up to `max` replacements in the loader's life,
+  // each said once through `warn`.
+  struct RespawnPolicy {
+    std::uint32_t max = 3;
+    std::function<void(const std::string&)> warn;
+  };
   // timeout: how long next_filled() waits for its batch (zero: no limit).
   WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
-               WorkerPool::Dataset dataset, std::chrono::milliseconds timeout);
+               WorkerPool::Dataset dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn);
 
   void abandon() override;
   void start(const EpochPlan& plan, std::uint64_t first) override;
@@ -38,13 +45,15 @@ class WorkerSource final : public SlotSource {
   // Stops the workers (idempotent).
   void stop(std::chrono::milliseconds grace) noexcept { workers_.stop(grace); }
   std::vector<int> pids() const { return workers_.pids(); }
+  std::uint64_t respawns() const noexcept { return respawns_; }
   double worker_cpu_seconds() const { return workers_.cpu_seconds(); }
 
  private:
   // Issues batches while the window and the free slots allow.
   void issue();
   void collect();
-  // Throws when a worker exited (any exit is fatal to the epoch).
+  // Replaces a worker that exited, its unfinished batches given to the replacement, or throws past
+  // the respawn limit (or when the fork server is gone).
   void check_exits();
   void wait_for(std::uint64_t batch);
   [[noreturn]] void fail(std::string message);
@@ -55,6 +64,10 @@ class WorkerSource final : public SlotSource {
   std::chrono::milliseconds timeout_;
   const EpochPlan* plan_ = nullptr;
   std::optional<std::string> broken_;  // the loader cannot continue: why
+  RespawnPolicy respawn_;
+  std::uint64_t respawns_ = 0;
+  std::vector<std::string> deaths_;  // every worker death so far, for the final error
+  std::vector<std::pair<pid_t, std::string>> killed_stuck_;  // killed by us for being stuck: why
   // Auto-tuning: the tuner and the consumer's current interval.
   std::unique_ptr<AutoTuner> tuner_;
   std::chrono::steady_clock::time_point interval_start_{};

@@ -70,9 +70,11 @@ class Processes : public ::testing::Test {
   Schema schema_;
 };
 
-TEST_F(Processes, AKilledWorkerIsReportedWithItsPidAndSignal) {
+TEST_F(Processes, AKilledWorkerIsReportedWithItsPidAndSignalWithoutRespawns) {
   ::alarm(60);  // watchdog: a hang fails the test instead of CI
-  Loader loader(options(2));
+  Options o = options(2);
+  o.max_respawns = 0;
+  Loader loader(o);
   Epoch epoch = loader.epoch(0);
   ASSERT_TRUE(epoch.next());
   const int victim = loader.worker_pids().at(1);
@@ -90,9 +92,10 @@ TEST_F(Processes, AKilledWorkerIsReportedWithItsPidAndSignal) {
   ::alarm(0);
 }
 
-TEST_F(Processes, AStuckWorkerIsReportedAfterTheTimeout) {
+TEST_F(Processes, AStuckWorkerIsReportedAfterTheTimeoutWithoutRespawns) {
   ::alarm(60);
   Options o = options(1);
+  o.max_respawns = 0;
   o.timeout = std::chrono::milliseconds(300);
   o.shutdown_grace = std::chrono::milliseconds(100);
   Loader loader(o);
@@ -109,6 +112,120 @@ TEST_F(Processes, AStuckWorkerIsReportedAfterTheTimeout) {
   }
   EXPECT_THAT(message, HasSubstr("worker 0 (pid " + std::to_string(victim) + ") has not delivered batch"));
   EXPECT_THAT(message, HasSubstr("within 300 ms"));
+  ::alarm(0);
+}
+
+// The indices and bytes of one epoch, batch by batch, and the warnings seen.
+struct EpochRecord {
+  std::vector<std::vector<std::uint64_t>> indices;
+  std::vector<std::vector<std::byte>> labels;
+};
+
+EpochRecord record(Epoch& epoch, const std::function<void(std::size_t)>& after_batch = {}) {
+  EpochRecord r;
+  std::size_t n = 0;
+  while (auto b = epoch.next()) {
+    r.indices.emplace_back(b->indices().begin(), b->indices().end());
+    const FieldView& label = (*b)["label"];
+    r.labels.emplace_back(label.data, label.data + label.bytes);
+    if (after_batch) after_batch(n++);
+  }
+  return r;
+}
+
+TEST_F(Processes, KilledWorkersAreReplacedAndTheEpochIsExactlyAnUndisturbedOne) {
+  ::alarm(60);
+  Options o = options(2);
+  o.shuffle = true;
+  o.prefetch = 4;
+  EpochRecord want;
+  {
+    Loader undisturbed(o);
+    Epoch e = undisturbed.epoch(3);
+    want = record(e);
+  }
+  std::vector<std::string> warnings;
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  Loader loader(o);
+  Epoch epoch = loader.epoch(3);
+  std::vector<int> victims;
+  // Kill worker 1 after batch 5 and worker 0 after batch 40, each with work in flight.
+  EpochRecord got = record(epoch, [&](std::size_t n) {
+    if (n == 5 || n == 40) {
+      const int victim = loader.worker_pids().at(n == 5 ? 1 : 0);
+      victims.push_back(victim);
+      ASSERT_EQ(0, ::kill(victim, SIGKILL));
+    }
+  });
+  EXPECT_EQ(got.indices, want.indices) << "the order of an undisturbed run";
+  EXPECT_EQ(got.labels, want.labels) << "the contents of an undisturbed run";
+  EXPECT_EQ(loader.stats().respawns, 2u);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[0], HasSubstr("worker 1 (pid " + std::to_string(victims[0]) + ") was killed by signal SIGKILL"));
+  EXPECT_THAT(warnings[0], HasSubstr("replaced by pid"));
+  EXPECT_THAT(warnings[0], HasSubstr("(respawn 1 of at most 3)"));
+  EXPECT_NE(loader.worker_pids().at(1), victims[0]);
+  // The next epoch runs on the replacements.
+  Epoch next = loader.epoch(4);
+  std::size_t batches = 0;
+  while (next.next()) ++batches;
+  EXPECT_EQ(batches, loader.batches_per_epoch());
+  ::alarm(0);
+}
+
+TEST_F(Processes, PastMaxRespawnsTheErrorNamesEveryDeath) {
+  ::alarm(60);
+  Options o = options(1);
+  o.max_respawns = 1;
+  o.on_warning = [](std::string_view) {};
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  ASSERT_TRUE(epoch.next());
+  const int first = loader.worker_pids().at(0);
+  ASSERT_EQ(0, ::kill(first, SIGKILL));
+  // Batches already loaded still come; the death is noticed, and the worker replaced, by then.
+  while (loader.worker_pids().at(0) == first) ASSERT_TRUE(epoch.next());
+  const int second = loader.worker_pids().at(0);
+  ASSERT_EQ(0, ::kill(second, SIGKILL));
+  std::string message;
+  try {
+    while (epoch.next()) {
+    }
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_THAT(message, HasSubstr("the loader cannot continue (all 2 worker deaths: worker 0 (pid " +
+                                 std::to_string(first)));
+  EXPECT_THAT(message, HasSubstr("worker 0 (pid " + std::to_string(second) + ") was killed by signal SIGKILL"));
+  ::alarm(0);
+}
+
+TEST_F(Processes, AStuckWorkerIsKilledAndReplaced) {
+  ::alarm(60);
+  Options o = options(1);
+  o.timeout = std::chrono::milliseconds(300);
+  std::vector<std::string> warnings;
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  EpochRecord want;
+  {
+    Loader undisturbed(o);
+    Epoch e = undisturbed.epoch(0);
+    want = record(e);
+  }
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  int victim = -1;
+  EpochRecord got = record(epoch, [&](std::size_t n) {
+    if (n == 3) {
+      victim = loader.worker_pids().at(0);
+      ASSERT_EQ(0, ::kill(victim, SIGSTOP));
+    }
+  });
+  EXPECT_EQ(got.indices, want.indices);
+  EXPECT_EQ(got.labels, want.labels);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("worker 0 (pid " + std::to_string(victim) + ") had not delivered batch"));
+  EXPECT_THAT(warnings[0], HasSubstr("within 300 ms and was killed; replaced by pid"));
   ::alarm(0);
 }
 

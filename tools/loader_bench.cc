@@ -221,6 +221,7 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
     j["consumed"] = state.consumed;  // of the epoch's global order, by all ranks, after this epoch ran
     if (r.stopped) j["stopped"] = true;
     if (!s.auto_tuning.empty()) j["auto_tuning"] = s.auto_tuning;
+    j["respawns"] = s.respawns;
     if (r.resumed_from) j["resumed_from"] = *r.resumed_from;
     j["fields"] = nlohmann::json::array();
     for (const auto& f : loader.schema().fields) {

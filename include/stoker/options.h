@@ -95,6 +95,12 @@ struct Options {
   // as stuck. Zero: no limit (a dead worker is reported at once regardless).
   std::chrono::milliseconds timeout{0};
 
+  // A worker that dies (any signal or a non-zero exit: the out-of-memory killer, a crash) or is
+  // stuck past `timeout` is replaced by a new one that loads its unfinished batches again: the
+  // batches and their order are exactly those of an undisturbed run. At most this many times in the
+  // Loader's life; past it, the error names every death. 0: the first death ends the loader.
+  std::uint32_t max_respawns = 3;
+
   // How long shutdown waits for workers to exit before killing them.
   std::chrono::milliseconds shutdown_grace{2000};
 
