@@ -254,6 +254,7 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
   }
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
   if (!s.auto_tuning.empty()) std::cout << fmt::format("  {}\n", s.auto_tuning);
+  if (s.respawns > 0) std::cout << fmt::format("  workers replaced so far: {}\n", s.respawns);
   if (r.resumed_from || r.stopped) {
     const stoker::LoaderState state = loader.state();
     std::cout << fmt::format("  {}{}rank {} of {}: {} of the epoch's {} samples consumed by all ranks\n",
