@@ -71,6 +71,18 @@ TEST_F(LoaderBench, OrderDigestDependsOnTheSeedNotTheWorkers) {
   EXPECT_NE(*seed1.begin(), *seed2.begin());
 }
 
+// With a staged device the digest is taken from the device's copy, once it has landed: the same
+// digests as on the CPU.
+TEST_F(LoaderBench, DigestsOfAStagedDeviceAreThoseOfTheCpu) {
+  auto cpu = bench_json({"--data", tmp_.path("d.lmdb"), "--shuffle", "--digest", "--epochs", "1"});
+  auto staged = bench_json({"--data", tmp_.path("d.lmdb"), "--shuffle", "--digest", "--epochs", "1", "--device",
+                            "emulated", "--staging", "registered"});
+  ASSERT_EQ(cpu.size(), 1u);
+  ASSERT_EQ(staged.size(), 1u);
+  EXPECT_EQ(staged[0]["content_digest"], cpu[0]["content_digest"]);
+  EXPECT_EQ(staged[0]["order_digest"], cpu[0]["order_digest"]);
+}
+
 TEST_F(LoaderBench, ReportsEveryKeyPerEpoch) {
   auto epochs = bench_json({"--data", tmp_.path("d.h5"), "--epochs", "3", "--step-ms", "1", "--batch-size", "100"});
   ASSERT_EQ(epochs.size(), 3u);

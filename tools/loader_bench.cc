@@ -103,6 +103,26 @@ struct DeviceLoop {
     backend->record(done[i % 2], stream);
     if (i > 0) backend->synchronize(done[(i + 1) % 2]);  // the previous step
   }
+  // Adds a staged batch's samples to `content`: waits for its copy (the ready event), copies each
+  // field back to the host, and hashes the samples as ContentDigest::add(Batch) would.
+  void digest(const Batch& b, stoker::ContentDigest& content) {
+    backend->synchronize(b.ready_event());
+    std::vector<std::vector<std::byte>> host(b.fields().size());
+    for (std::size_t f = 0; f < host.size(); ++f) {
+      host[f].resize(b.fields()[f].bytes);
+      backend->copy_to_host(host[f].data(), b.fields()[f].data, host[f].size());
+    }
+    std::vector<std::byte> sample;
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      sample.clear();
+      for (std::size_t f = 0; f < host.size(); ++f) {
+        const std::size_t per = host[f].size() / b.size();
+        sample.insert(sample.end(), host[f].begin() + static_cast<std::ptrdiff_t>(k * per),
+                      host[f].begin() + static_cast<std::ptrdiff_t>((k + 1) * per));
+      }
+      content.add(b.indices()[k], sample);
+    }
+  }
   void finish() {
     backend->synchronize(done[0]);
     backend->synchronize(done[1]);
@@ -144,7 +164,11 @@ EpochResult run_epoch(Loader& loader, std::uint64_t epoch, const std::optional<s
     r.samples += b->size();
     for (const auto& f : b->fields()) r.bytes += f.bytes;
     if (args.digest) {
-      content.add(*b);
+      if (device) {
+        device->digest(*b, content);  // device memory: read back once the copy has landed
+      } else {
+        content.add(*b);
+      }
       order.add(*b);
     }
     if (device) {
