@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -57,15 +58,27 @@ void reset_signals() noexcept {
 }
 
 // Closes every descriptor from 3 up except those in `keep`.
+// Closes [lo, hi]. close_range needs Linux 5.9; before that (ENOSYS) every descriptor up to the
+// limit is closed one by one, so that no descriptor of the trainer's leaks into a worker.
+void close_fds(unsigned lo, unsigned hi) noexcept {
+  if (::close_range(lo, hi, 0) == 0) return;
+  rlimit limit{};
+  unsigned max = 65536;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    max = static_cast<unsigned>(std::min<rlim_t>(limit.rlim_cur, 1u << 20));
+  }
+  for (unsigned fd = lo; fd <= hi && fd < max; ++fd) ::close(static_cast<int>(fd));
+}
+
 void close_all_except(std::vector<int> keep) noexcept {
   std::sort(keep.begin(), keep.end());
   unsigned lo = 3;
   for (int fd : keep) {
     if (fd < 0 || static_cast<unsigned>(fd) < lo) continue;
-    if (static_cast<unsigned>(fd) > lo) ::close_range(lo, static_cast<unsigned>(fd) - 1, 0);
+    if (static_cast<unsigned>(fd) > lo) close_fds(lo, static_cast<unsigned>(fd) - 1);
     lo = static_cast<unsigned>(fd) + 1;
   }
-  ::close_range(lo, ~0u, 0);
+  close_fds(lo, ~0u);
 }
 
 class Server {
