@@ -219,11 +219,18 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
     space.getSimpleExtentDims(out.dims.data());
     out.field.name = name;
     out.field.dtype = *m.dtype;
-    for (int d = 1; d < rank; ++d) out.field.shape.push_back(static_cast<std::int64_t>(out.dims[d]));
     if (out.dims[0] == 0) throw Error(fmt::format("{}: is empty (0 samples)", ctx));
     for (int d = 1; d < rank; ++d) {
       if (out.dims[d] == 0) throw Error(fmt::format("{}: has a zero-sized dimension {}", ctx, d));
+      if (out.dims[d] > kMaxSampleBytes) {
+        throw Error(fmt::format("{}: dimension {} is {}, more than a sample may hold ({} bytes, kMaxSampleBytes)", ctx,
+                                d, out.dims[d], kMaxSampleBytes));
+      }
+      out.field.shape.push_back(static_cast<std::int64_t>(out.dims[d]));
     }
+    Schema one;
+    one.fields = {out.field};
+    one.validate(ctx);  // the sample's size, with overflow checks, before anything is allocated
     return out;
   });
 }
@@ -323,6 +330,7 @@ Schema hdf5_schema(const std::string& path, const std::vector<std::string>& want
   Schema s;
   s.num_samples = cols.front().dims[0];
   for (auto& c : cols) s.fields.push_back(std::move(c.field));
+  s.validate(path);
   return s;
 }
 
@@ -419,8 +427,9 @@ void Hdf5Reader::Impl::open_column(const std::string& name, Hdf5Path mode) {
         if (nfilters == 0) {
           c.chunk_addr.assign((c.dims[0] + chunk[0] - 1) / chunk[0], kNotLookedUp);
           c.direct = true;
-        } else {
-          // The same few chunks HDF5's cache would have kept (8, at most 64 MiB), inflated by libdeflate.
+        } else if (c.rows_per_chunk <= kMaxSampleBytes / c.sample_bytes) {
+          // The same few chunks HDF5's cache would have kept (8, at most 64 MiB), inflated by
+          // libdeflate; a chunk larger than a sample may be is left to HDF5.
           const std::size_t chunk_bytes = c.rows_per_chunk * c.sample_bytes;
           c.inflated = std::make_unique<InflatedChunks>(
               chunk_bytes, std::clamp<std::size_t>((64u << 20) / std::max<std::size_t>(chunk_bytes, 1), 1, 8));
@@ -539,6 +548,7 @@ Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& 
   check_same_n(dims, path);
   impl_->schema.num_samples = impl_->columns.front().dims[0];
   for (const auto& c : impl_->columns) impl_->schema.fields.push_back(c.field);
+  impl_->schema.validate(path);
 }
 
 Hdf5Reader::~Hdf5Reader() {

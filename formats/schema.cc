@@ -1,6 +1,9 @@
 #include "stoker/schema.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "stoker/error.h"
 
 namespace stoker {
 
@@ -20,6 +23,38 @@ std::size_t Schema::bytes_per_sample() const noexcept {
   std::size_t n = 0;
   for (const auto& f : fields) n += f.bytes_per_sample();
   return n;
+}
+
+void Schema::validate(const std::string& context) const {
+  if (fields.empty()) throw Error(fmt::format("{}: the schema has no fields", context));
+  if (fields.size() > kMaxFields) {
+    throw Error(fmt::format("{}: {} fields, more than the {} a schema may have", context, fields.size(), kMaxFields));
+  }
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const Field& f = fields[i];
+    if (f.name.empty()) throw Error(fmt::format("{}: field {} has an empty name", context, i));
+    for (std::size_t j = 0; j < i; ++j) {
+      if (fields[j].name == f.name) throw Error(fmt::format("{}: two fields are named '{}'", context, f.name));
+    }
+    // bytes = dtype size x every dimension, each step checked against the limit (so no overflow).
+    std::uint64_t bytes = dtype_size(f.dtype);
+    for (std::int64_t d : f.shape) {
+      if (d < 1) throw Error(fmt::format("{}: field '{}' has a dimension {} (at least 1)", context, f.name, d));
+      if (static_cast<std::uint64_t>(d) > kMaxSampleBytes / bytes) {
+        throw Error(fmt::format("{}: field '{}' ({}[{}]) would be more than {} bytes a sample, the most stoker "
+                                "accepts (kMaxSampleBytes)",
+                                context, f.name, dtype_name(f.dtype), fmt::join(f.shape, ","), kMaxSampleBytes));
+      }
+      bytes *= static_cast<std::uint64_t>(d);
+    }
+    total += bytes;
+    if (total > kMaxSampleBytes) {
+      throw Error(fmt::format("{}: a sample of all fields would be more than {} bytes (at field '{}'), the most "
+                              "stoker accepts (kMaxSampleBytes)",
+                              context, kMaxSampleBytes, f.name));
+    }
+  }
 }
 
 const Field* Schema::find(std::string_view name) const noexcept {

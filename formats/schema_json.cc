@@ -53,15 +53,16 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       if (!parsed) throw Error(fmt::format("{}: field '{}' has unknown dtype '{}'", context, f.name, dtype));
       f.dtype = *parsed;
       f.shape = jf.at("shape").get<std::vector<std::int64_t>>();
-      for (auto d : f.shape) {
-        if (d <= 0) throw Error(fmt::format("{}: field '{}' has a non-positive dimension {}", context, f.name, d));
+      if (f.shape.size() > 32) {
+        throw Error(fmt::format("{}: field '{}' has {} dimensions, more than 32", context, f.name, f.shape.size()));
       }
       out.schema.fields.push_back(std::move(f));
+      if (out.schema.fields.size() > kMaxFields) break;  // validate() says so
     }
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed schema record: {}", context, e.what()));
   }
-  if (out.schema.fields.empty()) throw Error(fmt::format("{}: schema has no fields", context));
+  out.schema.validate(context);
   return out;
 }
 

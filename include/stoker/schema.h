@@ -35,6 +35,12 @@ struct STOKER_API Field {
   bool operator==(const Field&) const = default;
 };
 
+// The most one sample (all its fields together) may hold, and the most fields a schema may have.
+// Sizes read from a file or a schema (dimensions, counts) are checked against these with overflow
+// checks before anything is allocated or copied, so that no file can make stoker allocate more.
+inline constexpr std::uint64_t kMaxSampleBytes = std::uint64_t{1} << 30;  // 1 GiB
+inline constexpr std::size_t kMaxFields = 1024;
+
 struct STOKER_API Schema {
   std::uint64_t num_samples = 0;
   std::vector<Field> fields;  // in storage / delivery order
@@ -42,6 +48,11 @@ struct STOKER_API Schema {
   std::size_t bytes_per_sample() const noexcept;
   // nullptr when there is no such field.
   const Field* find(std::string_view name) const noexcept;
+
+  // Throws stoker::Error, prefixed with `context` (the file), for a schema stoker must not trust:
+  // no fields, more than kMaxFields, an empty or repeated field name, a dimension below 1, or a
+  // sample larger than kMaxSampleBytes (sizes computed with overflow checks).
+  void validate(const std::string& context) const;
   bool operator==(const Schema&) const = default;
 };
 

@@ -1,0 +1,80 @@
+// Sizes that come from a file or a schema are checked against kMaxSampleBytes, with overflow
+// checks, before anything is allocated: a hostile or damaged file is an error, not an allocation of
+// its say-so.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <functional>
+
+#include "formats/hdf5_reader.h"
+#include "formats/schema_json.h"
+#include "stoker/error.h"
+#include "tests/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string schema_with(const std::string& fields) {
+  return R"({"format": "stoker", "version": )" + std::to_string(formats::kSchemaFormatVersion) +
+         R"(, "num_samples": 10, "complete": true, "fields": [)" + fields + "]}";
+}
+
+TEST(HostileInput, SchemaSizesAreBoundedWithOverflowChecks) {
+  auto parse = [](const std::string& fields) {
+    return error_of([&] { formats::schema_from_json(schema_with(fields), "db.lmdb"); });
+  };
+  // 2^40 x 2^40 bytes would overflow 64 bits; each step is checked against the limit first.
+  EXPECT_THAT(parse(R"({"name": "x", "kind": "fixed", "dtype": "u8", "shape": [1099511627776, 1099511627776]})"),
+              HasSubstr("db.lmdb: field 'x' (u8[1099511627776,1099511627776]) would be more than 1073741824 bytes"));
+  EXPECT_THAT(parse(R"({"name": "x", "kind": "fixed", "dtype": "f64", "shape": [16384, 16384]})"),
+              HasSubstr("field 'x' (f64[16384,16384]) would be more than 1073741824 bytes"));
+  // Each field fits, together they do not.
+  EXPECT_THAT(parse(R"({"name": "a", "kind": "fixed", "dtype": "u8", "shape": [1073741824]},
+                      {"name": "b", "kind": "fixed", "dtype": "u8", "shape": [1]})"),
+              HasSubstr("a sample of all fields would be more than 1073741824 bytes (at field 'b')"));
+  EXPECT_THAT(parse(R"({"name": "x", "kind": "fixed", "dtype": "u8", "shape": [-3]})"),
+              HasSubstr("field 'x' has a dimension -3 (at least 1)"));
+  EXPECT_THAT(parse(R"({"name": "x", "kind": "fixed", "dtype": "u8", "shape": [2]},
+                      {"name": "x", "kind": "fixed", "dtype": "i64", "shape": []})"),
+              HasSubstr("two fields are named 'x'"));
+  EXPECT_THAT(parse(R"({"name": "", "kind": "fixed", "dtype": "u8", "shape": [2]})"), HasSubstr("empty name"));
+  EXPECT_THAT(parse(R"({"name": "x", "kind": "fixed", "dtype": "u8", "shape": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
+                      1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]})"),
+              HasSubstr("field 'x' has 33 dimensions, more than 32"));
+  EXPECT_THAT(parse(""), HasSubstr("the schema has no fields"));
+}
+
+TEST(HostileInput, AnHdf5DatasetLargerThanASampleMayBeIsRefusedBeforeAnyRead) {
+  TempDir tmp;
+  const std::string p = tmp.path("huge.h5");
+  {
+    // Chunked and never written: HDF5 stores nothing, whatever the dimensions say.
+    hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[3] = {4, hsize_t{1} << 31, hsize_t{1} << 31}, chunk[3] = {1, 1, 1024};
+    hid_t space = H5Screate_simple(3, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 3, chunk);
+    hid_t d = H5Dcreate2(f, "x", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    for (hid_t h : {d}) H5Dclose(h);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  EXPECT_THAT(error_of([&] { formats::Hdf5Reader r(p, {}, formats::Hdf5Path::automatic); }),
+              HasSubstr(p + ": dataset 'x': dimension 1 is 2147483648, more than a sample may hold"));
+}
+
+}  // namespace
+}  // namespace stoker::test
