@@ -255,6 +255,16 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
 
 ForkServer::~ForkServer() { shutdown(std::chrono::milliseconds(2000)); }
 
+std::string ForkServer::reap_gone_server() {
+  int st = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &st, WNOHANG) == pid_) {
+    pid_ = -1;
+    shut_down_ = true;
+    return describe_wait_status(st);
+  }
+  return "is gone";
+}
+
 pid_t ForkServer::respawn(std::uint32_t worker) {
   send_msg(sock_.get(), Message{MsgType::spawn, worker, 0, 0, 0});
   const auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -268,14 +278,7 @@ pid_t ForkServer::respawn(std::uint32_t worker) {
     ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n != static_cast<ssize_t>(sizeof m)) {
-      int st = 0;
-      std::string how = "is gone";
-      if (pid_ > 0 && ::waitpid(pid_, &st, WNOHANG) == pid_) {
-        how = describe_wait_status(st);
-        pid_ = -1;
-        shut_down_ = true;
-      }
-      throw Error(fmt::format("stoker: the fork server {} while replacing worker {}", how, worker));
+      throw Error(fmt::format("stoker: the fork server {} while replacing worker {}", reap_gone_server(), worker));
     }
     if (m.type == MsgType::exited) {
       exits_.push_back(WorkerExit{m.worker, m.pid, m.status});  // another death: reported next
@@ -301,14 +304,7 @@ std::optional<WorkerExit> ForkServer::poll_exit() {
       if (m.type == MsgType::exited) return WorkerExit{m.worker, m.pid, m.status};
       continue;
     }
-    int st = 0;
-    std::string how = "is gone";
-    if (pid_ > 0 && ::waitpid(pid_, &st, WNOHANG) == pid_) {
-      how = describe_wait_status(st);
-      pid_ = -1;
-      shut_down_ = true;
-    }
-    throw Error(fmt::format("stoker: the fork server {}; its workers are gone", how));
+    throw Error(fmt::format("stoker: the fork server {}; its workers are gone", reap_gone_server()));
   }
 }
 

@@ -69,6 +69,9 @@ class ForkServer {
   void shutdown(std::chrono::milliseconds grace) noexcept;
 
  private:
+  // The server's socket ended: reaps it if it exited and says how ("was killed by signal ...").
+  std::string reap_gone_server();
+
   pid_t pid_ = -1;
   UniqueFd sock_;
   std::vector<pid_t> worker_pids_;

@@ -17,14 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::string schema_with(const std::string& fields) {
   return R"({"format": "stoker", "version": )" + std::to_string(formats::kSchemaFormatVersion) +

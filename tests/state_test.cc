@@ -21,14 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 class Resume : public ::testing::Test {
  protected:

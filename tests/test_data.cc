@@ -1,5 +1,7 @@
 #include "tests/test_data.h"
 
+#include "stoker/error.h"
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -61,6 +63,15 @@ std::vector<std::byte> expected_sample(const Schema& schema, std::uint64_t index
     out.insert(out.end(), b.begin(), b.end());
   }
   return out;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 Schema small_schema(std::uint64_t n) {

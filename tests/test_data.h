@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,9 @@ std::vector<std::byte> expected_sample(const Schema& schema, std::uint64_t index
 
 // image u8[3,4,5] + label i64[] + weight f32[2], n samples.
 Schema small_schema(std::uint64_t n);
+
+// The message of the stoker::Error `f` throws, or "no error".
+std::string error_of(const std::function<void()>& f);
 // One field of every dtype, with assorted shapes.
 Schema all_dtypes_schema(std::uint64_t n);
 
