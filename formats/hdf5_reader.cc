@@ -184,6 +184,7 @@ constexpr std::string_view kSupported = "bool, u8, i8, u16, i16, u32, i32, u64, 
 // One field = one dataset.
 struct Column {
   Field field;
+  std::string where;  // "FILE: dataset 'NAME'", for errors: made once, not per read
   std::size_t sample_bytes = 0;
   H5::DataSet dset;
   H5::DataType mem_type;
@@ -365,6 +366,7 @@ void Hdf5Reader::Impl::open_column(const std::string& name, Hdf5Path mode) {
     dcpl = hdf5_call([&] { return ctx; }, [&] { return probe.getCreatePlist(); });
   }
   c.sample_bytes = c.field.bytes_per_sample();
+  c.where = ctx;
   hdf5_call([&] { return ctx; }, [&] {
     const H5D_layout_t layout = dcpl.getLayout();
     const int nfilters = dcpl.getNfilters();
@@ -456,7 +458,7 @@ void Hdf5Reader::Impl::read_inflated(Column& c, std::uint64_t start, std::uint64
     const std::uint64_t row = start % c.rows_per_chunk;
     const std::uint64_t n = std::min<std::uint64_t>(count, c.rows_per_chunk - row);
     offset[0] = chunk * c.rows_per_chunk;
-    const std::byte* rows = c.inflated->get(c.dset.getId(), chunk, offset, fmt::format("{}: dataset '{}'", path, c.field.name));
+    const std::byte* rows = c.inflated->get(c.dset.getId(), chunk, offset, c.where);
     if (rows) {
       std::memcpy(dst, rows + row * c.sample_bytes, n * c.sample_bytes);
     } else {
