@@ -92,7 +92,10 @@ void WorkerPool::interrupt() noexcept {
 
 pid_t WorkerPool::respawn(std::uint32_t worker, const std::vector<std::uint32_t>& slots) {
   // Nobody reads the dead worker's ring: drop what it had not taken, then give everything again.
-  slots_->view().channel(worker).tasks.clear_from_producer();
+  WorkerChannel ch = slots_->view().channel(worker);
+  ch.tasks.clear_from_producer();
+  // The replacement counts its CPU time from zero: keep what the dead one used.
+  retired_cpu_ns_ += ch.cpu_ns->exchange(0);
   const pid_t pid = server_->respawn(worker);
   for (std::uint32_t s : slots) slots_->view().channel(worker).tasks.push(s);
   signal_eventfd(task_events_[worker].get());
@@ -100,7 +103,7 @@ pid_t WorkerPool::respawn(std::uint32_t worker, const std::vector<std::uint32_t>
 }
 
 double WorkerPool::cpu_seconds() const {
-  double s = 0;
+  double s = static_cast<double>(retired_cpu_ns_) * 1e-9;
   for (std::uint32_t w = 0; w < num_workers_; ++w) {
     s += static_cast<double>(slots_->view().channel(w).cpu_ns->load()) * 1e-9;
   }

@@ -87,6 +87,7 @@ class WorkerPool {
   UniqueFd interrupt_event_;  // the trainer's alone: not kept in the children
   std::vector<UniqueFd> task_events_;
   std::unique_ptr<ForkServer> server_;
+  std::uint64_t retired_cpu_ns_ = 0;  // CPU time of workers that died and were replaced
 };
 
 // "worker 1 (pid 4242) was killed by signal SIGKILL while loading batch 3 of epoch 0 (samples 7,

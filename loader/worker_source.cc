@@ -57,8 +57,9 @@ void WorkerSource::check_exits() {
                        samples.size() > 8 ? ", ..." : "");
   }
   std::string death = describe_worker_death(*exit, held);
-  for (const auto& [pid, why] : killed_stuck_) {
-    if (pid == exit->pid) death = why;
+  if (auto it = killed_stuck_.find(exit->pid); it != killed_stuck_.end()) {
+    death = it->second;  // not the out-of-memory killer's SIGKILL: ours, for being stuck
+    killed_stuck_.erase(it);
   }
   deaths_.push_back(death);
   if (respawns_ >= respawn_.max) {
@@ -104,11 +105,12 @@ void WorkerSource::wait_for(std::uint64_t t) {
         const std::uint32_t w = tasks_.at(t).worker;
         if (respawns_ < respawn_.max) {
           // Stuck: killed, then replaced like a worker that died (its exit report comes next).
-          killed_stuck_.emplace_back(workers_.pid(w),
+          killed_stuck_.emplace(workers_.pid(w),
                                      fmt::format("worker {} (pid {}) had not delivered batch {} of epoch {} within {} ms "
                                                  "and was killed",
                                                  w, workers_.pid(w), t, plan_->epoch, timeout_.count()));
-          ::kill(workers_.pid(w), SIGKILL);
+          // ESRCH (it died meanwhile) needs nothing more: its exit report comes either way.
+          (void)::kill(workers_.pid(w), SIGKILL);
           start = Clock::now();
           break;
         }

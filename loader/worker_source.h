@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,7 +68,7 @@ class WorkerSource final : public SlotSource {
   RespawnPolicy respawn_;
   std::uint64_t respawns_ = 0;
   std::vector<std::string> deaths_;  // every worker death so far, for the final error
-  std::vector<std::pair<pid_t, std::string>> killed_stuck_;  // killed by us for being stuck: why
+  std::map<pid_t, std::string> killed_stuck_;  // killed by us for being stuck, until its exit report: why
   // Auto-tuning: the tuner and the consumer's current interval.
   std::unique_ptr<AutoTuner> tuner_;
   std::chrono::steady_clock::time_point interval_start_{};

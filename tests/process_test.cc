@@ -149,8 +149,10 @@ TEST_F(Processes, KilledWorkersAreReplacedAndTheEpochIsExactlyAnUndisturbedOne) 
   Loader loader(o);
   Epoch epoch = loader.epoch(3);
   std::vector<int> victims;
+  double cpu_before_second_kill = 0;
   // Kill worker 1 after batch 5 and worker 0 after batch 40, each with work in flight.
   EpochRecord got = record(epoch, [&](std::size_t n) {
+    if (n == 40) cpu_before_second_kill = loader.stats().worker_cpu_seconds;
     if (n == 5 || n == 40) {
       const int victim = loader.worker_pids().at(n == 5 ? 1 : 0);
       victims.push_back(victim);
@@ -160,6 +162,7 @@ TEST_F(Processes, KilledWorkersAreReplacedAndTheEpochIsExactlyAnUndisturbedOne) 
   EXPECT_EQ(got.indices, want.indices) << "the order of an undisturbed run";
   EXPECT_EQ(got.labels, want.labels) << "the contents of an undisturbed run";
   EXPECT_EQ(loader.stats().respawns, 2u);
+  EXPECT_GE(loader.stats().worker_cpu_seconds, cpu_before_second_kill) << "a dead worker's CPU time still counts";
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_THAT(warnings[0], HasSubstr("worker 1 (pid " + std::to_string(victims[0]) + ") was killed by signal SIGKILL"));
   EXPECT_THAT(warnings[0], HasSubstr("replaced by pid"));
