@@ -25,6 +25,12 @@ std::size_t Schema::bytes_per_sample() const noexcept {
   return n;
 }
 
+std::string Schema::describe_fields() const {
+  std::string out;
+  for (const auto& f : fields) out += (out.empty() ? "" : ", ") + f.describe();
+  return out;
+}
+
 void Schema::validate(const std::string& context) const {
   if (fields.empty()) throw Error(fmt::format("{}: the schema has no fields", context));
   if (fields.size() > kMaxFields) {

@@ -197,16 +197,6 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
   return b;
 }
 
-namespace {
-
-std::string describe_fields(const Schema& schema) {
-  std::vector<std::string> parts;
-  for (const auto& f : schema.fields) parts.push_back(f.describe());
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-}  // namespace
-
 LoaderState LoaderImpl::state() const {
   LoaderState s;
   s.epoch = progress_.epoch;
@@ -215,7 +205,7 @@ LoaderState LoaderImpl::state() const {
   s.seed = opt_.seed;
   s.order = sampler_.order_description();
   s.num_samples = schema_.num_samples;
-  s.fields = describe_fields(schema_);
+  s.fields = schema_.describe_fields();
   return s;
 }
 

@@ -22,11 +22,7 @@ std::uint64_t cpu_ns() noexcept {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-std::string describe(const Schema& s) {
-  std::vector<std::string> parts;
-  for (const auto& f : s.fields) parts.push_back(f.describe());
-  return fmt::format("{} samples of {}", s.num_samples, fmt::join(parts, ", "));
-}
+std::string describe(const Schema& s) { return fmt::format("{} samples of {}", s.num_samples, s.describe_fields()); }
 
 }  // namespace
 

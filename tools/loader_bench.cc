@@ -344,9 +344,8 @@ void bench(const std::string& path, const Args& args) {
   if (o.device.staged()) device = std::make_unique<DeviceLoop>(o.device);
   if (!args.json) {
     // What is delivered comes first: a field left out is visible before any figure.
-    std::vector<std::string> fields;
-    for (const auto& f : loader.schema().fields) fields.push_back(f.describe());
-    std::cout << fmt::format("{}: {} samples, fields {}\n", path, loader.schema().num_samples, fmt::join(fields, ", "));
+    std::cout << fmt::format("{}: {} samples, fields {}\n", path, loader.schema().num_samples,
+                             loader.schema().describe_fields());
     static bool header_printed = false;
     if (!std::exchange(header_printed, true)) {
       if (args.step_ms <= 0) {

@@ -46,6 +46,8 @@ struct STOKER_API Schema {
   std::vector<Field> fields;  // in storage / delivery order
 
   std::size_t bytes_per_sample() const noexcept;
+  // "image: u8[3,32,32], label: i64[]"
+  std::string describe_fields() const;
   // nullptr when there is no such field.
   const Field* find(std::string_view name) const noexcept;
 
