@@ -5,14 +5,5 @@
 # Needs tools/install-deps.sh to have run (the .venv with torch, h5py, lmdb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${STOKER_BUILD_DIR:-build}
-data=${1:-bench-data}
-if [[ ! -x .venv/bin/python ]]; then
-  echo "compare.sh: no .venv: run tools/install-deps.sh first" >&2
-  exit 1
-fi
-cmake -S . -B "$build" -G Ninja >/dev/null
-cmake --build "$build" -j2 --target loader-bench stoker-ceilings >/dev/null
-echo "compare.sh: making the standard datasets in $data (once)" >&2
-"$build/tools/loader-bench" --make-data "$data"
+source bench/prepare.sh compare.sh "${1:-}" stoker-ceilings
 exec .venv/bin/python bench/compare.py "$build" "$data"

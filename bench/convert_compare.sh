@@ -4,13 +4,5 @@
 #                                                      OUTPUT_DIR=/dev/shm takes the disk out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${STOKER_BUILD_DIR:-build}
-data=${1:-bench-data}
-if [[ ! -x .venv/bin/python ]]; then
-  echo "convert_compare.sh: no .venv: run tools/install-deps.sh first" >&2
-  exit 1
-fi
-cmake -S . -B "$build" -G Ninja >/dev/null
-cmake --build "$build" -j2 --target loader-bench h5-to-lmdb >/dev/null
-"$build/tools/loader-bench" --make-data "$data"
+source bench/prepare.sh convert_compare.sh "${1:-}" h5-to-lmdb
 exec .venv/bin/python bench/convert_compare.py "$build" "$data" ${2:+"$2"}
