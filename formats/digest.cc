@@ -21,8 +21,8 @@ void ContentDigest::add(const Batch& batch) {
   for (std::size_t k = 0; k < batch.size(); ++k) {
     XXH64_reset(&state, batch.indices()[k]);
     for (const auto& f : fields) {
-      std::size_t per_sample = f.bytes / batch.size();
-      XXH64_update(&state, f.data + k * per_sample, per_sample);
+      const auto bytes = f.sample(k);
+      XXH64_update(&state, bytes.data(), bytes.size());
     }
     sum_ += XXH64_digest(&state);
   }

@@ -80,7 +80,10 @@ std::string describe_listing(const GroupListing& l, const std::string& group) {
 struct TypeMatch {
   std::optional<DType> dtype;
   bool numeric = false;
+  bool vlen_bytes = false;  // variable-length u8: a bytes field
   std::string why;
+  // Numbers (whether or not of a dtype stoker has: inspect() names an unsupported one) or bytes.
+  bool deliverable() const { return numeric || vlen_bytes; }
 };
 
 TypeMatch match_type(const H5::DataSet& dset) {
@@ -147,9 +150,23 @@ TypeMatch match_type(const H5::DataSet& dset) {
       return m;
     }
   }
+  if (cls == H5T_VLEN) {
+    // Variable-length u8 (h5py's vlen_dtype(np.uint8)): a bytes field.
+    const H5::VarLenType type = dset.getVarLenType();
+    const H5::DataType base = type.getSuper();
+    if (base.getClass() == H5T_INTEGER && base.getSize() == 1 && H5Tget_sign(base.getId()) == H5T_SGN_NONE) {
+      m.vlen_bytes = true;
+      return m;
+    }
+  }
   switch (cls) {
     case H5T_STRING: m.why = "strings, not numbers"; break;
-    case H5T_VLEN: m.why = "variable-length data, not fixed-size numbers"; break;
+    case H5T_VLEN: {
+      const H5::DataType base = dset.getVarLenType().getSuper();
+      m.why = fmt::format("variable-length data of {}-byte {} elements; stoker reads variable-length u8 as a bytes field",
+                          base.getSize(), base.getClass() == H5T_INTEGER ? "integer" : base.getClass() == H5T_FLOAT ? "float" : "non-numeric");
+      break;
+    }
     case H5T_COMPOUND: m.why = "a compound type, not numbers"; break;
     case H5T_OPAQUE: m.why = "opaque bytes, not numbers"; break;
     case H5T_ENUM: m.why = "an enum, not numbers"; break;
@@ -179,10 +196,16 @@ H5::DataType little_endian_type_of(const H5::DataSet& dset) {
   return t;
 }
 
-constexpr std::string_view kSupported = "bool, u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, f32, f64";
+constexpr std::string_view kSupported =
+    "bool, u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, f32, f64, and variable-length u8 as bytes";
 
-// One field = one dataset.
+// One field = one dataset (an array of N samples, or a variable-length u8 dataset of N), or a
+// group whose members "0" .. "N-1" are one sample each.
 struct Column {
+  enum class Source { array, vlen, members };
+  Source source = Source::array;
+  std::string object;  // the dataset's or group's path in the file
+  DType member_dtype = DType::u8;  // members: the dtype every member must have
   Field field;
   std::string where;  // "FILE: dataset 'NAME'", for errors: made once, not per read
   std::size_t sample_bytes = 0;
@@ -211,16 +234,25 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
   const std::string ctx = fmt::format("{}: dataset '{}'", path, name);
   return hdf5_call([&] { return ctx; }, [&] {
     TypeMatch m = match_type(dset);
-    if (!m.dtype) throw Error(fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupported));
+    if (!m.dtype && !m.vlen_bytes) throw Error(fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupported));
     const H5::DataSpace space = dset.getSpace();
     const int rank = space.getSimpleExtentNdims();
     if (rank < 1) throw Error(fmt::format("{}: is a scalar; a field needs a leading sample dimension", ctx));
     Inspected out;
     out.dims.resize(static_cast<std::size_t>(rank));
     space.getSimpleExtentDims(out.dims.data());
+    if (out.dims[0] == 0) throw Error(fmt::format("{}: is empty (0 samples)", ctx));
+    if (m.vlen_bytes) {
+      if (rank != 1) {
+        throw Error(fmt::format("{}: a variable-length dataset of rank {}; a bytes field is one-dimensional (one "
+                                "element per sample)",
+                                ctx, rank));
+      }
+      out.field = Field::bytes_field(name);
+      return out;
+    }
     out.field.name = name;
     out.field.dtype = *m.dtype;
-    if (out.dims[0] == 0) throw Error(fmt::format("{}: is empty (0 samples)", ctx));
     for (int d = 1; d < rank; ++d) {
       if (out.dims[d] == 0) throw Error(fmt::format("{}: has a zero-sized dimension {}", ctx, d));
       if (out.dims[d] > kMaxSampleBytes) {
@@ -236,32 +268,94 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
   });
 }
 
+// A group whose members are named "0" .. "N-1" (decimal, no leading zeros): one sample each. The
+// number of members, or 0 when the names are anything else.
+std::uint64_t sample_group_size(const H5::H5File& file, const std::string& group, const std::string& path) {
+  return hdf5_call([&] { return fmt::format("{}: listing group '{}'", path, group); }, [&]() -> std::uint64_t {
+    const H5::Group g = file.openGroup(group);
+    const hsize_t n = g.getNumObjs();
+    for (hsize_t i = 0; i < n; ++i) {
+      const std::string name = g.getObjnameByIdx(i);
+      if (name.empty() || name.size() > 19 || (name.size() > 1 && name[0] == '0') ||
+          !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+          std::stoull(name) >= n) {
+        return 0;  // distinct names, each a decimal below n: exactly 0 .. n-1
+      }
+    }
+    return n;
+  });
+}
+
+// The field made of a sample group's members: bytes, each member's elements in C order and
+// little-endian, all members of member "0"'s dtype.
+Inspected inspect_members(const H5::H5File& file, const std::string& group, const std::string& name,
+                          std::uint64_t n, const std::string& path, DType& member_dtype) {
+  const std::string ctx = fmt::format("{}: group '{}'", path, group);
+  return hdf5_call([&] { return ctx; }, [&] {
+    const H5::DataSet first = file.openDataSet(group + "/0");
+    const TypeMatch m = match_type(first);
+    if (!m.numeric) {
+      throw Error(fmt::format("{}: member '0' holds {}; the members of a sample group must be numeric datasets ({})",
+                              ctx, m.why.empty() ? "variable-length data" : m.why, kSupported));
+    }
+    member_dtype = *m.dtype;
+    Inspected out;
+    out.dims = {n};
+    out.field = Field::bytes_field(name);
+    return out;
+  });
+}
+
 H5::DataSet open_dataset(const H5::H5File& file, const std::string& name, const std::string& path,
                          const H5::DSetAccPropList& dapl = H5::DSetAccPropList::DEFAULT) {
   return hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, name); },
                    [&] { return file.openDataSet(name, dapl); });
 }
 
-// The datasets that make up the schema: `wanted` (names, or paths like "train/images") if given,
-// else every dataset in the root group, which must then all be deliverable: a dataset is never
-// dropped silently.
-std::vector<std::string> field_names(const H5::H5File& file, const std::string& path,
-                                     const std::vector<std::string>& wanted) {
+// Where a field comes from: a dataset, or a sample group of `members` members.
+struct FieldSource {
+  std::string name;    // as delivered: relative to the reader's group
+  std::string object;  // path in the file
+  std::uint64_t members = 0;
+};
+
+// The fields that make up the schema: `wanted` (names, or paths like "train/images", relative to
+// `group`) if given, else every dataset and sample group in `group`, which must then all be
+// deliverable: a dataset is never dropped silently.
+std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string& path,
+                                       const std::vector<std::string>& wanted, const std::string& group) {
+  const std::string base = group.empty() ? "" : group + "/";
+  if (!group.empty()) {
+    // Each level of the group must exist, or the error names the level that does not.
+    std::string parent;
+    for (std::size_t start = 0; start <= group.size();) {
+      const auto end = std::min(group.find('/', start), group.size());
+      const std::string part = group.substr(start, end - start);
+      const GroupListing up = list_group(file, parent, path);
+      if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
+        throw Error(fmt::format("{}: no group '{}' ({})", path, parent.empty() ? part : parent + "/" + part,
+                                describe_listing(up, parent)));
+      }
+      parent = parent.empty() ? part : parent + "/" + part;
+      start = end + 1;
+    }
+  }
+  std::vector<FieldSource> out;
   if (!wanted.empty()) {
     for (std::size_t i = 0; i < wanted.size(); ++i) {
       const auto& w = wanted[i];
       if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), w) != wanted.begin() + static_cast<std::ptrdiff_t>(i)) {
         throw Error(fmt::format("{}: field '{}' is selected twice", path, w));
       }
-      const auto slash = w.find_last_of('/');
-      const std::string group = slash == std::string::npos ? "" : w.substr(0, slash);
-      const std::string leaf = slash == std::string::npos ? w : w.substr(slash + 1);
-      if (!group.empty()) {
-        // Each level must exist, or the error names the level that does not.
+      const std::string full = base + w;
+      const auto slash = full.find_last_of('/');
+      const std::string parent_group = slash == std::string::npos ? "" : full.substr(0, slash);
+      const std::string leaf = slash == std::string::npos ? full : full.substr(slash + 1);
+      if (!parent_group.empty()) {
         std::string parent;
-        for (std::size_t start = 0; start <= group.size();) {
-          const auto end = std::min(group.find('/', start), group.size());
-          const std::string part = group.substr(start, end - start);
+        for (std::size_t start = 0; start <= parent_group.size();) {
+          const auto end = std::min(parent_group.find('/', start), parent_group.size());
+          const std::string part = parent_group.substr(start, end - start);
           const GroupListing up = list_group(file, parent, path);
           if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
             throw Error(fmt::format("{}: unknown field '{}': no group '{}' ({})", path, w,
@@ -271,37 +365,61 @@ std::vector<std::string> field_names(const H5::H5File& file, const std::string& 
           start = end + 1;
         }
       }
-      const GroupListing here = list_group(file, group, path);
-      if (std::find(here.datasets.begin(), here.datasets.end(), leaf) == here.datasets.end()) {
-        throw Error(fmt::format("{}: unknown field '{}' ({})", path, w, describe_listing(here, group)));
+      const GroupListing here = list_group(file, parent_group, path);
+      if (std::find(here.datasets.begin(), here.datasets.end(), leaf) != here.datasets.end()) {
+        out.push_back({w, full, 0});
+        continue;
       }
+      if (std::find(here.groups.begin(), here.groups.end(), leaf) != here.groups.end()) {
+        const std::uint64_t n = sample_group_size(file, full, path);
+        if (n == 0) {
+          throw Error(fmt::format("{}: field '{}' is a group whose members are not named 0 .. N-1 (a sample group); "
+                                  "name the datasets in it instead ({})",
+                                  path, w, describe_listing(list_group(file, full, path), full)));
+        }
+        out.push_back({w, full, n});
+        continue;
+      }
+      throw Error(fmt::format("{}: unknown field '{}' ({})", path, w, describe_listing(here, parent_group)));
     }
-    return wanted;
+    return out;
   }
-  const GroupListing root = list_group(file, "", path);
+  const GroupListing here = list_group(file, group, path);
   std::vector<std::string> cannot;
-  for (const auto& n : root.datasets) {
-    const H5::DataSet dset = open_dataset(file, n, path);
-    const TypeMatch m = hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, n); }, [&] { return match_type(dset); });
-    if (!m.numeric) cannot.push_back(fmt::format("'{}' ({})", n, m.why));
+  for (const auto& n : here.datasets) {
+    const H5::DataSet dset = open_dataset(file, base + n, path);
+    const TypeMatch m = hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, base + n); }, [&] { return match_type(dset); });
+    if (!m.deliverable()) cannot.push_back(fmt::format("'{}' ({})", n, m.why));
+    out.push_back({n, base + n, 0});
+  }
+  std::vector<std::string> containers;
+  for (const auto& g : here.groups) {
+    if (const std::uint64_t members = sample_group_size(file, base + g, path)) {
+      out.push_back({g, base + g, members});
+    } else {
+      containers.push_back(g);
+    }
   }
   if (!cannot.empty()) {
-    throw Error(fmt::format("{}: cannot deliver every dataset of the root group: {}; name the fields to load "
+    throw Error(fmt::format("{}: cannot deliver every dataset of {}: {}; name the fields to load "
                             "(--fields / Options::fields) from: {}",
-                            path, fmt::join(cannot, ", "), describe_listing(root, "")));
+                            path, group_label(group), fmt::join(cannot, ", "), describe_listing(here, group)));
   }
-  if (root.datasets.empty()) {
+  if (out.empty()) {
     std::string example;
-    if (!root.groups.empty()) {
-      const GroupListing first = list_group(file, root.groups.front(), path);
+    if (!containers.empty()) {
+      const GroupListing first = list_group(file, base + containers.front(), path);
       std::vector<std::string> paths;
-      for (const auto& d : first.datasets) paths.push_back(root.groups.front() + "/" + d);
-      if (!paths.empty()) example = fmt::format(", e.g. --fields {}", fmt::join(paths, ","));
+      for (const auto& d : first.datasets) paths.push_back(containers.front() + "/" + d);
+      if (!paths.empty()) {
+        example = fmt::format(", e.g. --fields {} or --group {}", fmt::join(paths, ","), base + containers.front());
+      }
     }
-    throw Error(fmt::format("{}: no datasets in the root group (groups: {}); name the fields by path{}", path,
-                            root.groups.empty() ? "none" : fmt::format("{}", fmt::join(root.groups, ", ")), example));
+    throw Error(fmt::format("{}: no datasets in {} (groups: {}); name the fields by path{}", path, group_label(group),
+                            containers.empty() ? "none" : fmt::format("{}", fmt::join(containers, ", ")), example));
   }
-  return root.datasets;  // by name: already alphabetical
+  std::sort(out.begin(), out.end(), [](const FieldSource& a, const FieldSource& b) { return a.name < b.name; });
+  return out;
 }
 
 void check_same_n(const std::vector<Inspected>& cols, const std::string& path) {
@@ -322,11 +440,15 @@ bool is_prime(std::size_t n) {
 
 }  // namespace
 
-Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted) {
+Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted, const std::string& group) {
   Hdf5Quiet quiet;
   const H5::H5File file = open_file(path);
   std::vector<Inspected> cols;
-  for (const auto& name : field_names(file, path, wanted)) cols.push_back(inspect(open_dataset(file, name, path), name, path));
+  for (const auto& src : field_sources(file, path, wanted, group)) {
+    DType member_dtype;
+    cols.push_back(src.members ? inspect_members(file, src.object, src.name, src.members, path, member_dtype)
+                               : inspect(open_dataset(file, src.object, path), src.name, path));
+  }
   check_same_n(cols, path);
   Schema s;
   s.num_samples = cols.front().dims[0];
@@ -342,7 +464,10 @@ struct Hdf5Reader::Impl {
   Schema schema;
   std::vector<Column> columns;
 
-  void open_column(const std::string& name, Hdf5Path mode);
+  void open_column(const FieldSource& src, Hdf5Path mode);
+  void read_vlen(Column& c, std::uint64_t start, std::uint64_t count, VarBytes& out);
+  void read_member(Column& c, std::uint64_t i, VarBytes& out);
+  std::uint64_t member_bytes(Column& c, std::uint64_t i);
   void read_hdf5(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
   void read_direct(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
   void read_inflated(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst);
@@ -353,17 +478,39 @@ struct Hdf5Reader::Impl {
   bool matches_hdf5(Column& c, Path path);
 };
 
-void Hdf5Reader::Impl::open_column(const std::string& name, Hdf5Path mode) {
+void Hdf5Reader::Impl::open_column(const FieldSource& src, Hdf5Path mode) {
+  const std::string& name = src.object;
   const std::string ctx = fmt::format("{}: dataset '{}'", path, name);
   Column c;
+  c.object = src.object;
+  if (src.members) {
+    Inspected in = inspect_members(file, src.object, src.name, src.members, path, c.member_dtype);
+    c.source = Column::Source::members;
+    c.field = std::move(in.field);
+    c.dims = std::move(in.dims);
+    c.where = fmt::format("{}: group '{}'", path, src.object);
+    columns.push_back(std::move(c));
+    return;
+  }
   // Inspect with default access properties first: the chunk cache is chosen from the layout.
   H5::DSetCreatPropList dcpl;
   {
     const H5::DataSet probe = open_dataset(file, name, path);
-    Inspected in = inspect(probe, name, path);
+    Inspected in = inspect(probe, src.name, path);
     c.field = std::move(in.field);
     c.dims = std::move(in.dims);
     dcpl = hdf5_call([&] { return ctx; }, [&] { return probe.getCreatePlist(); });
+  }
+  if (c.field.is_bytes()) {
+    c.source = Column::Source::vlen;
+    c.where = ctx;
+    hdf5_call([&] { return ctx; }, [&] {
+      c.dset = file.openDataSet(name);
+      c.file_space = c.dset.getSpace();
+      c.mem_type = H5::VarLenType(H5::PredType::NATIVE_UINT8);
+    });
+    columns.push_back(std::move(c));
+    return;
   }
   c.sample_bytes = c.field.bytes_per_sample();
   c.where = ctx;
@@ -537,14 +684,15 @@ bool Hdf5Reader::Impl::matches_hdf5(Column& c, Path path_read) {
   return true;
 }
 
-Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode)
+Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode,
+                       const std::string& group)
     : impl_(std::make_unique<Impl>()) {
   Hdf5Quiet quiet;
   impl_->path = path;
   impl_->file = open_file(path);
   impl_->fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!impl_->fd) throw_errno(path);
-  for (const auto& name : field_names(impl_->file, path, fields)) impl_->open_column(name, path_mode);
+  for (const auto& src : field_sources(impl_->file, path, fields, group)) impl_->open_column(src, path_mode);
   std::vector<Inspected> dims;
   for (const auto& c : impl_->columns) dims.push_back({c.field, c.dims});
   check_same_n(dims, path);
@@ -621,12 +769,92 @@ std::uint64_t Hdf5Reader::locality_rows() const {
   return largest ? largest->chunk_rows : Reader::locality_rows();
 }
 
-void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
+void Hdf5Reader::Impl::read_vlen(Column& c, std::uint64_t start, std::uint64_t count, VarBytes& out) {
+  hvl_t staged[64];  // read in runs of at most 64 samples: no allocation per batch
+  while (count > 0) {
+    const hsize_t n = std::min<std::uint64_t>(count, std::size(staged));
+    hdf5_call(
+        [&] { return fmt::format("{}: reading samples {}..{}", c.where, start, start + n - 1); },
+        [&] {
+          hsize_t offset = start, extent = n;
+          c.file_space.selectHyperslab(H5S_SELECT_SET, &extent, &offset);
+          const H5::DataSpace mem_space(1, &extent);
+          c.dset.read(staged, c.mem_type, mem_space, c.file_space);
+          // HDF5 allocated each sample's bytes: give them back even when copying fails.
+          struct Reclaim {
+            const H5::DataType& type;
+            const H5::DataSpace& space;
+            hvl_t* buf;
+            ~Reclaim() { H5Dvlen_reclaim(type.getId(), space.getId(), H5P_DEFAULT, buf); }
+          } reclaim{c.mem_type, mem_space, staged};
+          for (hsize_t k = 0; k < n; ++k) {
+            std::byte* dst = out.append(staged[k].len);
+            if (staged[k].len) std::memcpy(dst, staged[k].p, staged[k].len);
+          }
+        });
+    start += n;
+    count -= n;
+  }
+}
+
+std::uint64_t Hdf5Reader::Impl::member_bytes(Column& c, std::uint64_t i) {
+  return hdf5_call([&] { return fmt::format("{}: sample {}", c.where, i); }, [&]() -> std::uint64_t {
+    const H5::DataSet d = file.openDataSet(fmt::format("{}/{}", c.object, i));
+    return static_cast<std::uint64_t>(d.getSpace().getSimpleExtentNpoints()) * dtype_size(c.member_dtype);
+  });
+}
+
+void Hdf5Reader::Impl::read_member(Column& c, std::uint64_t i, VarBytes& out) {
+  hdf5_call([&] { return fmt::format("{}: sample {} (member '{}')", c.where, i, i); }, [&] {
+    const H5::DataSet d = file.openDataSet(fmt::format("{}/{}", c.object, i));
+    const TypeMatch m = match_type(d);
+    if (!m.dtype || *m.dtype != c.member_dtype) {
+      throw Error(fmt::format("is {}, but the group's member '0' is {}: a sample group's members share one dtype",
+                              m.dtype ? std::string(dtype_name(*m.dtype)) : m.why, dtype_name(c.member_dtype)));
+    }
+    const H5::DataSpace space = d.getSpace();
+    const auto elements = static_cast<std::uint64_t>(space.getSimpleExtentNpoints());
+    if (elements > kMaxSampleBytes / dtype_size(c.member_dtype)) {
+      throw Error(fmt::format("holds {} elements, more than a sample may ({} bytes, kMaxSampleBytes)", elements,
+                              kMaxSampleBytes));
+    }
+    std::byte* dst = out.append(elements * dtype_size(c.member_dtype));
+    try {
+      if (elements) d.read(dst, little_endian_type_of(d));
+    } catch (...) {
+      out.pop_back();
+      throw;
+    }
+  });
+}
+
+SampleBound Hdf5Reader::sample_bound(std::size_t f) const {
+  // An estimate from up to 16 samples spread over the dataset, doubled: a batch of larger samples
+  // takes the loader's overflow path (docs/shm-layout.md).
+  Hdf5Quiet quiet;
+  Column& c = impl_->columns.at(f);
+  const std::uint64_t n = c.dims[0], probes = std::min<std::uint64_t>(n, 16);
+  std::uint64_t largest = 0;
+  VarBytes one;
+  for (std::uint64_t p = 0; p < probes; ++p) {
+    const std::uint64_t i = p * (n - 1) / std::max<std::uint64_t>(probes - 1, 1);
+    if (c.source == Column::Source::members) {
+      largest = std::max(largest, impl_->member_bytes(c, i));
+    } else {
+      one.clear();
+      impl_->read_vlen(c, i, 1, one);
+      largest = std::max<std::uint64_t>(largest, one.total());
+    }
+  }
+  return {std::max<std::uint64_t>(2 * largest, 4096), false};
+}
+
+void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
   Hdf5Quiet quiet;
   const std::uint64_t n = impl_->schema.num_samples;
   for (std::size_t f = 0; f < impl_->columns.size(); ++f) {
     Column& c = impl_->columns[f];
-    std::byte* dst = dest[f];
+    std::byte* dst = out[f].fixed;
     for (std::size_t k = 0; k < indices.size();) {
       std::uint64_t start = indices[k];
       if (start >= n) {
@@ -635,14 +863,18 @@ void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<std::byt
       std::size_t run = 1;
       while (k + run < indices.size() && indices[k + run] == start + run) ++run;
       if (start + run > n) throw Error(fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, n, n));
-      if (c.direct) {
+      if (c.source == Column::Source::members) {
+        for (std::size_t r = 0; r < run; ++r) impl_->read_member(c, start + r, *out[f].bytes);
+      } else if (c.source == Column::Source::vlen) {
+        impl_->read_vlen(c, start, run, *out[f].bytes);
+      } else if (c.direct) {
         impl_->read_direct(c, start, run, dst);
       } else if (c.inflated) {
         impl_->read_inflated(c, start, run, dst);
       } else {
         impl_->read_hdf5(c, start, run, dst);
       }
-      dst += run * c.sample_bytes;
+      if (dst) dst += run * c.sample_bytes;
       k += run;
     }
   }

@@ -1,5 +1,6 @@
-// Hdf5Reader: fields are datasets (the root group's, or selected by name or path) with a common
-// leading dimension N.
+// Hdf5Reader: fields are datasets (the root group's or another group's, or selected by name or
+// path) with a common leading dimension N. A variable-length u8 dataset, or a group whose members
+// are the datasets "0" .. "N-1", is a bytes field (one run of bytes per sample).
 //
 // Each batch is read with one simple selection per run of consecutive indices (a union of many
 // hyperslabs is pathologically slow on chunked data). Datasets stored without filters, with a
@@ -28,15 +29,22 @@ namespace stoker::formats {
 // dataset that cannot be delivered (a field is never dropped silently), for a missing or non-HDF5
 // file, an unsupported dtype, an empty dataset or datasets of different N. When `wanted` is
 // non-empty only those datasets (names or paths such as "train/images") are examined.
-STOKER_TOOLS_API Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {});
+// Names are relative to `group` ("" is the root); with no names, its datasets and sample groups (a
+// group whose members are named 0 .. N-1, one sample each: a bytes field named after the group).
+STOKER_TOOLS_API Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {},
+                                    const std::string& group = "");
 
 class STOKER_TOOLS_API Hdf5Reader final : public Reader {
  public:
-  Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode);
+  Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode,
+             const std::string& group = "");
   ~Hdf5Reader() override;
 
   const Schema& schema() const override;
-  void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) override;
+  using Reader::read;
+  void read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) override;
+  // Bytes fields (variable-length u8 datasets, sample groups): twice the largest of 16 samples.
+  SampleBound sample_bound(std::size_t f) const override;
 
   // Whether field `f` (in schema order) is read straight from the file.
   bool reads_directly(std::size_t f) const;

@@ -1,14 +1,19 @@
 #include "formats/lmdb_reader.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "formats/lmdb_env.h"
+#include "formats/lmdb_record.h"
+#include "formats/npy_header.h"
 #include "stoker/error.h"
 #include "util/posix_error.h"
 
@@ -31,6 +36,15 @@ LmdbEnv open_readonly(const std::string& path, bool sequential = false) {
   }
   check_mdb(rc, path + ": cannot open LMDB environment");
   return env;
+}
+
+// Sub-database `name`, or nullopt when the database has none (a database without a stoker schema).
+std::optional<MDB_dbi> find_db(MDB_txn* txn, const char* name, const std::string& path) {
+  MDB_dbi dbi;
+  int rc = mdb_dbi_open(txn, name, 0, &dbi);
+  if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) return std::nullopt;
+  check_mdb(rc, fmt::format("{}: opening sub-database '{}'", path, name));
+  return dbi;
 }
 
 MDB_dbi open_db(MDB_txn* txn, const char* name, const std::string& path) {
@@ -70,6 +84,69 @@ StoredSchema lmdb_stored_schema(const std::string& path) {
   return read_stored_schema(txn.get(), path);
 }
 
+namespace {
+
+// How the keys of a database without a stoker schema spell sample indices.
+enum class KeyStyle { decimal, zero_padded, big_endian };
+
+// b"17" / b"\x00\x11" for errors: printable bytes as they are, the rest as \xNN.
+std::string show_key(const void* data, std::size_t size) {
+  std::string out = "b'";
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < std::min<std::size_t>(size, 40); ++i) {
+    if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\'' && p[i] != '\\') {
+      out += static_cast<char>(p[i]);
+    } else {
+      out += fmt::format("\\x{:02x}", p[i]);
+    }
+  }
+  return out + (size > 40 ? "...'" : "'");
+}
+
+struct PlainKeys {
+  KeyStyle style = KeyStyle::decimal;
+  std::size_t width = 0;  // zero_padded
+
+  // The key of sample i, in buf (at least 24 bytes).
+  MDB_val key(std::uint64_t i, char* buf) const {
+    if (style == KeyStyle::big_endian) {
+      encode_key(i, reinterpret_cast<unsigned char*>(buf));
+      return {8, buf};
+    }
+    auto end = style == KeyStyle::decimal ? fmt::format_to(buf, "{}", i) : fmt::format_to(buf, "{:0{}}", i, width);
+    return {static_cast<std::size_t>(end - buf), buf};
+  }
+  // The index a key spells in this style, or nullopt.
+  std::optional<std::uint64_t> parse(const MDB_val& k) const {
+    const auto* p = static_cast<const unsigned char*>(k.mv_data);
+    if (style == KeyStyle::big_endian) {
+      if (k.mv_size != 8) return std::nullopt;
+      std::uint64_t v = 0;
+      for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
+      return v;
+    }
+    if (k.mv_size == 0 || k.mv_size > 19) return std::nullopt;
+    if (style == KeyStyle::zero_padded && k.mv_size != width) return std::nullopt;
+    if (style == KeyStyle::decimal && k.mv_size > 1 && p[0] == '0') return std::nullopt;
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < k.mv_size; ++i) {
+      if (p[i] < '0' || p[i] > '9') return std::nullopt;
+      v = v * 10 + (p[i] - '0');
+    }
+    return v;
+  }
+  std::string describe() const {
+    switch (style) {
+      case KeyStyle::decimal: return "decimal (b'0', b'1', ...)";
+      case KeyStyle::zero_padded: return fmt::format("zero-padded decimal of {} digits (b'{:0{}}', ...)", width, 0, width);
+      case KeyStyle::big_endian: break;
+    }
+    return "8-byte big-endian integers";
+  }
+};
+
+}  // namespace
+
 struct LmdbReader::Impl {
   std::string path;
   LmdbEnv env;
@@ -77,65 +154,170 @@ struct LmdbReader::Impl {
   MDB_dbi samples = 0;
   Schema full;
   Schema selected;
-  std::vector<std::size_t> value_offset;  // per selected field, within a record
-  std::size_t record_bytes = 0;
+  std::vector<std::size_t> full_index;  // per selected field: its index in `full`
+  std::vector<std::uint64_t> max_bytes;  // per selected field: exact bound of a bytes field, 0 unknown
+  std::unique_ptr<RecordLayout> layout;  // stoker's layout
+  // A database without a stoker schema: its keys, and the .npy header every value carries (fixed "data").
+  std::optional<PlainKeys> plain;
+  std::optional<NpyHeader> npy;
+  std::vector<std::byte> npy_prefix;  // the first value's header bytes, which every value must repeat
+  std::string plain_layout;
 
   ~Impl() {
     if (txn) mdb_txn_abort(txn);
   }
+  MDB_val key_of(std::uint64_t i, char* buf) const {
+    if (plain) return plain->key(i, buf);
+    encode_key(i, reinterpret_cast<unsigned char*>(buf));
+    return {8, buf};
+  }
+  std::string key_text(std::uint64_t i) const {
+    char buf[24];
+    const MDB_val k = key_of(i, buf);
+    return plain ? show_key(k.mv_data, k.mv_size) : fmt::format("{:016x}", i);
+  }
+  void open_plain(MDB_txn* txn, const Schema* known);
 };
 
-LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->path = path;
-  impl_->env = open_readonly(path, sequential);
-  check_mdb(mdb_txn_begin(impl_->env.get(), nullptr, MDB_RDONLY, &impl_->txn), path + ": begin read transaction");
-  StoredSchema stored = read_stored_schema(impl_->txn, path);
-  if (!stored.complete) {
-    throw Error(fmt::format("{}: incomplete database (an interrupted conversion?); finish it with "
-                            "h5-to-lmdb --resume",
-                            path));
-  }
-  if (stored.schema.num_samples == 0) throw Error(fmt::format("{}: dataset is empty (0 samples)", path));
-  impl_->full = stored.schema;
-  impl_->samples = open_db(impl_->txn, kSamplesDb, path);
+void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
+  check_mdb(mdb_dbi_open(t, nullptr, 0, &samples), path + ": opening the main database");
   MDB_stat st;
-  check_mdb(mdb_stat(impl_->txn, impl_->samples, &st), path + ": stat of 'samples'");
-  if (st.ms_entries != impl_->full.num_samples) {
-    throw Error(fmt::format("{}: sub-database 'samples' holds {} records but the schema says {} samples (damaged "
-                            "database?)",
-                            path, st.ms_entries, impl_->full.num_samples));
+  check_mdb(mdb_stat(t, samples, &st), path + ": stat");
+  if (st.ms_entries == 0) throw Error(fmt::format("{}: database is empty (no stoker schema and no keys)", path));
+  const std::uint64_t n = st.ms_entries;
+  MDB_cursor* raw = nullptr;
+  check_mdb(mdb_cursor_open(t, samples, &raw), path + ": cursor");
+  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw, mdb_cursor_close);
+  MDB_val k, v;
+  check_mdb(mdb_cursor_get(raw, &k, &v, MDB_FIRST), path + ": first key");
+  const auto* p = static_cast<const unsigned char*>(k.mv_data);
+  const std::string expect =
+      "a database without a stoker schema is read when its keys are the sample indices 0 .. N-1 written as decimal "
+      "(b'17'), zero-padded decimal (b'00000017') or 8-byte big-endian integers";
+  PlainKeys keys;
+  if (k.mv_size == 8 && std::all_of(p, p + 8, [](unsigned char c) { return c == 0; })) {
+    keys.style = KeyStyle::big_endian;
+  } else if (k.mv_size >= 1 && std::all_of(p, p + k.mv_size, [](unsigned char c) { return c == '0'; })) {
+    keys.style = k.mv_size == 1 ? KeyStyle::decimal : KeyStyle::zero_padded;
+    keys.width = k.mv_size;
+  } else {
+    throw Error(fmt::format("{}: no stoker schema, and the first key {} is not sample index 0: {}", path,
+                            show_key(k.mv_data, k.mv_size), expect));
   }
-  impl_->record_bytes = impl_->full.bytes_per_sample();
-  impl_->selected = select_fields(impl_->full, fields, path);
-  for (const auto& f : impl_->selected.fields) {
-    std::size_t off = 0;
-    for (const auto& g : impl_->full.fields) {
-      if (g.name == f.name) break;
-      off += g.bytes_per_sample();
+  plain = keys;
+  // The first value decides the field: .npy arrays make a fixed field, anything else bytes.
+  const std::span<const std::byte> first(static_cast<const std::byte*>(v.mv_data), v.mv_size);
+  Field data = Field::bytes_field("data");
+  std::uint64_t largest = 0;
+  if (looks_like_npy(first)) {
+    try {
+      npy = parse_npy_header(first);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: sample 0 (key {}): {}", path, show_key(k.mv_data, k.mv_size), e.what()));
     }
-    impl_->value_offset.push_back(off);
+    npy_prefix.assign(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(npy->header_bytes));
+    data = Field{"data", FieldKind::fixed, npy->dtype, npy->shape};
   }
+  if (known) {
+    full = *known;
+  } else {
+    // Every key, so that a missing index is found now and named, and the largest value measured
+    // (the leaf pages only: a value's size is in its node, large values' own pages are not read).
+    std::vector<bool> seen(n, false);
+    std::uint64_t count = 0;
+    int rc = MDB_SUCCESS;
+    for (; rc == MDB_SUCCESS; rc = mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
+      const auto i = keys.parse(k);
+      if (!i) {
+        throw Error(fmt::format("{}: key {} is not a sample index like the first key ({}); {}", path,
+                                show_key(k.mv_data, k.mv_size), keys.describe(), expect));
+      }
+      if (*i < n) seen[*i] = true;
+      largest = std::max<std::uint64_t>(largest, v.mv_size);
+    }
+    if (rc != MDB_NOTFOUND) check_mdb(rc, path + ": scanning the keys");
+    const auto missing = std::find(seen.begin(), seen.end(), false);
+    if (missing != seen.end()) {
+      const auto i = static_cast<std::uint64_t>(missing - seen.begin());
+      throw Error(fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
+                              "({})",
+                              path, i, key_text(i), n, n - 1, keys.describe()));
+    }
+    full.num_samples = n;
+    full.fields = {data};
+  }
+  if (!(full.fields.size() == 1 && full.fields[0] == data && full.num_samples == n)) {
+    throw Error(fmt::format("{}: the database changed after the loader opened it", path));
+  }
+  max_bytes.assign(1, data.is_bytes() ? largest : 0);
+  plain_layout = fmt::format("keys: {}; values: {}", keys.describe(),
+                             npy ? fmt::format(".npy arrays, {}", data.describe()) : std::string("bytes"));
+}
+
+LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential,
+                       const Schema* known)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = path;
+  m.env = open_readonly(path, sequential);
+  check_mdb(mdb_txn_begin(m.env.get(), nullptr, MDB_RDONLY, &m.txn), path + ": begin read transaction");
+  std::vector<std::uint64_t> stored_max;
+  if (!find_db(m.txn, kMetaDb, path)) {
+    m.open_plain(m.txn, known);
+    stored_max = m.max_bytes;
+  } else {
+    StoredSchema stored = read_stored_schema(m.txn, path);
+    if (!stored.complete) {
+      throw Error(fmt::format("{}: incomplete database (an interrupted conversion?); finish it with "
+                              "h5-to-lmdb --resume",
+                              path));
+    }
+    if (stored.schema.num_samples == 0) throw Error(fmt::format("{}: dataset is empty (0 samples)", path));
+    m.full = stored.schema;
+    stored_max = stored.max_bytes;
+    m.samples = open_db(m.txn, kSamplesDb, path);
+    MDB_stat st;
+    check_mdb(mdb_stat(m.txn, m.samples, &st), path + ": stat of 'samples'");
+    if (st.ms_entries != m.full.num_samples) {
+      throw Error(fmt::format("{}: sub-database 'samples' holds {} records but the schema says {} samples (damaged "
+                              "database?)",
+                              path, st.ms_entries, m.full.num_samples));
+    }
+    m.layout = std::make_unique<RecordLayout>(m.full);
+  }
+  m.selected = select_fields(m.full, fields, path);
+  for (const auto& f : m.selected.fields) {
+    const auto at = static_cast<std::size_t>(std::find(m.full.fields.begin(), m.full.fields.end(), f) - m.full.fields.begin());
+    m.full_index.push_back(at);
+  }
+  m.max_bytes.clear();
+  for (std::size_t at : m.full_index) m.max_bytes.push_back(at < stored_max.size() ? stored_max[at] : 0);
   // A handle opened in a read transaction survives only that transaction's commit; then one read
   // transaction is kept, reset between batches.
-  int rc = mdb_txn_commit(std::exchange(impl_->txn, nullptr));
+  int rc = mdb_txn_commit(std::exchange(m.txn, nullptr));
   check_mdb(rc, path + ": opening sub-databases");
-  check_mdb(mdb_txn_begin(impl_->env.get(), nullptr, MDB_RDONLY, &impl_->txn), path + ": begin read transaction");
-  mdb_txn_reset(impl_->txn);
+  check_mdb(mdb_txn_begin(m.env.get(), nullptr, MDB_RDONLY, &m.txn), path + ": begin read transaction");
+  mdb_txn_reset(m.txn);
 }
 
 LmdbReader::~LmdbReader() = default;
 
 const Schema& LmdbReader::schema() const { return impl_->selected; }
 
+SampleBound LmdbReader::sample_bound(std::size_t f) const {
+  const std::uint64_t b = impl_->max_bytes.at(f);
+  return {b, b > 0};
+}
+
+std::string LmdbReader::plain_layout() const { return impl_->plain_layout; }
+
 void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
   Impl& m = *impl_;
   if (mdb_txn_renew(m.txn) != MDB_SUCCESS) return;
   static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   for (std::uint64_t i : indices) {
-    unsigned char keybuf[8];
-    encode_key(i, keybuf);
-    MDB_val key{8, keybuf}, val;
+    char keybuf[24];
+    MDB_val key = m.key_of(i, keybuf), val;
     if (mdb_get(m.txn, m.samples, &key, &val) != MDB_SUCCESS) continue;  // read() reports it
     const auto begin = reinterpret_cast<std::uintptr_t>(val.mv_data) & ~(page - 1);
     const auto end = reinterpret_cast<std::uintptr_t>(val.mv_data) + val.mv_size;
@@ -144,7 +326,7 @@ void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
   mdb_txn_reset(m.txn);
 }
 
-void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
+void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
   Impl& m = *impl_;
   if (int rc = mdb_txn_renew(m.txn); rc != MDB_SUCCESS) check_mdb(rc, m.path + ": renew read transaction");
   struct Reset {
@@ -153,26 +335,48 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<std::byt
   } reset{m.txn};
   const std::size_t nf = m.selected.fields.size();
   for (std::size_t k = 0; k < indices.size(); ++k) {
-    unsigned char keybuf[8];
-    encode_key(indices[k], keybuf);
-    MDB_val key{8, keybuf}, val;
+    char keybuf[24];
+    MDB_val key = m.key_of(indices[k], keybuf), val;
     int rc = mdb_get(m.txn, m.samples, &key, &val);
     if (rc == MDB_NOTFOUND) {
-      throw Error(fmt::format("{}: sample {} (key {:016x}) is missing", m.path, indices[k], indices[k]));
+      throw Error(fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
     }
     if (rc != MDB_SUCCESS) check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
-    if (val.mv_size != m.record_bytes) {
-      throw Error(fmt::format("{}: sample {} (key {:016x}) has {} bytes, the schema says {} ({})", m.path, indices[k],
-                              indices[k], val.mv_size, m.record_bytes, [&] {
-                                std::string s;
-                                for (const auto& f : m.full.fields) s += (s.empty() ? "" : " + ") + f.describe();
-                                return s;
-                              }()));
+    const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
+    if (m.plain) {
+      if (!m.npy) {
+        std::byte* at = out[0].bytes->append(rec.size());
+        if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
+        continue;
+      }
+      if (rec.size() != m.npy->header_bytes + m.npy->data_bytes ||
+          std::memcmp(rec.data(), m.npy_prefix.data(), m.npy_prefix.size()) != 0) {
+        std::string why;
+        try {
+          if (!looks_like_npy(rec)) throw Error("it is not a .npy array");
+          const NpyHeader h = parse_npy_header(rec);
+          why = h.header_bytes + h.data_bytes != rec.size()
+                    ? fmt::format("its .npy header says {} bytes of data, the value holds {}", h.data_bytes,
+                                  rec.size() - std::min(rec.size(), h.header_bytes))
+                    : fmt::format("its .npy header ({}[{}]) differs from sample 0's, which made the field {}",
+                                  dtype_name(h.dtype), fmt::join(h.shape, ","), m.full.fields[0].describe());
+        } catch (const Error& e) {
+          why = e.what();
+        }
+        throw Error(fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
+      }
+      std::memcpy(out[0].fixed + k * m.npy->data_bytes, rec.data() + m.npy->header_bytes, m.npy->data_bytes);
+      continue;
     }
-    const auto* rec = static_cast<const std::byte*>(val.mv_data);
+    if (m.layout->variable() || rec.size() != m.layout->fixed_part()) {
+      if (std::string why = m.layout->check(rec); !why.empty()) {
+        throw Error(fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
+      }
+    }
     for (std::size_t f = 0; f < nf; ++f) {
-      std::size_t b = m.selected.fields[f].bytes_per_sample();
-      std::memcpy(dest[f] + k * b, rec + m.value_offset[f], b);
+      const std::span<const std::byte> src = m.layout->field(rec, m.full_index[f]);
+      std::byte* dst = m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
+      if (!src.empty()) std::memcpy(dst, src.data(), src.size());
     }
   }
 }

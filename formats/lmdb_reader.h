@@ -1,4 +1,7 @@
-// LmdbReader: one mdb_get per sample from the "samples" sub-database (docs/lmdb-layout.md).
+// LmdbReader: one mdb_get per sample from the "samples" sub-database (docs/lmdb-layout.md), or,
+// for a database without a stoker schema (written with py-lmdb, say), from the main database whose
+// keys are the sample indices as decimal, zero-padded decimal or 8-byte big-endian text: one bytes
+// field "data", or a fixed field "data" when the values are .npy arrays of one header.
 //
 // Opens with MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOLOCK: datasets are immutable while
 // read, so no lock file (read-only and network directories work) and no reader-slot limit however
@@ -22,13 +25,22 @@ STOKER_TOOLS_API StoredSchema lmdb_stored_schema(const std::string& path);
 
 class STOKER_TOOLS_API LmdbReader final : public Reader {
  public:
-  // Throws for an incomplete database (an interrupted conversion) or an unknown field.
-  // `sequential`: samples are read in key order (the kernel's read-ahead helps).
-  LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential = false);
+  // Throws for an incomplete database (an interrupted conversion) or an unknown field; for a
+  // database without a schema, for keys that are not 0 .. N-1 (naming a missing one).
+  // `sequential`: samples are read in key order (the kernel's read-ahead helps). `known`: the
+  // schema found by an earlier open of the same database (its keys are not scanned again).
+  LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential = false,
+             const Schema* known = nullptr);
   ~LmdbReader() override;
 
   const Schema& schema() const override;
-  void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) override;
+  using Reader::read;
+  void read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) override;
+  // Exact: from the schema record (stoker's layout) or the scan of the keys (a database without one).
+  SampleBound sample_bound(std::size_t f) const override;
+  // How a database without a stoker schema was understood ("keys: decimal, values: bytes"); empty
+  // for stoker's layout.
+  std::string plain_layout() const;
   // madvise(WILLNEED) on the records' pages in the map.
   void will_need(std::span<const std::uint64_t> indices) noexcept override;
 

@@ -4,11 +4,14 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <filesystem>
 #include <vector>
 
 #include "formats/lmdb_env.h"
+#include "formats/lmdb_record.h"
 #include "stoker/error.h"
 #include "util/posix_error.h"
 
@@ -23,10 +26,14 @@ struct LmdbWriter::Impl {
   MDB_dbi meta = 0;
   std::uint64_t map_size = 0;
   std::uint64_t committed = 0;           // records durable in the database
-  std::vector<std::byte> pending;        // records appended since the last commit
-  std::size_t record_bytes = 0;
+  std::vector<std::byte> pending;        // records appended since the last commit, back to back
+  std::vector<std::size_t> pending_ends;  // where each pending record ends in `pending`
+  std::size_t record_bytes = 0;           // of a record without bytes fields; the least otherwise
+  std::unique_ptr<RecordLayout> layout;
+  std::vector<std::uint64_t> max_bytes;  // per field: the largest bytes-field sample appended
+  bool resumed = false;                  // records from an earlier run were there at open
 
-  std::uint64_t pending_records() const { return record_bytes ? pending.size() / record_bytes : 0; }
+  std::uint64_t pending_records() const { return pending_ends.size(); }
   void put_meta(MDB_txn* txn, std::string_view key, std::string_view value);
   // Writes the pending records and the schema in one transaction; false on MDB_MAP_FULL.
   bool try_commit(const StoredSchema* schema_update);
@@ -49,7 +56,8 @@ bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
     for (std::uint64_t r = 0; r < n; ++r) {
       unsigned char keybuf[8];
       encode_key(committed + r, keybuf);
-      MDB_val key{8, keybuf}, val{record_bytes, pending.data() + r * record_bytes};
+      const std::size_t begin = r ? pending_ends[r - 1] : 0;
+      MDB_val key{8, keybuf}, val{pending_ends[r] - begin, pending.data() + begin};
       int rc = mdb_put(txn.get(), samples, &key, &val, MDB_APPEND);
       if (rc == MDB_MAP_FULL) return false;
       if (rc != MDB_SUCCESS) check_mdb(rc, fmt::format("{}: writing sample {}", path, committed + r));
@@ -75,6 +83,7 @@ bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
   check_mdb(rc, path + ": commit");
   committed += pending_records();
   pending.clear();
+  pending_ends.clear();
   return true;
 }
 
@@ -93,7 +102,9 @@ LmdbWriter::LmdbWriter(const std::string& path, const Schema& schema, const Lmdb
   m.path = path;
   m.schema = schema;
   m.options = options;
-  m.record_bytes = schema.bytes_per_sample();
+  m.layout = std::make_unique<RecordLayout>(m.schema);
+  m.record_bytes = m.layout->fixed_part();
+  m.max_bytes.assign(schema.fields.size(), 0);
   // Records plus B-tree overhead: leaf nodes carry an 8-byte key and a node header per record,
   // and overflow pages round each large record up to whole pages.
   std::uint64_t per_record = m.record_bytes + 64;
@@ -113,9 +124,10 @@ LmdbWriter::LmdbWriter(const std::string& path, const Schema& schema, const Lmdb
   MDB_stat st;
   check_mdb(mdb_stat(txn.get(), m.samples, &st), path);
   m.committed = st.ms_entries;
+  m.resumed = m.committed > 0;
   txn.commit(path);
   if (m.committed == 0) {
-    StoredSchema s{schema, false, std::nullopt};
+    StoredSchema s{schema, false, std::nullopt, {}};
     m.commit(&s);
   }
 }
@@ -123,6 +135,26 @@ LmdbWriter::LmdbWriter(const std::string& path, const Schema& schema, const Lmdb
 LmdbWriter::~LmdbWriter() = default;
 
 std::uint64_t LmdbWriter::next_index() const { return impl_->committed + impl_->pending_records(); }
+
+void LmdbWriter::scan_max_bytes() {
+  Impl& m = *impl_;
+  LmdbTxn txn(m.env.get(), MDB_RDONLY, m.path);
+  MDB_cursor* cursor = nullptr;
+  check_mdb(mdb_cursor_open(txn.get(), m.samples, &cursor), m.path + ": cursor");
+  std::fill(m.max_bytes.begin(), m.max_bytes.end(), 0);
+  MDB_val key, val;
+  int rc;
+  for (rc = mdb_cursor_get(cursor, &key, &val, MDB_FIRST); rc == MDB_SUCCESS;
+       rc = mdb_cursor_get(cursor, &key, &val, MDB_NEXT)) {
+    const std::span<const std::byte> record(static_cast<const std::byte*>(val.mv_data), val.mv_size);
+    if (!m.layout->check(record).empty()) continue;  // the reader names it
+    for (std::size_t f = 0; f < m.schema.fields.size(); ++f) {
+      if (m.schema.fields[f].is_bytes()) m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], m.layout->field(record, f).size());
+    }
+  }
+  mdb_cursor_close(cursor);
+  if (rc != MDB_NOTFOUND) check_mdb(rc, m.path + ": scanning the records");
+}
 
 std::uint64_t LmdbWriter::map_size() const { return impl_->map_size; }
 
@@ -136,9 +168,20 @@ std::optional<std::string> LmdbWriter::meta(std::string_view key) const {
 }
 
 void LmdbWriter::append(const void* record) {
+  if (impl_->layout->variable()) throw Error(impl_->path + ": a schema with bytes fields needs append_record()");
+  append_record({static_cast<const std::byte*>(record), impl_->record_bytes});
+}
+
+void LmdbWriter::append_record(std::span<const std::byte> record) {
   Impl& m = *impl_;
-  const auto* p = static_cast<const std::byte*>(record);
-  m.pending.insert(m.pending.end(), p, p + m.record_bytes);
+  if (std::string why = m.layout->check(record); !why.empty()) {
+    throw Error(fmt::format("{}: record {} {}", m.path, next_index(), why));
+  }
+  for (std::size_t f = 0; f < m.schema.fields.size(); ++f) {
+    if (m.schema.fields[f].is_bytes()) m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], m.layout->field(record, f).size());
+  }
+  m.pending.insert(m.pending.end(), record.begin(), record.end());
+  m.pending_ends.push_back(m.pending.size());
   if (m.pending_records() >= m.options.commit_records || m.pending.size() >= m.options.commit_bytes) commit();
 }
 
@@ -150,7 +193,9 @@ void LmdbWriter::finish(const std::string& content_digest) {
   if (m.committed != m.schema.num_samples) {
     throw Error(fmt::format("{}: finishing with {} of {} samples written", m.path, m.committed, m.schema.num_samples));
   }
-  StoredSchema s{m.schema, true, content_digest};
+  // The largest samples of a resumed conversion's earlier runs are not known here: scan them.
+  if (m.layout->variable() && m.resumed) scan_max_bytes();
+  StoredSchema s{m.schema, true, content_digest, m.max_bytes};
   m.commit(&s);
   check_mdb(mdb_env_sync(m.env.get(), 1), m.path + ": sync");
 }

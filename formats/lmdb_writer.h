@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "formats/schema_json.h"
@@ -42,8 +43,11 @@ class STOKER_TOOLS_API LmdbWriter {
   // Reads a value from the meta sub-database (committed state), if present.
   std::optional<std::string> meta(std::string_view key) const;
 
-  // Appends record `next_index()`; `record` holds schema.bytes_per_sample() bytes.
+  // Appends record `next_index()`; `record` holds schema.bytes_per_sample() bytes (a schema of
+  // fixed fields only).
   void append(const void* record);
+  // Appends record `next_index()` in the layout of formats/lmdb_record.h; throws for a malformed one.
+  void append_record(std::span<const std::byte> record);
   // Commits what is pending (also called automatically by append()).
   void commit();
   // Commits, marks the schema complete with `content_digest`, and syncs to disk.
@@ -52,6 +56,7 @@ class STOKER_TOOLS_API LmdbWriter {
   std::uint64_t map_size() const;
 
  private:
+  void scan_max_bytes();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -15,6 +15,36 @@
 
 namespace stoker::formats {
 
+std::byte* VarBytes::append(std::size_t n) {
+  if (n > capacity_ - size_) {
+    // Doubling keeps a warm reader allocation-free; the limit keeps a hostile length from
+    // asking for more than a sample may hold.
+    if (n > kMaxSampleBytes) throw Error(fmt::format("a sample of {} bytes is more than {} (kMaxSampleBytes)", n, kMaxSampleBytes));
+    const std::size_t want = std::max({size_ + n, capacity_ * 2, std::size_t{64} << 10});
+    auto grown = std::make_unique<std::byte[]>(want);
+    if (size_) std::memcpy(grown.get(), data_.get(), size_);
+    data_ = std::move(grown);
+    capacity_ = want;
+  }
+  std::byte* at = data_.get() + size_;
+  size_ += n;
+  offsets_.push_back(size_);
+  return at;
+}
+
+void Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {
+  std::vector<FieldOut> out(dest.size());
+  for (std::size_t f = 0; f < dest.size(); ++f) {
+    if (schema().fields.at(f).is_bytes()) {
+      throw Error(fmt::format("field '{}' is of kind bytes: read it into a VarBytes", schema().fields[f].name));
+    }
+    out[f].fixed = dest[f];
+  }
+  read(indices, std::span<const FieldOut>(out));
+}
+
+SampleBound Reader::sample_bound(std::size_t) const { return {}; }
+
 std::uint64_t Reader::locality_rows() const {
   const std::size_t bytes = std::max<std::size_t>(schema().bytes_per_sample(), 1);
   return std::max<std::uint64_t>(1, (64u << 10) / bytes);
@@ -70,8 +100,13 @@ Format detect_format(const std::string& path) {
 
 std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options) {
   Format format = options.format == Format::auto_detect ? detect_format(path) : options.format;
-  if (format == Format::hdf5) return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path);
-  return std::make_unique<LmdbReader>(path, options.fields, options.sequential);
+  if (format == Format::hdf5) return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group);
+  if (!options.group.empty()) {
+    throw Error(fmt::format("{}: is an LMDB database; a group (Options::group, --group) names a place in an HDF5 file",
+                            path));
+  }
+  return std::make_unique<LmdbReader>(path, options.fields, options.sequential,
+                                      options.known ? &*options.known : nullptr);
 }
 
 Schema select_fields(const Schema& available, const std::vector<std::string>& wanted, const std::string& path) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +19,50 @@
 
 namespace stoker::formats {
 
+// One bytes field of a batch as it is read: sample k is data()[offset(k), offset(k + 1)). The
+// memory is kept between batches (clear() keeps the capacity), so a warm reader allocates nothing.
+class STOKER_TOOLS_API VarBytes {
+ public:
+  void clear() noexcept {
+    size_ = 0;
+    offsets_.assign(1, 0);
+  }
+  // Appends a sample of n bytes and returns where to write them.
+  std::byte* append(std::size_t n);
+  std::size_t samples() const noexcept { return offsets_.size() - 1; }
+  std::size_t total() const noexcept { return size_; }
+  const std::byte* data() const noexcept { return data_.get(); }
+  std::uint64_t offset(std::size_t k) const noexcept { return offsets_[k]; }
+  std::span<const std::uint64_t> offsets() const noexcept { return offsets_; }
+  std::span<const std::byte> sample(std::size_t k) const noexcept {
+    return {data_.get() + offsets_[k], static_cast<std::size_t>(offsets_[k + 1] - offsets_[k])};
+  }
+  // Drops the last sample (a read that failed half-way).
+  void pop_back() noexcept {
+    offsets_.pop_back();
+    size_ = offsets_.back();
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;  // not a vector: growing must not zero-fill
+  std::size_t size_ = 0, capacity_ = 0;
+  std::vector<std::uint64_t> offsets_{0};
+};
+
+// Where one field of a batch goes: `fixed` for a fixed field (B * bytes_per_sample bytes),
+// `bytes` for a bytes field (cleared by the caller; the reader appends one sample per index).
+struct FieldOut {
+  std::byte* fixed = nullptr;
+  VarBytes* bytes = nullptr;
+};
+
+// A bound on one sample of a bytes field: the largest sample of the dataset when `exact`, else an
+// estimate from a few samples (a batch may hold larger ones).
+struct SampleBound {
+  std::uint64_t bytes = 0;
+  bool exact = false;
+};
+
 class STOKER_TOOLS_API Reader {
  public:
   virtual ~Reader() = default;
@@ -25,11 +70,16 @@ class STOKER_TOOLS_API Reader {
   // The selected fields, in delivery order; num_samples of the dataset.
   virtual const Schema& schema() const = 0;
 
-  // Reads samples `indices` (in that order) of every selected field: dest[f] receives
-  // indices.size() * schema().fields[f].bytes_per_sample() bytes, C-order [B, shape...].
-  // REQUIRES: every index < num_samples; dest.size() == schema().fields.size().
+  // Reads samples `indices` (in that order) of every selected field into out[f]: a fixed field's
+  // indices.size() * bytes_per_sample() bytes, C-order [B, shape...]; a bytes field's samples
+  // appended in order. REQUIRES: every index < num_samples; out.size() == schema().fields.size().
   // Throws stoker::Error naming the file, field and sample.
-  virtual void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) = 0;
+  virtual void read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) = 0;
+  // The same for a schema of fixed fields only (throws otherwise): dest[f] receives field f.
+  void read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest);
+
+  // Bytes field f's bound (REQUIRES schema().fields[f].is_bytes()).
+  virtual SampleBound sample_bound(std::size_t f) const;
 
   // How many consecutive samples are stored together, for the quasi-random order: the rows of one
   // chunk of the largest field (chunked HDF5), else as many samples as fill about 64 KiB.
@@ -51,6 +101,10 @@ enum class Hdf5Path {
 struct ReaderOptions {
   Format format = Format::auto_detect;
   std::vector<std::string> fields;  // empty: all, alphabetical
+  std::string group;                // HDF5: fields are named relative to this group ("" is the root)
+  // The schema the process that built the loader found, after checking the whole dataset (an
+  // existing LMDB's keys): a worker opening the dataset again takes it instead of scanning again.
+  std::optional<Schema> known;
   Hdf5Path hdf5_path = Hdf5Path::automatic;
   // The samples will be read in storage order: let the kernel read ahead (LMDB opens without
   // MDB_NORDAHEAD). Random access turns that off: read-ahead would fetch pages nobody reads.

@@ -8,6 +8,7 @@
 namespace stoker {
 
 std::size_t Field::elements_per_sample() const noexcept {
+  if (is_bytes()) return 0;
   std::size_t n = 1;
   for (auto d : shape) n *= static_cast<std::size_t>(d);
   return n;
@@ -16,6 +17,7 @@ std::size_t Field::elements_per_sample() const noexcept {
 std::size_t Field::bytes_per_sample() const noexcept { return elements_per_sample() * dtype_size(dtype); }
 
 std::string Field::describe() const {
+  if (is_bytes()) return fmt::format("{}: bytes", name);
   return fmt::format("{}: {}[{}]", name, dtype_name(dtype), fmt::join(shape, ","));
 }
 
@@ -23,6 +25,13 @@ std::size_t Schema::bytes_per_sample() const noexcept {
   std::size_t n = 0;
   for (const auto& f : fields) n += f.bytes_per_sample();
   return n;
+}
+
+bool Schema::has_bytes_fields() const noexcept {
+  for (const auto& f : fields) {
+    if (f.is_bytes()) return true;
+  }
+  return false;
 }
 
 std::string Schema::describe_fields() const {
@@ -42,6 +51,16 @@ void Schema::validate(const std::string& context) const {
     if (f.name.empty()) throw Error(fmt::format("{}: field {} has an empty name", context, i));
     for (std::size_t j = 0; j < i; ++j) {
       if (fields[j].name == f.name) throw Error(fmt::format("{}: two fields are named '{}'", context, f.name));
+    }
+    if (f.is_bytes()) {
+      if (f.dtype != DType::u8 || !f.shape.empty()) {
+        throw Error(fmt::format("{}: field '{}' is of kind bytes and must have dtype u8 and shape [] (it has {}[{}])",
+                                context, f.name, dtype_name(f.dtype), fmt::join(f.shape, ",")));
+      }
+      continue;
+    }
+    if (f.kind != FieldKind::fixed) {
+      throw Error(fmt::format("{}: field '{}' has an unknown kind {}", context, f.name, static_cast<int>(f.kind)));
     }
     // bytes = dtype size x every dimension, each step checked against the limit (so no overflow).
     std::uint64_t bytes = dtype_size(f.dtype);

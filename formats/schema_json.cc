@@ -12,11 +12,18 @@ using nlohmann::json;
 
 std::string schema_to_json(const StoredSchema& stored) {
   json fields = json::array();
-  for (const auto& f : stored.schema.fields) {
-    fields.push_back({{"name", f.name}, {"kind", "fixed"}, {"dtype", dtype_name(f.dtype)}, {"shape", f.shape}});
+  for (std::size_t i = 0; i < stored.schema.fields.size(); ++i) {
+    const Field& f = stored.schema.fields[i];
+    if (f.is_bytes()) {
+      json jf = {{"name", f.name}, {"kind", "bytes"}};
+      if (i < stored.max_bytes.size() && stored.max_bytes[i]) jf["max_bytes"] = stored.max_bytes[i];
+      fields.push_back(std::move(jf));
+    } else {
+      fields.push_back({{"name", f.name}, {"kind", "fixed"}, {"dtype", dtype_name(f.dtype)}, {"shape", f.shape}});
+    }
   }
   json j = {{"format", "stoker"},
-            {"version", kSchemaFormatVersion},
+            {"version", stored.schema.has_bytes_fields() ? 2 : 1},
             {"num_samples", stored.schema.num_samples},
             {"complete", stored.complete},
             {"fields", fields}};
@@ -32,8 +39,8 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       throw Error(fmt::format("{}: schema record is not a stoker schema (no \"format\": \"stoker\")", context));
     }
     int version = j.at("version").get<int>();
-    if (version != kSchemaFormatVersion) {
-      throw Error(fmt::format("{}: schema version {} is not supported (this stoker reads version {}); "
+    if (version < 1 || version > kSchemaFormatVersion) {
+      throw Error(fmt::format("{}: schema version {} is not supported (this stoker reads versions 1 to {}); "
                               "upgrade stoker",
                               context, version, kSchemaFormatVersion));
     }
@@ -44,6 +51,14 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       Field f;
       f.name = jf.at("name").get<std::string>();
       auto kind = jf.at("kind").get<std::string>();
+      if (kind == "bytes" && version >= 2) {
+        f = Field::bytes_field(std::move(f.name));
+        out.max_bytes.resize(out.schema.fields.size() + 1, 0);
+        out.max_bytes.back() = jf.value("max_bytes", std::uint64_t{0});
+        out.schema.fields.push_back(std::move(f));
+        if (out.schema.fields.size() > kMaxFields) break;
+        continue;
+      }
       if (kind != "fixed") {
         throw Error(fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)",
                                 context, f.name, kind));
@@ -62,6 +77,7 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed schema record: {}", context, e.what()));
   }
+  out.max_bytes.resize(out.schema.fields.size(), 0);
   out.schema.validate(context);
   return out;
 }

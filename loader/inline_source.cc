@@ -8,7 +8,7 @@ std::uint32_t InlineSource::next_filled() {
   auto s = slots_->acquire();
   if (!s) throw held_batches_error(*slots_, plan_->epoch);
   plan_->write_task(slots_->view(), *s, next_++);
-  fill_slot(slots_->view(), *s, reader_, "stoker");
+  filler_.fill(slots_->view(), *s, "stoker");
   return *s;
 }
 

@@ -1,5 +1,5 @@
 // InlineSource: a loader with num_workers = 0 fills each slot itself, in the calling thread, with
-// the fill_slot() the workers use, so both paths deliver the same bytes and the same errors.
+// the BatchFiller the workers use, so both paths deliver the same bytes and the same errors.
 #pragma once
 
 #include <memory>
@@ -12,8 +12,8 @@ namespace stoker::detail {
 
 class InlineSource final : public SlotSource {
  public:
-  InlineSource(std::shared_ptr<SlotPool> slots, std::unique_ptr<formats::Reader> reader)
-      : slots_(std::move(slots)), reader_(std::move(reader)) {}
+  InlineSource(std::shared_ptr<SlotPool> slots, BatchFiller filler)
+      : slots_(std::move(slots)), filler_(std::move(filler)) {}
 
   void start(const EpochPlan& plan, std::uint64_t first) override {
     plan_ = &plan;
@@ -23,7 +23,7 @@ class InlineSource final : public SlotSource {
 
  private:
   std::shared_ptr<SlotPool> slots_;
-  LazyReader reader_;
+  BatchFiller filler_;
   const EpochPlan* plan_ = nullptr;
   std::uint64_t next_ = 0;
 };

@@ -24,6 +24,7 @@
 #include "loader/sampler.h"
 #include "loader/shm_budget.h"
 #include "loader/slot_pool.h"
+#include "loader/pipeline.h"
 #include "loader/worker_source.h"
 #include "stoker/loader.h"
 #include "util/posix_error.h"
@@ -59,6 +60,7 @@ class LoaderImpl final : public HostSource {
 
   const Options& options() const { return opt_; }
   const Schema& schema() const { return schema_; }
+  const std::string& pipeline() const { return pipeline_; }
   const Sampler& sampler() const { return sampler_; }
   Stats stats() const;
   std::vector<int> worker_pids() const { return workers_ ? workers_->pids() : std::vector<int>{}; }
@@ -69,7 +71,11 @@ class LoaderImpl final : public HostSource {
   Batch take(std::uint32_t slot);
 
   Options opt_;
-  Schema schema_;
+  Schema schema_;            // delivered: the reader's, with the pipelines' outputs
+  std::string pipeline_;     // as understood, for Stats and errors
+  WorkerPool::Dataset dataset_;  // what workers open, and what the consumer opens for a too-large batch
+  std::unique_ptr<BatchFiller> overflow_filler_;  // the consumer's, made on the first too-large batch
+  bool warned_overflow_ = false;
   Sampler sampler_;
   std::shared_ptr<SlotPool> slots_;
   ShmBacking shm_backing_ = ShmBacking::automatic;  // the ring's, once reserved (automatic: no ring in shm)
@@ -93,8 +99,11 @@ class LoaderImpl final : public HostSource {
 LoaderImpl::LoaderImpl(Options options)
     : opt_((check_options(options), std::move(options))), sampler_(0, 1, Order::sequential, 0, {}, false) {
   const Order order = opt_.shuffle && opt_.order == Order::sequential ? Order::random : opt_.order;
-  const formats::ReaderOptions reader_options{opt_.format, opt_.fields, formats::Hdf5Path::automatic,
-                                              order == Order::sequential};
+  formats::ReaderOptions reader_options;
+  reader_options.format = opt_.format;
+  reader_options.fields = opt_.fields;
+  reader_options.group = opt_.group;
+  reader_options.sequential = order == Order::sequential;
   // kAuto: fork as many workers as there are cores and reserve the deepest ring the tuner may use;
   // the tuner then activates what helps.
   const bool auto_workers = opt_.num_workers == kAuto, auto_prefetch = opt_.prefetch == kAuto;
@@ -103,18 +112,36 @@ LoaderImpl::LoaderImpl(Options options)
   const auto prefetch = auto_prefetch ? kAutoMaxPrefetch : static_cast<std::uint32_t>(opt_.prefetch);
   // Metadata is read here, and every handle closed again before any fork.
   auto reader = formats::open_reader(opt_.source, reader_options);
-  schema_ = reader->schema();
+  const Schema source_schema = reader->schema();
+  SamplePipelines pipelines(opt_.pipeline, source_schema, opt_.seed);
+  schema_ = pipelines.output();
+  pipeline_ = pipelines.describe();
+  std::vector<std::uint64_t> sample_bound(schema_.fields.size(), 0);
+  for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+    if (schema_.fields[f].is_bytes()) sample_bound[f] = reader->sample_bound(f).bytes;
+  }
+  if (opt_.device.staged() && schema_.has_bytes_fields()) {
+    std::vector<std::string> names;
+    for (const auto& f : schema_.fields) {
+      if (f.is_bytes()) names.push_back(f.name);
+    }
+    throw Error(fmt::format("{}: field(s) {} are variable-length bytes, which stoker delivers on the CPU only: decode "
+                            "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
+                            opt_.source, fmt::join(names, ", ")));
+  }
+  dataset_ = WorkerPool::Dataset{opt_.source, reader_options, source_schema, opt_.pipeline, opt_.seed};
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, order, opt_.seed, opt_.shard, opt_.drop_last,
                      reader->locality_rows());
   if (sampler_.batches_per_epoch() == 0) {
     throw Error(fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)", opt_.source,
                             schema_.num_samples, opt_.batch_size, opt_.shard.world_size));
   }
-  SegmentLayout layout(schema_, opt_.batch_size, num_workers);
+  SegmentLayout layout(schema_, opt_.batch_size, num_workers, sample_bound);
   if (num_workers == 0) {
     const auto depth = static_cast<std::uint32_t>(opt_.prefetch);
     slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
-    source_ = std::make_unique<InlineSource>(slots_, std::move(reader));
+    source_ = std::make_unique<InlineSource>(
+        slots_, BatchFiller(LazyReader(std::move(reader), opt_.source), std::move(pipelines)));
   } else {
     reader.reset();
     const RingRequest request{num_workers, prefetch, opt_.shm_fraction};
@@ -124,7 +151,7 @@ LoaderImpl::LoaderImpl(Options options)
     shm_backing_ = ring.backing;
     slots_ = std::make_shared<SlotPool>(std::move(ring.segment), layout, ring.depth);
     auto workers = std::make_unique<WorkerSource>(
-        slots_, ring.depth, num_workers, WorkerPool::Dataset{opt_.source, reader_options, schema_}, opt_.timeout,
+        slots_, ring.depth, num_workers, dataset_, opt_.timeout,
         WorkerSource::RespawnPolicy{opt_.max_respawns, [this](const std::string& w) { warn(w); }});
     workers_ = workers.get();
     if (order == Order::quasi_random) {
@@ -249,19 +276,54 @@ std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t st
 Batch LoaderImpl::take(std::uint32_t s) {
   const SegmentView& v = slots_->view();
   const SlotHeader& h = v.slot_header(s);
-  if (h.status != static_cast<std::uint32_t>(SlotStatus::ok)) {
+  std::shared_ptr<std::vector<formats::VarBytes>> overflow;
+  if (h.status == static_cast<std::uint32_t>(SlotStatus::too_large)) {
+    // A bytes field outgrew its region: read the batch here, into memory of this process.
+    try {
+      if (!overflow_filler_) {
+        overflow_filler_ = std::make_unique<BatchFiller>(
+            LazyReader(dataset_.path, dataset_.reader_options, dataset_.expected),
+            SamplePipelines(dataset_.pipeline, dataset_.expected, dataset_.seed));
+      }
+      if (!warned_overflow_) {
+        warned_overflow_ = true;
+        std::vector<std::string> regions;
+        for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+          if (schema_.fields[f].is_bytes()) {
+            regions.push_back(fmt::format("'{}' {}", schema_.fields[f].name, format_bytes(v.data_capacity(f))));
+          }
+        }
+        warn(fmt::format("batch {} of epoch {} needs {} for a bytes field, more than its region in shared memory holds "
+                         "({}, sized from a few samples): such batches are read by the training process instead, "
+                         "which is slower (docs/shm-layout.md)",
+                         h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
+      }
+      overflow = std::make_shared<std::vector<formats::VarBytes>>();
+      overflow_filler_->fill_overflow(v, s, *overflow);
+    } catch (...) {
+      slots_->release(s);
+      throw;
+    }
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.overflow_batches += 1;
+    }
+  } else if (h.status != static_cast<std::uint32_t>(SlotStatus::ok)) {
     std::string message(v.error(s));
     slots_->release(s);
     throw Error(message);
   }
+  Batch b = slots_->make_batch(s, std::move(overflow));
+  std::uint64_t bytes = 0;
+  for (const auto& f : b.fields()) bytes += f.bytes;
   {
     std::lock_guard lock(stats_mu_);
     stats_.batches += 1;
     stats_.samples += h.num_samples;
-    stats_.bytes += h.num_samples * schema_.bytes_per_sample();
+    stats_.bytes += bytes;
     stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
   }
-  return slots_->make_batch(s);
+  return b;
 }
 
 std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {

@@ -47,14 +47,27 @@ bool SlotRing::pop(std::uint32_t& value) noexcept {
   return true;
 }
 
-SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers)
+SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers,
+                             const std::vector<std::uint64_t>& sample_bound)
     : schema_(schema), batch_size_(batch_size), num_workers_(num_workers) {
   error_offset_ = indices_offset_ + align_up(batch_size * sizeof(std::uint64_t), kLine);
   std::size_t off = error_offset_ + kErrorTextBytes;
-  for (const auto& f : schema.fields) {
+  for (std::size_t i = 0; i < schema.fields.size(); ++i) {
+    const Field& f = schema.fields[i];
     off = align_up(off, kLine);
     field_offsets_.push_back(off);
-    off += f.bytes_per_sample() * batch_size;
+    if (f.is_bytes()) {
+      off = align_up(off + (batch_size + 1) * sizeof(std::uint64_t), kLine);
+      data_offsets_.push_back(off);
+      // The bound is at most kMaxSampleBytes, so this cannot overflow for any batch size that fits memory.
+      const std::uint64_t bound = std::clamp<std::uint64_t>(i < sample_bound.size() ? sample_bound[i] : 0, 1, kMaxSampleBytes);
+      data_capacity_.push_back(align_up(bound * batch_size, kLine));
+      off += data_capacity_.back();
+    } else {
+      data_offsets_.push_back(off);
+      data_capacity_.push_back(0);
+      off += f.bytes_per_sample() * batch_size;
+    }
   }
   slot_bytes_ = align_up(off, kPage);
 }
@@ -90,7 +103,7 @@ void SegmentLayout::initialize(std::byte* base, std::uint32_t num_slots) const {
     fl[f].dtype = static_cast<std::uint8_t>(schema_.fields[f].dtype);
     fl[f].offset = field_offsets_[f];
     fl[f].bytes_per_sample = schema_.fields[f].bytes_per_sample();
-    fl[f].capacity = fl[f].bytes_per_sample * batch_size_;
+    fl[f].capacity = schema_.fields[f].is_bytes() ? data_capacity_[f] : fl[f].bytes_per_sample * batch_size_;
   }
   SegmentView view(base, *this);
   for (std::uint32_t w = 0; w < num_workers_; ++w) {
@@ -107,7 +120,9 @@ SegmentView::SegmentView(std::byte* base, const SegmentLayout& layout)
       header_(reinterpret_cast<const SegmentHeader*>(base)),
       indices_offset_(layout.indices_offset_),
       error_offset_(layout.error_offset_),
-      field_offsets_(layout.field_offsets_) {}
+      field_offsets_(layout.field_offsets_),
+      data_offsets_(layout.data_offsets_),
+      data_capacity_(layout.data_capacity_) {}
 
 std::byte* SegmentView::slot_begin(std::uint32_t s) const noexcept {
   return base_ + header_->slots_offset + static_cast<std::size_t>(s) * header_->slot_bytes;

@@ -3,7 +3,8 @@
 // never leaves the machine.
 //
 //   [0, control_bytes)          SegmentHeader, FieldLayout[num_fields], WorkerChannel[num_workers]
-//   [slots_offset + s * slot_bytes, ...)   slot s: SlotHeader, indices, error text, field arrays
+//   [slots_offset + s * slot_bytes, ...)   slot s: SlotHeader, indices, error text, field regions
+//     (a fixed field's array; a bytes field's B+1 offsets, then its data)
 //
 // Every slot is in exactly one place at a time: the consumer's free list, one worker's task ring
 // (assigned), that worker's done ring (filled), or a live Batch (held). So no ring can overflow.
@@ -54,7 +55,9 @@ struct FieldLayout {
 };
 static_assert(sizeof(FieldLayout) == 32);
 
-enum class SlotStatus : std::uint32_t { empty = 0, ok = 1, error = 2 };
+// too_large: a bytes field of the batch did not fit its region; reserved[0] holds the bytes the
+// largest such field needed, and the consumer reads the batch itself (docs/shm-layout.md).
+enum class SlotStatus : std::uint32_t { empty = 0, ok = 1, error = 2, too_large = 3 };
 
 struct SlotHeader {
   std::uint64_t task_id;
@@ -65,7 +68,8 @@ struct SlotHeader {
   std::uint32_t worker;
   std::uint32_t error_bytes;
   std::uint64_t busy_ns;  // time the worker spent filling this slot
-  std::uint64_t reserved[2];
+  std::uint64_t needed_bytes;  // too_large: what the field that did not fit needed
+  std::uint64_t reserved;
 };
 static_assert(sizeof(SlotHeader) == 64);
 
@@ -107,7 +111,10 @@ struct WorkerChannel {
 // Where everything is, computed from the schema and sizes; a view over a mapped segment.
 class SegmentLayout {
  public:
-  SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers);
+  // `sample_bound`: per field, the bytes a sample of a bytes field is given (its region holds
+  // batch_size of them); ignored for fixed fields.
+  SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers,
+                const std::vector<std::uint64_t>& sample_bound = {});
 
   std::size_t slot_bytes() const noexcept { return slot_bytes_; }
   std::size_t control_bytes(std::uint32_t num_slots) const noexcept;
@@ -125,6 +132,8 @@ class SegmentLayout {
   std::size_t indices_offset_ = sizeof(SlotHeader);
   std::size_t error_offset_ = 0;
   std::vector<std::size_t> field_offsets_;
+  std::vector<std::size_t> data_offsets_;     // bytes fields: where the data starts, after the offsets
+  std::vector<std::uint64_t> data_capacity_;  // bytes fields: room for the data
   std::size_t slot_bytes_ = 0;
 
   friend class SegmentView;
@@ -140,6 +149,12 @@ class SegmentView {
   std::uint64_t* slot_indices(std::uint32_t s) const noexcept;
   char* slot_error(std::uint32_t s) const noexcept;
   std::byte* slot_field(std::uint32_t s, std::size_t f) const noexcept;
+  // Bytes fields: the batch's B+1 offsets, its data, and the room for the data.
+  std::uint64_t* slot_offsets(std::uint32_t s, std::size_t f) const noexcept {
+    return reinterpret_cast<std::uint64_t*>(slot_field(s, f));
+  }
+  std::byte* slot_data(std::uint32_t s, std::size_t f) const noexcept { return slot_begin(s) + data_offsets_[f]; }
+  std::uint64_t data_capacity(std::size_t f) const noexcept { return data_capacity_[f]; }
   std::byte* slot_begin(std::uint32_t s) const noexcept;
   std::size_t slot_bytes() const noexcept { return header_->slot_bytes; }
   WorkerChannel channel(std::uint32_t w) const noexcept;
@@ -154,6 +169,8 @@ class SegmentView {
   std::size_t indices_offset_ = 0;
   std::size_t error_offset_ = 0;
   std::vector<std::size_t> field_offsets_;
+  std::vector<std::size_t> data_offsets_;
+  std::vector<std::uint64_t> data_capacity_;
 };
 
 }  // namespace stoker::detail

@@ -13,7 +13,8 @@ SlotPool::SlotPool(ShmSegment segment, SegmentLayout layout, std::uint32_t num_s
       layout_(std::move(layout)),
       num_slots_(num_slots),
       held_(num_slots, false),
-      free_flag_(num_slots, true) {
+      free_flag_(num_slots, true),
+      overflow_(num_slots) {
   layout_.initialize(segment_.data(), num_slots);
   view_ = SegmentView(segment_.data(), layout_);
   // Lowest slot first, so that small runs touch few pages.
@@ -30,7 +31,9 @@ std::optional<std::uint32_t> SlotPool::acquire() {
 }
 
 void SlotPool::release(std::uint32_t s) noexcept {
+  std::shared_ptr<std::vector<formats::VarBytes>> overflow;  // freed outside the lock
   std::lock_guard lock(mu_);
+  overflow = std::move(overflow_[s]);
   if (free_flag_[s]) {
     // Two owners for one slot would hand the same memory to two batches: stop here, loudly.
     std::fprintf(stderr, "stoker: internal error: slot %u released twice\n", s);
@@ -41,7 +44,7 @@ void SlotPool::release(std::uint32_t s) noexcept {
   free_.push_back(s);
 }
 
-Batch SlotPool::make_batch(std::uint32_t s) {
+Batch SlotPool::make_batch(std::uint32_t s, std::shared_ptr<std::vector<formats::VarBytes>> overflow) {
   const SlotHeader& h = view_.slot_header(s);
   Batch b;
   b.slot_ = s;
@@ -54,17 +57,30 @@ Batch SlotPool::make_batch(std::uint32_t s) {
     const Field& field = schema.fields[f];
     FieldView v;
     v.name = field.name;
+    v.kind = field.kind;
     v.dtype = field.dtype;
     v.shape.reserve(field.shape.size() + 1);
     v.shape.push_back(static_cast<std::int64_t>(h.num_samples));
     v.shape.insert(v.shape.end(), field.shape.begin(), field.shape.end());
-    v.data = view_.slot_field(s, f);
-    v.bytes = field.bytes_per_sample() * h.num_samples;
+    if (!field.is_bytes()) {
+      v.data = view_.slot_field(s, f);
+      v.bytes = field.bytes_per_sample() * h.num_samples;
+    } else if (overflow) {
+      const formats::VarBytes& o = (*overflow)[f];
+      v.data = o.data();
+      v.offsets = o.offsets();
+      v.bytes = o.total();
+    } else {
+      v.data = view_.slot_data(s, f);
+      v.offsets = {view_.slot_offsets(s, f), h.num_samples + std::size_t{1}};
+      v.bytes = v.offsets.back();
+    }
     b.fields_.push_back(std::move(v));
   }
   {
     std::lock_guard lock(mu_);
     held_[s] = true;
+    overflow_[s] = std::move(overflow);
   }
   b.owner_ = shared_from_this();
   return b;

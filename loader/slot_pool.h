@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "formats/reader.h"
 #include "loader/batch_owner.h"
 #include "loader/segment_layout.h"
 #include "loader/shm_segment.h"
@@ -30,8 +31,9 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   std::optional<std::uint32_t> acquire();
   void release(std::uint32_t slot) noexcept override;
 
-  // Hands slot s, filled, to the user.
-  Batch make_batch(std::uint32_t s);
+  // Hands slot s, filled, to the user. `overflow`: the bytes fields of a batch too large for the
+  // slot, read by the consumer (one per field; kept until the slot is released).
+  Batch make_batch(std::uint32_t s, std::shared_ptr<std::vector<formats::VarBytes>> overflow = nullptr);
 
   // Batch indices (within their epochs) of the slots held by live batches, ascending.
   std::vector<std::uint64_t> held_batches() const;
@@ -45,6 +47,7 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   std::vector<std::uint32_t> free_;  // guarded by mu_
   std::vector<bool> held_;           // guarded by mu_
   std::vector<bool> free_flag_;      // guarded by mu_: slot s is in free_ (catches a double release)
+  std::vector<std::shared_ptr<std::vector<formats::VarBytes>>> overflow_;  // guarded by mu_
 };
 
 }  // namespace stoker::detail

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cerrno>
 #include <chrono>
 #include <vector>
@@ -38,15 +39,63 @@ formats::Reader& LazyReader::get() {
   return *reader_;
 }
 
-void fill_slot(const SegmentView& view, std::uint32_t s, LazyReader& reader, const std::string& who) noexcept {
+std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>* overflow) {
+  const SlotHeader& h = view.slot_header(s);
+  formats::Reader& r = reader_.get();
+  const Schema& source = r.schema();
+  const std::size_t nf = source.fields.size();
+  const std::span<const std::uint64_t> indices(view.slot_indices(s), h.num_samples);
+  bytes_.resize(nf);
+  pipeline_in_.resize(nf);
+  out_.assign(nf, formats::FieldOut{});
+  for (std::size_t f = 0; f < nf; ++f) {
+    const Field& field = source.fields[f];
+    if (field.is_bytes()) {
+      formats::VarBytes& dst = overflow && !pipelines_.transforms(f) ? (*overflow)[f] : bytes_[f];
+      dst.clear();
+      out_[f].bytes = &dst;
+    } else if (pipelines_.transforms(f)) {
+      pipeline_in_[f].resize(field.bytes_per_sample() * indices.size());
+      out_[f].fixed = pipeline_in_[f].data();
+    } else {
+      out_[f].fixed = view.slot_field(s, f);
+    }
+  }
+  r.read(indices, out_);
+  std::uint64_t too_large = 0;
+  for (std::size_t f = 0; f < nf; ++f) {
+    const Field& field = source.fields[f];
+    if (pipelines_.transforms(f)) {
+      const std::size_t in_bytes = field.bytes_per_sample(), out_bytes = pipelines_.output().fields[f].bytes_per_sample();
+      std::byte* dst = view.slot_field(s, f);
+      for (std::size_t k = 0; k < indices.size(); ++k) {
+        const std::span<const std::byte> in =
+            field.is_bytes() ? bytes_[f].sample(k) : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
+        try {
+          pipelines_.run(f, in, h.epoch, indices[k], dst + k * out_bytes);
+        } catch (const std::exception& e) {
+          throw Error(fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
+        }
+      }
+    } else if (field.is_bytes() && !overflow) {
+      const formats::VarBytes& b = bytes_[f];
+      if (b.total() > view.data_capacity(f)) {
+        too_large = std::max<std::uint64_t>(too_large, b.total());
+        continue;
+      }
+      if (b.total()) std::memcpy(view.slot_data(s, f), b.data(), b.total());
+      std::memcpy(view.slot_offsets(s, f), b.offsets().data(), b.offsets().size_bytes());
+    }
+  }
+  return too_large;
+}
+
+void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::string& who) noexcept {
   SlotHeader& h = view.slot_header(s);
   auto t0 = std::chrono::steady_clock::now();
   try {
-    formats::Reader& r = reader.get();
-    std::vector<std::byte*> dest(r.schema().fields.size());
-    for (std::size_t f = 0; f < dest.size(); ++f) dest[f] = view.slot_field(s, f);
-    r.read({view.slot_indices(s), h.num_samples}, dest);
-    h.status = static_cast<std::uint32_t>(SlotStatus::ok);
+    h.needed_bytes = read_into(view, s, nullptr);
+    h.status = static_cast<std::uint32_t>(h.needed_bytes ? SlotStatus::too_large : SlotStatus::ok);
   } catch (const std::exception& e) {
     view.set_error(s, fmt::format("{}: batch {} of epoch {}: {}", who, h.batch_index, h.epoch, e.what()));
     h.status = static_cast<std::uint32_t>(SlotStatus::error);
@@ -58,16 +107,24 @@ void fill_slot(const SegmentView& view, std::uint32_t s, LazyReader& reader, con
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
 }
 
+void BatchFiller::fill_overflow(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>& overflow) {
+  overflow.resize(reader_.get().schema().fields.size());
+  read_into(view, s, &overflow);
+}
+
 void read_ahead(const SegmentView& view, std::uint32_t s, LazyReader& reader) noexcept {
   formats::Reader* r = reader.opened();
-  if (!r || r->schema().bytes_per_sample() < kReadAheadMinSampleBytes) return;
+  if (!r || (r->schema().bytes_per_sample() < kReadAheadMinSampleBytes && !r->schema().has_bytes_fields())) return;
   r->will_need({view.slot_indices(s), view.slot_header(s).num_samples});
 }
 
 void run_worker(const WorkerContext& ctx) {
   const std::string who = fmt::format("worker {} (pid {})", ctx.worker, ::getpid());
   WorkerChannel ch = ctx.view.channel(ctx.worker);
-  LazyReader reader(ctx.path, ctx.reader_options, ctx.expected);
+  // The pipelines are built again here, from their text: they are data, whatever the process.
+  BatchFiller filler(LazyReader(ctx.path, ctx.reader_options, ctx.expected),
+                     SamplePipelines(ctx.pipeline, ctx.expected, ctx.seed));
+  LazyReader& reader = filler.reader();
   std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {
     pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
@@ -91,7 +148,7 @@ void run_worker(const WorkerContext& ctx) {
       if (!ch.tasks.pop(s)) break;
       if (s == kStopWorker) return;
       ctx.view.slot_header(s).worker = ctx.worker;
-      fill_slot(ctx.view, s, reader, who);
+      filler.fill(ctx.view, s, who);
       ch.cpu_ns->store(cpu_ns(), std::memory_order_relaxed);
       ch.done.push(s);  // cannot fail: every slot is in at most one ring
       std::uint64_t one = 1;

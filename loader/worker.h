@@ -1,6 +1,6 @@
-// What a worker does: take slot numbers from its task ring, fill each slot with its batch, hand it
-// back on its done ring, and signal the consumer. The same fill_slot() serves the consumer when a
-// loader has no workers. Workers never touch CUDA.
+// What a worker does: take slot numbers from its task ring, fill each slot with its batch (read,
+// then the pipelines), hand it back on its done ring, and signal the consumer. The same
+// BatchFiller serves the consumer when a loader has no workers. Workers never touch CUDA.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "formats/reader.h"
+#include "loader/pipeline.h"
 #include "loader/segment_layout.h"
 
 namespace stoker::detail {
@@ -17,10 +18,14 @@ namespace stoker::detail {
 class LazyReader {
  public:
   LazyReader(std::string path, formats::ReaderOptions options, Schema expected)
-      : path_(std::move(path)), options_(std::move(options)), expected_(std::move(expected)) {}
-  explicit LazyReader(std::unique_ptr<formats::Reader> opened) : reader_(std::move(opened)) {}
+      : path_(std::move(path)), options_(std::move(options)), expected_(std::move(expected)) {
+    options_.known = expected_;  // what the loader's process found: not scanned again
+  }
+  LazyReader(std::unique_ptr<formats::Reader> opened, std::string path)
+      : path_(std::move(path)), reader_(std::move(opened)) {}
 
   formats::Reader& get();
+  const std::string& path() const noexcept { return path_; }
   // The reader when it is open (nullptr before the first get()).
   formats::Reader* opened() noexcept { return reader_.get(); }
 
@@ -31,9 +36,32 @@ class LazyReader {
   std::unique_ptr<formats::Reader> reader_;
 };
 
-// Reads the batch described by slot s's header and indices into the slot; on failure stores the
-// error text (prefixed with `who`) in the slot instead. Never throws.
-void fill_slot(const SegmentView& view, std::uint32_t s, LazyReader& reader, const std::string& who) noexcept;
+// Fills slots: reads the batch a slot's header and indices describe, runs the pipelines, and
+// writes the fields into the slot. Keeps its buffers between batches. One per process.
+class BatchFiller {
+ public:
+  BatchFiller(LazyReader reader, SamplePipelines pipelines) : reader_(std::move(reader)), pipelines_(std::move(pipelines)) {}
+
+  // Fills slot s and sets its status: ok; error, with the text (prefixed with `who`) in the slot;
+  // or too_large, when a bytes field did not fit its region. Never throws.
+  void fill(const SegmentView& view, std::uint32_t s, const std::string& who) noexcept;
+  // For a too_large slot, in the consumer: the fixed fields into the slot, the bytes fields into
+  // `overflow` (one per field). Throws stoker::Error.
+  void fill_overflow(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>& overflow);
+
+  LazyReader& reader() noexcept { return reader_; }
+
+ private:
+  // Reads into the slot (or `overflow`); returns 0, or the bytes a bytes field needed that did
+  // not fit.
+  std::uint64_t read_into(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>* overflow);
+
+  LazyReader reader_;
+  SamplePipelines pipelines_;
+  std::vector<formats::VarBytes> bytes_;            // per field: a bytes field as read
+  std::vector<std::vector<std::byte>> pipeline_in_;  // per field: a fixed field going into a pipeline
+  std::vector<formats::FieldOut> out_;
+};
 
 // Samples at least this large are read ahead (Reader::will_need) before they are read: for them a
 // storage read is worth a hint; for small ones the hint's lookups would cost more than they save
@@ -52,6 +80,8 @@ struct WorkerContext {
   std::string path;
   formats::ReaderOptions reader_options;
   Schema expected;
+  std::string pipeline;
+  std::uint64_t seed = 0;
 };
 
 // The worker's loop; returns on the stop sentinel or when the trainer is gone.

@@ -49,6 +49,8 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
   base.path = std::move(dataset.path);
   base.reader_options = std::move(dataset.reader_options);
   base.expected = std::move(dataset.expected);
+  base.pipeline = std::move(dataset.pipeline);
+  base.seed = dataset.seed;
   auto worker_main = [this, base](std::uint32_t w) {
     slots_->segment().prefault();  // this process's page tables, once
     WorkerContext ctx = base;

@@ -29,7 +29,9 @@ class WorkerPool {
   struct Dataset {
     std::string path;
     formats::ReaderOptions reader_options;
-    Schema expected;
+    Schema expected;        // the reader's schema
+    std::string pipeline;   // Options::pipeline, built again in each worker
+    std::uint64_t seed = 0;
   };
 
   // Forks `num_workers` workers over `slots`. Must run before the process starts threads of

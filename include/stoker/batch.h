@@ -17,6 +17,7 @@
 
 #include "stoker/device.h"
 #include "stoker/dtype.h"
+#include "stoker/schema.h"
 
 namespace stoker {
 
@@ -26,20 +27,31 @@ class SlotPool;
 class DeviceBufferPool;
 }
 
-// One field of a batch: a C-order array [batch size, field shape...], in host memory or, for a
-// staged device, in device memory.
+// One field of a batch, in host memory or, for a staged device, in device memory.
+//   fixed: a C-order array [batch size, field shape...] of `bytes` bytes.
+//   bytes: the samples' bytes back to back in `data` (`bytes` in all), and offsets[0..B] with
+//          sample k at [offsets[k], offsets[k+1]) of data; offsets[0] == 0, offsets[B] == bytes.
+//          dtype u8, shape {B}. Host memory only.
 struct FieldView {
   std::string_view name;
   Device device;
+  FieldKind kind = FieldKind::fixed;
   DType dtype = DType::u8;
   std::vector<std::int64_t> shape;  // shape[0] is the number of samples in the batch
   const std::byte* data = nullptr;
   std::size_t bytes = 0;
+  std::span<const std::uint64_t> offsets;  // bytes fields only
 
   // The elements as T; T's size must match the dtype's. Host memory only.
   template <class T>
   std::span<const T> as() const {
     return {reinterpret_cast<const T*>(data), bytes / sizeof(T)};
+  }
+  // Sample k's bytes (either kind). Host memory only; REQUIRES k < shape[0].
+  std::span<const std::byte> sample(std::size_t k) const {
+    if (kind == FieldKind::bytes) return {data + offsets[k], static_cast<std::size_t>(offsets[k + 1] - offsets[k])};
+    const std::size_t per = shape[0] > 0 ? bytes / static_cast<std::size_t>(shape[0]) : 0;
+    return {data + k * per, per};
   }
 };
 

@@ -46,6 +46,7 @@ struct Stats {
   double worker_cpu_seconds = 0;       // CPU time of the worker processes
   std::size_t workers = 0;
   std::uint64_t respawns = 0;          // workers replaced after dying or being stuck (Options::max_respawns)
+  std::uint64_t overflow_batches = 0;  // batches whose bytes fields outgrew their slot (read by the consumer)
   std::size_t depth = 0;               // batches the ring holds (num_workers * prefetch or fewer)
   std::uint64_t shm_bytes = 0;         // shared memory reserved
   // Where it is: dev_shm or memfd (automatic: no shared memory, a loader without workers).

@@ -56,8 +56,17 @@ struct Options {
   std::string source;
   Format format = Format::auto_detect;
 
-  // Fields to deliver, in this order. Empty: every field, alphabetical by name.
+  // Fields to deliver, in this order. Empty: every field, alphabetical by name. In HDF5 a field
+  // is a dataset, or a group whose members "0" .. "N-1" are one sample each (a bytes field), named
+  // by its path relative to `group` ("train/images").
   std::vector<std::string> fields;
+  // HDF5: the group the fields are in ("" is the root group).
+  std::string group;
+
+  // Per-sample operations the workers run on fields (stoker/pipeline.h), e.g.
+  // "jpeg=decode,random_resized_crop(224),flip,to_chw". A field with a pipeline is delivered as
+  // its output: a fixed field. Empty: fields are delivered as stored.
+  std::string pipeline;
 
   std::size_t batch_size = 1;
 

@@ -2,9 +2,9 @@
 //
 // A dataset is num_samples samples; every sample has the same named fields. A field of kind
 // `fixed` has one dtype and one shape for all samples, so a batch of B samples holds it as one
-// C-order array [B, shape...]. The kind is recorded everywhere a schema is stored so that
-// variable-length fields can be added later without a format break. Plain values; not
-// synchronised.
+// C-order array [B, shape...]. A field of kind `bytes` holds a run of bytes of any length per
+// sample (an encoded image, a variable-length record): a batch holds it as one buffer plus B+1
+// offsets (stoker/batch.h). Plain values; not synchronised.
 #pragma once
 
 #include "stoker/export.h"
@@ -20,6 +20,7 @@ namespace stoker {
 
 enum class FieldKind : std::uint8_t {
   fixed = 0,  // fixed dtype and shape
+  bytes = 1,  // variable length: dtype u8, shape {}, any number of bytes per sample
 };
 
 struct STOKER_API Field {
@@ -28,10 +29,14 @@ struct STOKER_API Field {
   DType dtype = DType::u8;
   std::vector<std::int64_t> shape;  // per sample, without the batch dimension; {} for a scalar
 
+  // Fixed fields; 0 for a bytes field, whose size varies per sample.
   std::size_t elements_per_sample() const noexcept;
   std::size_t bytes_per_sample() const noexcept;
-  // "image: u8[3,32,32]"
+  bool is_bytes() const noexcept { return kind == FieldKind::bytes; }
+  // "image: u8[3,32,32]", "jpeg: bytes"
   std::string describe() const;
+
+  static Field bytes_field(std::string name) { return Field{std::move(name), FieldKind::bytes, DType::u8, {}}; }
   bool operator==(const Field&) const = default;
 };
 
@@ -45,15 +50,18 @@ struct STOKER_API Schema {
   std::uint64_t num_samples = 0;
   std::vector<Field> fields;  // in storage / delivery order
 
+  // The fixed fields' bytes of one sample (bytes fields add their own length).
   std::size_t bytes_per_sample() const noexcept;
+  bool has_bytes_fields() const noexcept;
   // "image: u8[3,32,32], label: i64[]"
   std::string describe_fields() const;
   // nullptr when there is no such field.
   const Field* find(std::string_view name) const noexcept;
 
   // Throws stoker::Error, prefixed with `context` (the file), for a schema stoker must not trust:
-  // no fields, more than kMaxFields, an empty or repeated field name, a dimension below 1, or a
-  // sample larger than kMaxSampleBytes (sizes computed with overflow checks).
+  // no fields, more than kMaxFields, an empty or repeated field name, a dimension below 1, a
+  // sample larger than kMaxSampleBytes (sizes computed with overflow checks), or a bytes field with
+  // a dtype or shape (it has neither).
   void validate(const std::string& context) const;
   bool operator==(const Schema&) const = default;
 };
