@@ -828,6 +828,19 @@ void Hdf5Reader::Impl::read_member(Column& c, std::uint64_t i, VarBytes& out) {
   });
 }
 
+std::string Hdf5Reader::describe_layout() const {
+  std::vector<std::string> parts;
+  for (const auto& c : impl_->columns) {
+    if (c.source == Column::Source::members) {
+      parts.push_back(fmt::format("'{}': group '{}' of {} datasets '0' .. '{}' ({}), one sample each", c.field.name,
+                                  c.object, c.dims[0], c.dims[0] - 1, dtype_name(c.member_dtype)));
+    } else if (c.source == Column::Source::vlen) {
+      parts.push_back(fmt::format("'{}': variable-length u8 dataset '{}'", c.field.name, c.object));
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 SampleBound Hdf5Reader::sample_bound(std::size_t f) const {
   // An estimate from up to 16 samples spread over the dataset, doubled: a batch of larger samples
   // takes the loader's overflow path (docs/shm-layout.md).

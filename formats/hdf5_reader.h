@@ -45,6 +45,8 @@ class STOKER_TOOLS_API Hdf5Reader final : public Reader {
   void read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) override;
   // Bytes fields (variable-length u8 datasets, sample groups): twice the largest of 16 samples.
   SampleBound sample_bound(std::size_t f) const override;
+  // The bytes fields and where they come from.
+  std::string describe_layout() const override;
 
   // Whether field `f` (in schema order) is read straight from the file.
   bool reads_directly(std::size_t f) const;

@@ -250,7 +250,7 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
     throw Error(fmt::format("{}: the database changed after the loader opened it", path));
   }
   max_bytes.assign(1, data.is_bytes() ? largest : 0);
-  plain_layout = fmt::format("keys: {}; values: {}", keys.describe(),
+  plain_layout = fmt::format("LMDB without a stoker schema, {} samples: keys {}; values {}", n, keys.describe(),
                              npy ? fmt::format(".npy arrays, {}", data.describe()) : std::string("bytes"));
 }
 
@@ -309,7 +309,7 @@ SampleBound LmdbReader::sample_bound(std::size_t f) const {
   return {b, b > 0};
 }
 
-std::string LmdbReader::plain_layout() const { return impl_->plain_layout; }
+std::string LmdbReader::describe_layout() const { return impl_->plain_layout; }
 
 void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
   Impl& m = *impl_;

@@ -38,9 +38,9 @@ class STOKER_TOOLS_API LmdbReader final : public Reader {
   void read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) override;
   // Exact: from the schema record (stoker's layout) or the scan of the keys (a database without one).
   SampleBound sample_bound(std::size_t f) const override;
-  // How a database without a stoker schema was understood ("keys: decimal, values: bytes"); empty
-  // for stoker's layout.
-  std::string plain_layout() const;
+  // How a database without a stoker schema was understood ("LMDB without a stoker schema: keys
+  // decimal, ...; values bytes"); empty for stoker's layout.
+  std::string describe_layout() const override;
   // madvise(WILLNEED) on the records' pages in the map.
   void will_need(std::span<const std::uint64_t> indices) noexcept override;
 

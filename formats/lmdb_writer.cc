@@ -32,6 +32,7 @@ struct LmdbWriter::Impl {
   std::unique_ptr<RecordLayout> layout;
   std::vector<std::uint64_t> max_bytes;  // per field: the largest bytes-field sample appended
   bool resumed = false;                  // records from an earlier run were there at open
+  std::vector<std::byte> encoded;        // append_sample()'s record
 
   std::uint64_t pending_records() const { return pending_ends.size(); }
   void put_meta(MDB_txn* txn, std::string_view key, std::string_view value);
@@ -170,6 +171,23 @@ std::optional<std::string> LmdbWriter::meta(std::string_view key) const {
 void LmdbWriter::append(const void* record) {
   if (impl_->layout->variable()) throw Error(impl_->path + ": a schema with bytes fields needs append_record()");
   append_record({static_cast<const std::byte*>(record), impl_->record_bytes});
+}
+
+void LmdbWriter::append_sample(std::span<const std::span<const std::byte>> fields) {
+  Impl& m = *impl_;
+  if (fields.size() != m.schema.fields.size()) {
+    throw Error(fmt::format("{}: sample {} has {} fields, the schema {}", m.path, next_index(), fields.size(),
+                            m.schema.fields.size()));
+  }
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    if (!m.schema.fields[f].is_bytes() && fields[f].size() != m.schema.fields[f].bytes_per_sample()) {
+      throw Error(fmt::format("{}: sample {} field '{}' has {} bytes, the schema says {}", m.path, next_index(),
+                              m.schema.fields[f].name, fields[f].size(), m.schema.fields[f].bytes_per_sample()));
+    }
+  }
+  m.encoded.clear();
+  m.layout->encode(fields, m.encoded);
+  append_record(m.encoded);
 }
 
 void LmdbWriter::append_record(std::span<const std::byte> record) {

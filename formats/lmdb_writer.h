@@ -48,6 +48,9 @@ class STOKER_TOOLS_API LmdbWriter {
   void append(const void* record);
   // Appends record `next_index()` in the layout of formats/lmdb_record.h; throws for a malformed one.
   void append_record(std::span<const std::byte> record);
+  // Appends sample `next_index()` given as one span per field (a fixed field's holds its
+  // bytes_per_sample() bytes): encodes the record.
+  void append_sample(std::span<const std::span<const std::byte>> fields);
   // Commits what is pending (also called automatically by append()).
   void commit();
   // Commits, marks the schema complete with `content_digest`, and syncs to disk.

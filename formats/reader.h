@@ -80,6 +80,9 @@ class STOKER_TOOLS_API Reader {
 
   // Bytes field f's bound (REQUIRES schema().fields[f].is_bytes()).
   virtual SampleBound sample_bound(std::size_t f) const;
+  // How the reader understood a layout that is not plain (e.g. "keys: decimal; values: bytes");
+  // empty when there is nothing to say.
+  virtual std::string describe_layout() const { return {}; }
 
   // How many consecutive samples are stored together, for the quasi-random order: the rows of one
   // chunk of the largest field (chunked HDF5), else as many samples as fill about 64 KiB.

@@ -60,7 +60,7 @@ class LoaderImpl final : public HostSource {
 
   const Options& options() const { return opt_; }
   const Schema& schema() const { return schema_; }
-  const std::string& pipeline() const { return pipeline_; }
+  const std::string& source_description() const { return source_description_; }
   const Sampler& sampler() const { return sampler_; }
   Stats stats() const;
   std::vector<int> worker_pids() const { return workers_ ? workers_->pids() : std::vector<int>{}; }
@@ -72,7 +72,8 @@ class LoaderImpl final : public HostSource {
 
   Options opt_;
   Schema schema_;            // delivered: the reader's, with the pipelines' outputs
-  std::string pipeline_;     // as understood, for Stats and errors
+  std::string pipeline_;     // as understood
+  std::string source_description_;
   WorkerPool::Dataset dataset_;  // what workers open, and what the consumer opens for a too-large batch
   std::unique_ptr<BatchFiller> overflow_filler_;  // the consumer's, made on the first too-large batch
   bool warned_overflow_ = false;
@@ -116,6 +117,10 @@ LoaderImpl::LoaderImpl(Options options)
   SamplePipelines pipelines(opt_.pipeline, source_schema, opt_.seed);
   schema_ = pipelines.output();
   pipeline_ = pipelines.describe();
+  source_description_ = reader->describe_layout();
+  if (!pipeline_.empty()) {
+    source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline_);
+  }
   std::vector<std::uint64_t> sample_bound(schema_.fields.size(), 0);
   for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
     if (schema_.fields[f].is_bytes()) sample_bound[f] = reader->sample_bound(f).bytes;
@@ -372,6 +377,7 @@ Epoch Loader::epoch(const LoaderState& state) { return Epoch(impl_.get(), impl_-
 LoaderState Loader::state() const { return impl_->state(); }
 
 const Schema& Loader::schema() const { return impl_->schema(); }
+std::string Loader::describe_source() const { return impl_->source_description(); }
 const Options& Loader::options() const { return impl_->options(); }
 std::uint64_t Loader::batches_per_epoch() const { return impl_->sampler().batches_per_epoch(); }
 std::uint64_t Loader::samples_per_epoch() const { return impl_->sampler().samples_per_epoch(); }

@@ -7,6 +7,7 @@
 
 #include "stoker/device.h"
 #include "stoker/error.h"
+#include "stoker/pipeline.h"
 
 namespace stoker::tools {
 
@@ -50,6 +51,19 @@ CLI::Validator number_at_least(double min) {
         return {};
       },
       fmt::format("NUMBER>={}", min));
+}
+
+CLI::Validator pipeline_text() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          check_pipeline(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "FIELD=OPS[;...]");
 }
 
 CLI::Validator device_name() {

@@ -20,6 +20,9 @@ CLI::Validator number_at_least(double min);
 // A device name that stoker::Device::parse accepts (cpu, cuda, cuda:N, emulated).
 CLI::Validator device_name();
 
+// A pipeline (stoker/pipeline.h) whose syntax, operations and arguments are valid.
+CLI::Validator pipeline_text();
+
 // Parses; on a usage error prints "TOOL: message" and the --help hint and returns 2, for --help
 // prints the help and returns 0; returns -1 when the program should go on.
 int parse_or_exit(CLI::App& app, int argc, char** argv);

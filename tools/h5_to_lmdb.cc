@@ -45,6 +45,7 @@ constexpr std::string_view kProgressKey = "progress";
 struct Args {
   std::string input, output;
   std::vector<std::string> fields;
+  std::string group;
   std::uint64_t commit_every = 10000;
   std::uint64_t map_size = 0;
   bool resume = false, verify = false, force = false, quiet = false;
@@ -84,22 +85,58 @@ std::uint64_t block_rows(const stoker::formats::Hdf5Reader& r) {
     if (s.fields[f].bytes_per_sample() > s.fields[dominant].bytes_per_sample()) dominant = f;
   }
   const std::uint64_t chunk = std::max<std::uint64_t>(1, r.rows_per_chunk(dominant));
-  std::uint64_t rows = std::max<std::uint64_t>(1, kBlockBytes / std::max<std::size_t>(1, s.bytes_per_sample()));
+  // Bytes fields by the reader's estimate of their samples.
+  std::uint64_t sample_bytes = s.bytes_per_sample();
+  for (std::size_t f = 0; f < s.fields.size(); ++f) {
+    if (s.fields[f].is_bytes()) sample_bytes += r.sample_bound(f).bytes / 2;
+  }
+  std::uint64_t rows = std::max<std::uint64_t>(1, kBlockBytes / std::max<std::uint64_t>(1, sample_bytes));
   rows = std::max(chunk, rows / chunk * chunk);
   return std::min<std::uint64_t>(rows, s.num_samples);
 }
 
-// Reads samples [start, start + n) of every field into `bufs`.
-void read_block(stoker::formats::Reader& r, std::uint64_t start, std::uint64_t n,
-                std::vector<std::vector<std::byte>>& bufs) {
+// Samples [start, start + n) of every field, as read.
+struct Block {
+  std::vector<std::vector<std::byte>> fixed;      // per fixed field
+  std::vector<stoker::formats::VarBytes> bytes;   // per bytes field
+  std::vector<stoker::formats::FieldOut> out;
+
+  std::span<const std::byte> sample(const stoker::Schema& s, std::size_t f, std::uint64_t k) const {
+    if (s.fields[f].is_bytes()) return bytes[f].sample(k);
+    const std::size_t b = s.fields[f].bytes_per_sample();
+    return {fixed[f].data() + k * b, b};
+  }
+};
+
+void read_block(stoker::formats::Reader& r, std::uint64_t start, std::uint64_t n, Block& block) {
+  const stoker::Schema& s = r.schema();
   std::vector<std::uint64_t> idx(n);
   std::iota(idx.begin(), idx.end(), start);
-  std::vector<std::byte*> dest;
-  for (std::size_t f = 0; f < bufs.size(); ++f) {
-    bufs[f].resize(n * r.schema().fields[f].bytes_per_sample());
-    dest.push_back(bufs[f].data());
+  block.fixed.resize(s.fields.size());
+  block.bytes.resize(s.fields.size());
+  block.out.assign(s.fields.size(), {});
+  for (std::size_t f = 0; f < s.fields.size(); ++f) {
+    if (s.fields[f].is_bytes()) {
+      block.bytes[f].clear();
+      block.out[f].bytes = &block.bytes[f];
+    } else {
+      block.fixed[f].resize(n * s.fields[f].bytes_per_sample());
+      block.out[f].fixed = block.fixed[f].data();
+    }
   }
-  r.read(idx, dest);
+  r.read(idx, block.out);
+}
+
+// Sample k of a block: its fields, and the bytes content_digest hashes (the fields concatenated,
+// docs/digest.md).
+void split_sample(const stoker::Schema& s, const Block& block, std::uint64_t k,
+                  std::vector<std::span<const std::byte>>& parts, std::vector<std::byte>& digested) {
+  parts.clear();
+  digested.clear();
+  for (std::size_t f = 0; f < s.fields.size(); ++f) {
+    parts.push_back(block.sample(s, f, k));
+    digested.insert(digested.end(), parts.back().begin(), parts.back().end());
+  }
 }
 
 void fsync_dir(const std::string& dir) {
@@ -127,30 +164,24 @@ void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Re
   if (!(out.schema() == schema)) throw Error(fmt::format("verify: {}: schema differs from {}'s", lmdb_path, a.input));
   stoker::tools::Progress progress("verify", schema.num_samples, schema.bytes_per_sample(), a.quiet);
   const std::uint64_t rows = block_rows(h5);
-  std::vector<std::vector<std::byte>> want(schema.fields.size()), got(schema.fields.size());
+  Block want, got;
   stoker::ContentDigest digest;
-  std::vector<std::byte> record(schema.bytes_per_sample());
+  std::vector<std::span<const std::byte>> parts;
+  std::vector<std::byte> digested;
   for (std::uint64_t start = 0; start < schema.num_samples; start += rows) {
     std::uint64_t n = std::min(rows, schema.num_samples - start);
     read_block(h5, start, n, want);
     read_block(out, start, n, got);
-    for (std::size_t f = 0; f < schema.fields.size(); ++f) {
-      if (want[f] != got[f]) {
-        std::size_t b = schema.fields[f].bytes_per_sample();
-        std::uint64_t k = 0;
-        while (std::memcmp(want[f].data() + k * b, got[f].data() + k * b, b) == 0) ++k;
-        throw Error(fmt::format("verify: {}: sample {} field '{}' differs from {}", lmdb_path, start + k,
-                                schema.fields[f].name, a.input));
-      }
-    }
     for (std::uint64_t k = 0; k < n; ++k) {
-      std::size_t off = 0;
       for (std::size_t f = 0; f < schema.fields.size(); ++f) {
-        std::size_t b = schema.fields[f].bytes_per_sample();
-        std::memcpy(record.data() + off, got[f].data() + k * b, b);
-        off += b;
+        const auto w = want.sample(schema, f, k), g = got.sample(schema, f, k);
+        if (w.size() != g.size() || !std::equal(w.begin(), w.end(), g.begin())) {
+          throw Error(fmt::format("verify: {}: sample {} field '{}' differs from {}", lmdb_path, start + k,
+                                  schema.fields[f].name, a.input));
+        }
       }
-      digest.add(start + k, record);
+      split_sample(schema, got, k, parts, digested);
+      digest.add(start + k, digested);
     }
     progress.update(start + n);
   }
@@ -167,7 +198,7 @@ void convert(const Args& a) {
   if (fs::exists(a.output) && !a.force) {
     throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
   }
-  stoker::formats::Hdf5Reader h5(a.input, a.fields, stoker::formats::Hdf5Path::automatic);
+  stoker::formats::Hdf5Reader h5(a.input, a.fields, stoker::formats::Hdf5Path::automatic, a.group);
   const stoker::Schema& schema = h5.schema();
   const json fp = fingerprint(a.input, schema);
 
@@ -221,22 +252,20 @@ void convert(const Args& a) {
 
   stoker::tools::Progress progress(a.output, schema.num_samples, schema.bytes_per_sample(), a.quiet, start);
   const std::uint64_t rows = block_rows(h5);
-  std::vector<std::vector<std::byte>> bufs(schema.fields.size());
-  std::vector<std::byte> record(schema.bytes_per_sample());
+  Block bufs;
+  std::vector<std::span<const std::byte>> parts;
+  std::vector<std::byte> digested;
+  std::uint64_t written = 0;  // bytes of sample data
   // Blocks stay aligned to chunks from sample 0, also when resuming mid-block.
   for (std::uint64_t block = start / rows * rows; block < schema.num_samples; block += rows) {
     std::uint64_t first = std::max(block, start);
     std::uint64_t n = std::min(block + rows, schema.num_samples) - first;
     read_block(h5, first, n, bufs);
     for (std::uint64_t k = 0; k < n; ++k) {
-      std::size_t off = 0;
-      for (std::size_t f = 0; f < bufs.size(); ++f) {
-        std::size_t b = schema.fields[f].bytes_per_sample();
-        std::memcpy(record.data() + off, bufs[f].data() + k * b, b);
-        off += b;
-      }
-      digest.add(first + k, record);
-      writer.append(record.data());
+      split_sample(schema, bufs, k, parts, digested);
+      digest.add(first + k, digested);
+      writer.append_sample(parts);
+      written += digested.size();
     }
     progress.update(first + n);
   }
@@ -247,7 +276,7 @@ void convert(const Args& a) {
   if (a.verify) verify(a, partial, h5);
   move_into_place(partial, a.output);
   if (!a.quiet) {
-    const double bytes = static_cast<double>((schema.num_samples - start) * schema.bytes_per_sample());
+    const auto bytes = static_cast<double>(written);
     std::cerr << fmt::format("h5-to-lmdb: {} samples, {} in {:.2f} s ({}){} -> {} (content_digest {})\n",
                              schema.num_samples - start, stoker::tools::binary_size(bytes), seconds,
                              stoker::tools::binary_rate(bytes / std::max(seconds, 1e-9)), a.verify ? ", verified" : "",
@@ -273,9 +302,11 @@ int main(int argc, char** argv) {
   app.add_option("INPUT", a.input, "HDF5 file to read")->required();
   app.add_option("OUTPUT", a.output, "LMDB database file to write")->required();
   app.add_option("--fields", a.fields, "Datasets to convert, in this order, by name or path (train/images); "
-                                       "default: every dataset of the root group, alphabetical, all of which must "
-                                       "be convertible")
+                                       "default: every dataset and sample group (members 0 .. N-1, a bytes field) "
+                                       "of the root group or --group, alphabetical, all of which must be "
+                                       "convertible")
       ->delimiter(',');
+  app.add_option("--group", a.group, "The group the fields are in (names relative to it)");
   app.add_option("--commit-every", a.commit_every, "Samples per transaction (also bounded to 32 MiB)")
       ->check(stoker::tools::whole_number(1))
       ->capture_default_str();

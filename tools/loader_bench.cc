@@ -38,6 +38,8 @@ struct Args {
   std::string data;
   std::string format = "auto";
   std::vector<std::string> fields;
+  std::string group;
+  std::string pipeline;
   std::size_t batch_size = 256;
   std::string workers = "2";   // a number, or "auto"
   std::string prefetch = "2";
@@ -249,11 +251,17 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
     if (r.resumed_from) j["resumed_from"] = *r.resumed_from;
     j["fields"] = nlohmann::json::array();
     for (const auto& f : loader.schema().fields) {
-      j["fields"].push_back({{"name", f.name},
-                             {"kind", "fixed"},
-                             {"dtype", std::string(stoker::dtype_name(f.dtype))},
-                             {"shape", f.shape}});
+      if (f.is_bytes()) {
+        j["fields"].push_back({{"name", f.name}, {"kind", "bytes"}});
+      } else {
+        j["fields"].push_back({{"name", f.name},
+                               {"kind", "fixed"},
+                               {"dtype", std::string(stoker::dtype_name(f.dtype))},
+                               {"shape", f.shape}});
+      }
     }
+    if (const std::string source = loader.describe_source(); !source.empty()) j["source"] = source;
+    if (s.overflow_batches) j["overflow_batches"] = s.overflow_batches;
     if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
     if (r.h2d_gib_per_s >= 0) j["h2d_gib_per_s"] = r.h2d_gib_per_s;
     if (args.device != "cpu") j["staging"] = staging_name(s.staging);
@@ -324,6 +332,8 @@ void bench(const std::string& path, const Args& args) {
              : args.format == "lmdb" ? stoker::Format::lmdb
                                      : stoker::Format::auto_detect;
   o.fields = args.fields;
+  o.group = args.group;
+  o.pipeline = args.pipeline;
   o.batch_size = args.batch_size;
   o.num_workers = args.workers == "auto" ? stoker::kAuto : std::stoul(args.workers);
   o.prefetch = args.prefetch == "auto" ? stoker::kAuto : std::stoul(args.prefetch);
@@ -344,8 +354,9 @@ void bench(const std::string& path, const Args& args) {
   if (o.device.staged()) device = std::make_unique<DeviceLoop>(o.device);
   if (!args.json) {
     // What is delivered comes first: a field left out is visible before any figure.
-    std::cout << fmt::format("{}: {} samples, fields {}\n", path, loader.schema().num_samples,
-                             loader.schema().describe_fields());
+    const std::string source = loader.describe_source();
+    std::cout << fmt::format("{}: {} samples, fields {}{}\n", path, loader.schema().num_samples,
+                             loader.schema().describe_fields(), source.empty() ? "" : " (" + source + ")");
     static bool header_printed = false;
     if (!std::exchange(header_printed, true)) {
       if (args.step_ms <= 0) {
@@ -415,7 +426,17 @@ int main(int argc, char** argv) {
       "loader-bench"};
   app.add_option("--data", args.data, "HDF5 file or LMDB database to read (default: a generated demo dataset)");
   app.add_option("--format", args.format, "Format of --data")->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))->capture_default_str();
-  app.add_option("--fields", args.fields, "Fields to load, in this order (default: all, alphabetical)")->delimiter(',');
+  app.add_option("--fields", args.fields,
+                 "Fields to load, in this order (default: all, alphabetical); HDF5 fields by path, e.g. "
+                 "train/images,train/labels")
+      ->delimiter(',');
+  app.add_option("--group", args.group, "HDF5: the group the fields are in (names relative to it)");
+  app.add_option("--pipeline", args.pipeline,
+                 "Per-sample operations run in the workers, 'FIELD=op,op(args),...' with fields separated by ';', "
+                 "e.g. 'jpeg=decode,random_resized_crop(224),flip,to_chw'. Operations: decode[(H,W)], "
+                 "random_resized_crop(H[,W]), resize(H,W), center_crop(H[,W]), flip[(p)], to_chw, "
+                 "normalize(m0,m1,m2,s0,s1,s2) (docs/pipeline.md)")
+      ->check(stoker::tools::pipeline_text());
   app.add_option("--batch-size", args.batch_size, "Samples per batch")->check(stoker::tools::whole_number(1))->capture_default_str();
   app.add_option("--workers", args.workers,
                  "Worker processes (0: load in this process), or auto: add workers while the loop waits for data "

@@ -127,8 +127,13 @@ class STOKER_API Loader {
   // state on every rank (stoker/state.h). Save it with the model; resume with epoch(state).
   LoaderState state() const;
 
-  // The delivered fields, in delivery order; num_samples of the whole dataset.
+  // The delivered fields, in delivery order (a field with a pipeline as its output); num_samples
+  // of the whole dataset.
   const Schema& schema() const;
+  // How stoker understood the dataset where that is not plain: an LMDB without a stoker schema
+  // (how its keys and values were read), sample groups and variable-length datasets in HDF5, and
+  // the pipelines. Empty otherwise.
+  std::string describe_source() const;
   const Options& options() const;
   std::uint64_t batches_per_epoch() const;
   std::uint64_t samples_per_epoch() const;
