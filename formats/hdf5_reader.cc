@@ -805,27 +805,25 @@ std::uint64_t Hdf5Reader::Impl::member_bytes(Column& c, std::uint64_t i) {
 }
 
 void Hdf5Reader::Impl::read_member(Column& c, std::uint64_t i, VarBytes& out) {
-  hdf5_call([&] { return fmt::format("{}: sample {} (member '{}')", c.where, i, i); }, [&] {
-    const H5::DataSet d = file.openDataSet(fmt::format("{}/{}", c.object, i));
-    const TypeMatch m = match_type(d);
-    if (!m.dtype || *m.dtype != c.member_dtype) {
-      throw Error(fmt::format("is {}, but the group's member '0' is {}: a sample group's members share one dtype",
-                              m.dtype ? std::string(dtype_name(*m.dtype)) : m.why, dtype_name(c.member_dtype)));
-    }
-    const H5::DataSpace space = d.getSpace();
-    const auto elements = static_cast<std::uint64_t>(space.getSimpleExtentNpoints());
-    if (elements > kMaxSampleBytes / dtype_size(c.member_dtype)) {
-      throw Error(fmt::format("holds {} elements, more than a sample may ({} bytes, kMaxSampleBytes)", elements,
-                              kMaxSampleBytes));
-    }
-    std::byte* dst = out.append(elements * dtype_size(c.member_dtype));
-    try {
-      if (elements) d.read(dst, little_endian_type_of(d));
-    } catch (...) {
-      out.pop_back();
-      throw;
-    }
-  });
+  const auto where = [&] { return fmt::format("{}: sample {} (member '{}')", c.where, i, i); };
+  const H5::DataSet d = hdf5_call(where, [&] { return file.openDataSet(fmt::format("{}/{}", c.object, i)); });
+  const TypeMatch m = hdf5_call(where, [&] { return match_type(d); });
+  if (!m.dtype || *m.dtype != c.member_dtype) {
+    throw Error(fmt::format("{} is {}, but the group's member '0' is {}: a sample group's members share one dtype",
+                            where(), m.dtype ? std::string(dtype_name(*m.dtype)) : m.why, dtype_name(c.member_dtype)));
+  }
+  const auto elements = hdf5_call(where, [&] { return static_cast<std::uint64_t>(d.getSpace().getSimpleExtentNpoints()); });
+  if (elements > kMaxSampleBytes / dtype_size(c.member_dtype)) {
+    throw Error(fmt::format("{} holds {} elements, more than a sample may ({} bytes, kMaxSampleBytes)", where(),
+                            elements, kMaxSampleBytes));
+  }
+  std::byte* dst = out.append(elements * dtype_size(c.member_dtype));
+  try {
+    if (elements) hdf5_call(where, [&] { d.read(dst, little_endian_type_of(d)); });
+  } catch (...) {
+    out.pop_back();
+    throw;
+  }
 }
 
 std::string Hdf5Reader::describe_layout() const {

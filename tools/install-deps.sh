@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 apt_packages=(
   build-essential cmake ninja-build pkg-config git
   libhdf5-dev hdf5-tools libdeflate-dev
-  libjpeg62-turbo-dev libspng-dev
+  libjpeg62-turbo-dev libspng-dev libturbojpeg0-dev
   liblmdb-dev lmdb-utils
   libboost-dev
   libgtest-dev libgmock-dev googletest

@@ -1,0 +1,677 @@
+// Variable-length (bytes) fields from every layout that holds them, and the worker pipelines that
+// decode and augment them.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <lmdb.h>
+#include <spng.h>
+#include <turbojpeg.h>
+
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "formats/lmdb_env.h"
+#include "formats/lmdb_reader.h"
+#include "formats/lmdb_writer.h"
+#include "formats/reader.h"
+#include "stoker/digest.h"
+#include "stoker/error.h"
+#include "stoker/loader.h"
+#include "stoker/pipeline.h"
+#include "tests/test_data.h"
+
+namespace stoker {
+namespace {
+
+using test::error_of;
+using test::TempDir;
+using ::testing::HasSubstr;
+
+using Bytes = std::vector<std::byte>;
+
+// Sample i of a bytes field: a length and content that are functions of i (some empty).
+Bytes var_sample(std::uint64_t i) {
+  Bytes b((i * 37) % 300);
+  for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>((i * 7 + k * 13) & 0xff);
+  return b;
+}
+
+// An RGB image whose pixels are a function of (x, y, c, seed).
+std::vector<std::uint8_t> pixels(int h, int w, int seed) {
+  std::vector<std::uint8_t> p(static_cast<std::size_t>(h) * w * 3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < 3; ++c) p[(static_cast<std::size_t>(y) * w + x) * 3 + c] = static_cast<std::uint8_t>((x * 5 + y * 3 + c * 80 + seed * 11) & 0xff);
+    }
+  }
+  return p;
+}
+
+Bytes jpeg(const std::vector<std::uint8_t>& rgb, int h, int w, int quality = 90) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(0, tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &out, &size, TJSAMP_420, quality, 0));
+  Bytes b(reinterpret_cast<std::byte*>(out), reinterpret_cast<std::byte*>(out) + size);
+  tjFree(out);
+  tjDestroy(tj);
+  return b;
+}
+
+Bytes png(const std::vector<std::uint8_t>& rgb, int h, int w) {
+  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_ihdr ihdr{};
+  ihdr.width = static_cast<std::uint32_t>(w);
+  ihdr.height = static_cast<std::uint32_t>(h);
+  ihdr.bit_depth = 8;
+  ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
+  spng_set_ihdr(ctx, &ihdr);
+  EXPECT_EQ(0, spng_encode_image(ctx, rgb.data(), rgb.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE));
+  std::size_t size = 0;
+  int rc = 0;
+  void* buf = spng_get_png_buffer(ctx, &size, &rc);
+  EXPECT_EQ(0, rc);
+  Bytes b(static_cast<std::byte*>(buf), static_cast<std::byte*>(buf) + size);
+  std::free(buf);
+  spng_ctx_free(ctx);
+  return b;
+}
+
+// HDF5 writing through the C API, as h5py lays files out.
+struct H5 {
+  hid_t file;
+  explicit H5(const std::string& path) : file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {}
+  ~H5() { H5Fclose(file); }
+  void group(const char* name) { H5Gclose(H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)); }
+  // A variable-length dataset of `base` elements, one per sample.
+  void vlen(const char* name, const std::vector<Bytes>& samples, hid_t base = H5T_NATIVE_UINT8) {
+    hid_t type = H5Tvlen_create(base);
+    hsize_t n = samples.size();
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t d = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<hvl_t> v(samples.size());
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      v[i].len = samples[i].size() / H5Tget_size(base);
+      v[i].p = const_cast<std::byte*>(samples[i].data());
+    }
+    EXPECT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Tclose(type);
+  }
+  void array(const std::string& name, hid_t type, std::vector<hsize_t> dims, const void* data) {
+    hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    hid_t d = H5Dcreate2(file, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0);
+    H5Dclose(d);
+    H5Sclose(space);
+  }
+  // A sample group: member "i" is sample i (u8, 1-D).
+  void members(const std::string& group, const std::vector<Bytes>& samples) {
+    this->group(group.c_str());
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      // HDF5 has no zero-sized simple dataspace of rank 1 that h5py writes either: give empty samples one byte less
+      array(group + "/" + std::to_string(i), H5T_NATIVE_UINT8, {std::max<hsize_t>(samples[i].size(), 1)},
+            samples[i].empty() ? "\0" : static_cast<const void*>(samples[i].data()));
+    }
+  }
+};
+
+// A database as py-lmdb writes one: keys and values in the main database.
+void write_plain_lmdb(const std::string& path, const std::vector<std::pair<Bytes, Bytes>>& records) {
+  formats::LmdbEnv env;
+  mdb_env_set_mapsize(env.get(), 64 << 20);
+  ASSERT_EQ(0, mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644));
+  formats::LmdbTxn txn(env.get(), 0, "test");
+  MDB_dbi dbi;
+  ASSERT_EQ(0, mdb_dbi_open(txn.get(), nullptr, 0, &dbi));
+  for (const auto& [k, v] : records) {
+    MDB_val key{k.size(), const_cast<std::byte*>(k.data())}, val{v.size(), const_cast<std::byte*>(v.data())};
+    ASSERT_EQ(0, mdb_put(txn.get(), dbi, &key, &val, 0));
+  }
+  txn.commit("test");
+}
+
+Bytes text(std::string_view s) {
+  return Bytes(reinterpret_cast<const std::byte*>(s.data()), reinterpret_cast<const std::byte*>(s.data()) + s.size());
+}
+
+// Every sample of every epoch-0 batch of field `name`, by dataset index, checking that each index
+// comes exactly once.
+std::map<std::uint64_t, Bytes> load_all(Options o, const std::string& name) {
+  Loader loader(o);
+  std::map<std::uint64_t, Bytes> out;
+  for (Batch& b : loader.epoch(0)) {
+    const FieldView& f = b.field(name);
+    EXPECT_EQ(f.kind, FieldKind::bytes);
+    EXPECT_EQ(f.offsets.size(), b.size() + 1);
+    EXPECT_EQ(f.offsets.front(), 0u);
+    EXPECT_EQ(f.offsets.back(), f.bytes);
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      const auto s = f.sample(k);
+      EXPECT_TRUE(out.emplace(b.indices()[k], Bytes(s.begin(), s.end())).second) << "sample twice: " << b.indices()[k];
+    }
+  }
+  return out;
+}
+
+std::vector<Bytes> var_samples(std::uint64_t n) {
+  std::vector<Bytes> v;
+  for (std::uint64_t i = 0; i < n; ++i) v.push_back(var_sample(i));
+  return v;
+}
+
+TEST(BytesFields, VariableLengthHdf5DatasetDeliversEverySampleExactlyWithAnyWorkers) {
+  TempDir tmp;
+  const std::string p = tmp.path("v.h5");
+  const std::uint64_t n = 203;
+  {
+    H5 f(p);
+    f.vlen("blob", var_samples(n));
+    std::vector<std::int64_t> labels(n);
+    std::iota(labels.begin(), labels.end(), 0);
+    f.array("label", H5T_NATIVE_INT64, {n}, labels.data());
+  }
+  for (std::size_t workers : {0u, 2u}) {
+    Options o;
+    o.source = p;
+    o.batch_size = 16;
+    o.num_workers = workers;
+    o.shuffle = true;
+    Loader probe(o);
+    EXPECT_EQ(probe.schema().describe_fields(), "blob: bytes, label: i64[]");
+    EXPECT_THAT(probe.describe_source(), HasSubstr("'blob': variable-length u8 dataset 'blob'"));
+    const auto got = load_all(o, "blob");
+    ASSERT_EQ(got.size(), n);
+    for (const auto& [i, b] : got) EXPECT_EQ(b, var_sample(i)) << "sample " << i << ", workers " << workers;
+  }
+}
+
+TEST(BytesFields, SampleGroupIsOneFieldAndGroupsNameFieldsRelatively) {
+  TempDir tmp;
+  const std::string p = tmp.path("g.h5");
+  const std::uint64_t n = 57;
+  {
+    H5 f(p);
+    f.group("train");
+    std::vector<Bytes> samples = var_samples(n);
+    for (auto& s : samples) {
+      if (s.empty()) s.push_back(std::byte{42});
+    }
+    f.members("train/data", samples);
+    std::vector<std::int64_t> labels(n, 3);
+    f.array("train/label", H5T_NATIVE_INT64, {n}, labels.data());
+  }
+  Options o;
+  o.source = p;
+  o.group = "train";
+  o.batch_size = 10;
+  o.num_workers = 2;
+  const auto got = load_all(o, "data");
+  ASSERT_EQ(got.size(), n);
+  for (const auto& [i, b] : got) {
+    Bytes want = var_sample(i);
+    if (want.empty()) want.push_back(std::byte{42});
+    EXPECT_EQ(b, want) << "sample " << i;
+  }
+  Loader loader(o);
+  EXPECT_EQ(loader.schema().describe_fields(), "data: bytes, label: i64[]");
+  EXPECT_THAT(loader.describe_source(), HasSubstr("group 'train/data' of 57 datasets '0' .. '56' (u8)"));
+
+  // By path from the root, the same.
+  Options by_path = o;
+  by_path.group.clear();
+  by_path.fields = {"train/data"};
+  EXPECT_EQ(load_all(by_path, "train/data").size(), n);
+
+  Options missing = o;
+  missing.group = "test";
+  EXPECT_THAT(error_of([&] { Loader l(missing); }), HasSubstr("no group 'test' (datasets in the root group: none; groups: train)"));
+  Options unknown = o;
+  unknown.fields = {"images"};
+  EXPECT_THAT(error_of([&] { Loader l(unknown); }),
+              HasSubstr("unknown field 'images' (datasets in group 'train': label; groups: data)"));
+}
+
+TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
+  TempDir tmp;
+  const std::string p = tmp.path("bad.h5");
+  {
+    H5 f(p);
+    std::vector<Bytes> floats(4, Bytes(8));
+    f.vlen("vec", floats, H5T_NATIVE_FLOAT);
+  }
+  Options o;
+  o.source = p;
+  EXPECT_THAT(error_of([&] { Loader l(o); }),
+              HasSubstr("'vec' (variable-length data of 4-byte float elements; stoker reads variable-length u8 as a "
+                        "bytes field)"));
+  {
+    H5 f(p);
+    f.group("data");
+    const std::uint8_t a[2] = {1, 2};
+    const std::int16_t b[2] = {1, 2};
+    f.array("data/0", H5T_NATIVE_UINT8, {2}, a);
+    f.array("data/1", H5T_NATIVE_INT16, {2}, b);
+  }
+  o.batch_size = 2;
+  {
+    Loader l(o);
+    EXPECT_THAT(error_of([&] { for (Batch& b : l.epoch(0)) (void)b; }),
+                HasSubstr("group 'data': sample 1 (member '1') is i16, but the group's member '0' is u8"));
+  }
+  {
+    H5 f(p);
+    f.group("misc");
+    const std::uint8_t a[2] = {1, 2};
+    f.array("misc/first", H5T_NATIVE_UINT8, {2}, a);
+  }
+  o.fields = {"misc"};
+  EXPECT_THAT(error_of([&] { Loader bad(o); }), HasSubstr("field 'misc' is a group whose members are not named 0 .. N-1"));
+}
+
+TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {
+  TempDir tmp;
+  const std::string p = tmp.path("v2.lmdb");
+  const std::uint64_t n = 90;
+  Schema schema;
+  schema.num_samples = n;
+  schema.fields = {Field::bytes_field("blob"), Field{"label", FieldKind::fixed, DType::i64, {}}};
+  std::uint64_t largest = 0;
+  {
+    formats::LmdbWriter w(p, schema, {});
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const Bytes b = var_sample(i);
+      const std::int64_t label = static_cast<std::int64_t>(i) * 3;
+      const std::span<const std::byte> parts[2] = {b, std::as_bytes(std::span(&label, 1))};
+      w.append_sample(parts);
+      largest = std::max<std::uint64_t>(largest, b.size());
+    }
+    w.finish("0000000000000000");
+  }
+  const auto stored = formats::lmdb_stored_schema(p);
+  EXPECT_EQ(stored.schema, schema);
+  EXPECT_EQ(stored.max_bytes, (std::vector<std::uint64_t>{largest, 0}));
+  formats::LmdbReader r(p, {"label", "blob"});
+  EXPECT_EQ(r.sample_bound(1).bytes, largest);
+  EXPECT_TRUE(r.sample_bound(1).exact);
+
+  Options o;
+  o.source = p;
+  o.batch_size = 8;
+  o.num_workers = 2;
+  o.shuffle = true;
+  const auto got = load_all(o, "blob");
+  ASSERT_EQ(got.size(), n);
+  for (const auto& [i, b] : got) EXPECT_EQ(b, var_sample(i));
+
+  // A record whose lengths do not add up is named.
+  test::overwrite_lmdb_record(p, 5, "short");
+  o.shuffle = false;
+  o.num_workers = 0;
+  Loader l(o);
+  EXPECT_THAT(error_of([&] { for (Batch& b : l.epoch(0)) (void)b; }),
+              HasSubstr("sample 5 (key 0000000000000005) has 5 bytes, less than the 16 of its fixed fields and 1 length(s)"));
+}
+
+TEST(BytesFields, DatabasesWithoutASchemaAreReadByTheirKeys) {
+  TempDir tmp;
+  const std::uint64_t n = 123;
+  struct Style {
+    const char* name;
+    std::function<Bytes(std::uint64_t)> key;
+    const char* described;
+  };
+  const Style styles[] = {
+      {"decimal", [](std::uint64_t i) { return text(std::to_string(i)); }, "keys decimal (b'0', b'1', ...)"},
+      {"padded", [](std::uint64_t i) { return text(fmt::format("{:08}", i)); }, "zero-padded decimal of 8 digits"},
+      {"big-endian",
+       [](std::uint64_t i) {
+         Bytes k(8);
+         for (int b = 0; b < 8; ++b) k[7 - b] = static_cast<std::byte>((i >> (8 * b)) & 0xff);
+         return k;
+       },
+       "8-byte big-endian integers"},
+  };
+  for (const Style& s : styles) {
+    const std::string p = tmp.path(std::string(s.name) + ".lmdb");
+    std::vector<std::pair<Bytes, Bytes>> records;
+    for (std::uint64_t i = 0; i < n; ++i) records.emplace_back(s.key(i), var_sample(i));
+    write_plain_lmdb(p, records);
+    Options o;
+    o.source = p;
+    o.batch_size = 10;
+    o.num_workers = 2;
+    o.shuffle = true;
+    Loader probe(o);
+    EXPECT_EQ(probe.schema().describe_fields(), "data: bytes") << s.name;
+    EXPECT_THAT(probe.describe_source(), HasSubstr(s.described));
+    const auto got = load_all(o, "data");
+    ASSERT_EQ(got.size(), n) << s.name;
+    for (const auto& [i, b] : got) EXPECT_EQ(b, var_sample(i)) << s.name << " sample " << i;
+  }
+  // A missing index is named, with its key.
+  const std::string gap = tmp.path("gap.lmdb");
+  write_plain_lmdb(gap, {{text("0"), text("a")}, {text("1"), text("b")}, {text("3"), text("d")}});
+  Options o;
+  o.source = gap;
+  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr("sample 2 (key b'2') is missing: the database holds 3 keys"));
+  const std::string words = tmp.path("words.lmdb");
+  write_plain_lmdb(words, {{text("0"), text("a")}, {text("cat"), text("b")}});
+  o.source = words;
+  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr("key b'cat' is not a sample index like the first key"));
+}
+
+Bytes npy(const std::string& descr, const std::string& shape, const Bytes& data) {
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape);
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  Bytes out = text(std::string("\x93NUMPY\x01\x00", 8));
+  out.push_back(static_cast<std::byte>(header.size() & 0xff));
+  out.push_back(static_cast<std::byte>(header.size() >> 8));
+  const Bytes h = text(header);
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+TEST(BytesFields, NpyValuesOfOneHeaderBecomeAFixedField) {
+  TempDir tmp;
+  const std::string p = tmp.path("npy.lmdb");
+  const std::uint64_t n = 40;
+  std::vector<std::pair<Bytes, Bytes>> records;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::vector<float> v(6, static_cast<float>(i));
+    records.emplace_back(text(std::to_string(i)), npy("<f4", "(2, 3)", Bytes(reinterpret_cast<std::byte*>(v.data()),
+                                                                             reinterpret_cast<std::byte*>(v.data()) + 24)));
+  }
+  write_plain_lmdb(p, records);
+  Options o;
+  o.source = p;
+  o.batch_size = 7;
+  o.num_workers = 2;
+  Loader loader(o);
+  EXPECT_EQ(loader.schema().describe_fields(), "data: f32[2,3]");
+  std::uint64_t seen = 0;
+  for (Batch& b : loader.epoch(0)) {
+    const auto v = b["data"].as<float>();
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      for (int e = 0; e < 6; ++e) EXPECT_EQ(v[k * 6 + e], static_cast<float>(b.indices()[k]));
+    }
+    seen += b.size();
+  }
+  EXPECT_EQ(seen, n);
+
+  // A header that lies about its size, and one that differs from sample 0's.
+  records[17].second = npy("<f4", "(2, 3)", Bytes(20));
+  records[23].second = npy("<i8", "(3,)", Bytes(24));
+  write_plain_lmdb(p, records);
+  for (std::uint64_t bad : {17u, 23u}) {
+    Options one = o;
+    one.num_workers = 0;
+    one.batch_size = 1;
+    Loader l(one);
+    const std::string e = error_of([&] { l.epoch(0, bad).next(); });
+    EXPECT_THAT(e, HasSubstr(fmt::format("sample {} (key b'{}')", bad, bad)));
+    EXPECT_THAT(e, HasSubstr(bad == 17 ? "its .npy header says 24 bytes of data, the value holds 20"
+                                       : "its .npy header (i64[3]) differs from sample 0's, which made the field data: f32[2,3]"));
+  }
+}
+
+TEST(BytesFields, ABatchLargerThanItsSlotIsReadByTheConsumerAndSaysSo) {
+  TempDir tmp;
+  const std::string p = tmp.path("big.h5");
+  // The slot is sized from 16 samples spread over the dataset (0, 13, 26, ...), all small here;
+  // the others are 40x larger.
+  const std::uint64_t n = 196;
+  std::vector<Bytes> samples;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    Bytes b(i % 13 == 0 ? 100 : 20000 + i);
+    for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>((i + k) & 0xff);
+    samples.push_back(std::move(b));
+  }
+  {
+    H5 f(p);
+    f.vlen("blob", samples);
+  }
+  for (std::size_t workers : {0u, 2u}) {
+    Options o;
+    o.source = p;
+    o.batch_size = 32;
+    o.num_workers = workers;
+    std::vector<std::string> warnings;
+    o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+    Loader loader(o);
+    std::uint64_t seen = 0;
+    for (Batch& b : loader.epoch(0)) {
+      for (std::size_t k = 0; k < b.size(); ++k) {
+        const auto s = b["blob"].sample(k);
+        EXPECT_EQ(Bytes(s.begin(), s.end()), samples[b.indices()[k]]);
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, n);
+    EXPECT_GT(loader.stats().overflow_batches, 0u);
+    ASSERT_EQ(warnings.size(), 1u) << "one warning, however many batches";
+    EXPECT_THAT(warnings[0], HasSubstr("more than its region in shared memory holds ('blob' "));
+  }
+}
+
+TEST(BytesFields, BytesFieldsStayOnTheCpu) {
+  TempDir tmp;
+  const std::string p = tmp.path("v.h5");
+  {
+    H5 f(p);
+    f.vlen("blob", var_samples(10));
+  }
+  Options o;
+  o.source = p;
+  o.device = Device::emulated();
+  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr("field(s) blob are variable-length bytes, which stoker delivers "
+                                                        "on the CPU only: decode them in the workers with a pipeline"));
+}
+
+// ---- pipelines ----
+
+std::string pipeline_error(const std::string& text, const Options& base) {
+  Options o = base;
+  o.pipeline = text;
+  return error_of([&] { Loader l(o); });
+}
+
+// n JPEG images of assorted sizes in a vlen dataset "jpeg", and their labels.
+std::string jpeg_dataset(const TempDir& tmp, std::uint64_t n, int base = 40) {
+  const std::string p = tmp.path("jpeg.h5");
+  std::vector<Bytes> images;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const int h = base + static_cast<int>(i % 7) * 9, w = base + static_cast<int>(i % 5) * 13;
+    images.push_back(jpeg(pixels(h, w, static_cast<int>(i)), h, w, 60 + static_cast<int>(i % 4) * 10));
+  }
+  H5 f(p);
+  f.vlen("jpeg", images);
+  std::vector<std::int64_t> labels(n);
+  std::iota(labels.begin(), labels.end(), 0);
+  f.array("label", H5T_NATIVE_INT64, {n}, labels.data());
+  return p;
+}
+
+TEST(Pipelines, BadPipelinesAreRefusedNamingWhatIsWrong) {
+  TempDir tmp;
+  Options o;
+  o.source = jpeg_dataset(tmp, 5);
+  EXPECT_THAT(pipeline_error("jpeg=decode,blur(3)", o), HasSubstr("field 'jpeg', operation 2: unknown operation 'blur' (operations: decode, "));
+  EXPECT_THAT(pipeline_error("jpeg=decode,random_resized_crop(0)", o),
+              HasSubstr("'random_resized_crop(0)': the height must be a whole number from 1 to 65536, not 0"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,resize(32)", o), HasSubstr("'resize(32)': takes (height, width) (got 1 argument)"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,center_crop(a)", o), HasSubstr("'center_crop(a)': argument 1 ('a') is not a number"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,center_crop(8", o), HasSubstr("unbalanced '('"));
+  EXPECT_THAT(pipeline_error("image=decode,resize(8,8)", o), HasSubstr("pipeline: no field 'image' to run it on (fields: jpeg: bytes, label: i64[])"));
+  EXPECT_THAT(pipeline_error("jpeg=decode", o), HasSubstr("field 'jpeg' ends in u8[?,?,3], whose size differs per sample"));
+  EXPECT_THAT(pipeline_error("jpeg=resize(8,8)", o), HasSubstr("'resize(8,8)' needs an image, and its input is encoded bytes: decode first"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,to_chw,resize(8,8)", o), HasSubstr("'resize(8,8)' works on HWC images: put it before to_chw"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,resize(8,8),normalize(1,2)", o), HasSubstr("1 means and stds for an image of 3 channels"));
+  EXPECT_THAT(pipeline_error("label=decode,resize(8,8)", o), HasSubstr("decodes encoded images (a bytes field), and its input is i64[]"));
+  EXPECT_THAT(error_of([] { check_pipeline("jpeg=decode,flip(2)"); }), HasSubstr("'flip(2)': the probability must be within [0, 1]"));
+  EXPECT_THAT(error_of([] { check_pipeline("jpeg decode"); }), HasSubstr("is not FIELD=operations"));
+}
+
+TEST(Pipelines, RandomAugmentationGivesTheSameBatchesForAnyNumberOfWorkers) {
+  TempDir tmp;
+  Options o;
+  o.source = jpeg_dataset(tmp, 61);
+  o.batch_size = 8;
+  o.shuffle = true;
+  o.seed = 5;
+  o.pipeline = "jpeg=decode,random_resized_crop(24,32),flip,to_chw,normalize(0.5,0.5,0.5,0.25,0.25,0.25)";
+  std::vector<std::string> digests;
+  for (std::size_t workers : {0u, 1u, 2u}) {
+    o.num_workers = workers;
+    Loader loader(o);
+    EXPECT_EQ(loader.schema().describe_fields(), "jpeg: f32[3,24,32], label: i64[]");
+    std::string d;
+    for (std::uint64_t e : {0u, 1u}) {
+      ContentDigest c;
+      for (Batch& b : loader.epoch(e)) c.add(b);
+      d += c.hex();
+    }
+    digests.push_back(d);
+  }
+  EXPECT_EQ(digests[0], digests[1]);
+  EXPECT_EQ(digests[0], digests[2]);
+  EXPECT_NE(digests[0].substr(0, 16), digests[0].substr(16)) << "each epoch draws anew";
+  o.seed = 6;
+  Loader other(o);
+  ContentDigest c;
+  for (Batch& b : other.epoch(0)) c.add(b);
+  EXPECT_NE(c.hex(), digests[0].substr(0, 16)) << "another seed, other crops";
+}
+
+TEST(Pipelines, LosslessImagesComeThroughExactly) {
+  TempDir tmp;
+  const std::string p = tmp.path("png.h5");
+  const int h = 30, w = 20;
+  std::vector<std::vector<std::uint8_t>> rgb;
+  {
+    std::vector<Bytes> images;
+    for (int i = 0; i < 6; ++i) {
+      rgb.push_back(pixels(h, w, i));
+      images.push_back(png(rgb.back(), h, w));
+    }
+    H5 f(p);
+    f.vlen("img", images);
+  }
+  Options o;
+  o.source = p;
+  o.batch_size = 6;
+  auto first_batch = [&](const std::string& pipeline) {
+    o.pipeline = pipeline;
+    Loader l(o);
+    Batch b = *l.epoch(0).next();
+    const auto s = b["img"];
+    return std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(s.data), reinterpret_cast<const std::uint8_t*>(s.data) + s.bytes);
+  };
+  const std::size_t per = static_cast<std::size_t>(h) * w * 3;
+  // decode: the pixels.
+  auto decoded = first_batch("img=decode(30,20)");
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(std::equal(rgb[i].begin(), rgb[i].end(), decoded.begin() + i * per)) << i;
+  // flip(1) always flips; to_chw transposes; center_crop takes the middle; resize to the same size is the identity.
+  auto flipped = first_batch("img=decode(30,20),flip(1),to_chw");
+  auto cropped = first_batch("img=decode,center_crop(10,6)");
+  auto same = first_batch("img=decode,resize(30,20)");
+  EXPECT_EQ(same, decoded);
+  for (int i = 0; i < 6; ++i) {
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          const std::uint8_t v = rgb[i][(y * w + x) * 3 + c];
+          ASSERT_EQ(flipped[i * per + (c * h + y) * w + (w - 1 - x)], v);
+          if (y >= 10 && y < 20 && x >= 7 && x < 13) {
+            ASSERT_EQ(cropped[i * 180 + ((y - 10) * 6 + (x - 7)) * 3 + c], v);
+          }
+        }
+      }
+    }
+  }
+  // A crop larger than the image is padded with zeros around it, as torchvision pads.
+  auto padded = first_batch("img=decode,center_crop(32,24)");
+  EXPECT_EQ(padded[0], 0);
+  EXPECT_EQ(padded[((1 * 24) + 2) * 3], rgb[0][0]);
+}
+
+TEST(Pipelines, CorruptImagesAreErrorsAtTheirBatchNamingSampleAndField) {
+  TempDir tmp;
+  const std::string p = tmp.path("bad.h5");
+  std::vector<Bytes> images;
+  for (int i = 0; i < 12; ++i) images.push_back(jpeg(pixels(32, 32, i), 32, 32));
+  images[9].resize(images[9].size() / 2);        // truncated
+  images[10] = text("GIF89a not an image at all");  // neither JPEG nor PNG
+  {
+    H5 f(p);
+    f.vlen("jpeg", images);
+  }
+  for (std::size_t workers : {0u, 2u}) {
+    Options o;
+    o.source = p;
+    o.batch_size = 3;
+    o.num_workers = workers;
+    o.pipeline = "jpeg=decode,center_crop(16)";
+    Loader l(o);
+    Epoch e = l.epoch(0);
+    for (int b = 0; b < 3; ++b) EXPECT_TRUE(e.next().has_value()) << "the batches before are delivered";
+    const std::string err = error_of([&] { e.next(); });
+    EXPECT_THAT(err, HasSubstr("batch 3 of epoch 0"));
+    EXPECT_THAT(err, HasSubstr("field 'jpeg', sample 9: corrupt JPEG"));
+    Options one = o;
+    one.batch_size = 1;
+    Loader l2(one);
+    EXPECT_THAT(error_of([&] { l2.epoch(0, 10).next(); }),
+                HasSubstr("field 'jpeg', sample 10: not a JPEG or PNG image (26 bytes, starting 474946383961206e)"));
+    one.pipeline = "jpeg=decode(32,30)";
+    Loader l3(one);
+    EXPECT_THAT(error_of([&] { l3.epoch(0).next(); }),
+                HasSubstr("sample 0: the image is 32x32 (height x width); 'decode(32,30)' declares 32x30"));
+  }
+}
+
+// A user operation: inverts every byte (u8 images only).
+OpSpec invert_spec(const OpSpec& in, std::span<const double> args) {
+  if (in.bytes || in.dtype != DType::u8) throw Error("invert takes u8 arrays");
+  if (!args.empty()) throw Error("invert takes no arguments");
+  return in;
+}
+void invert(const SampleIn& in, SampleOut& out, std::span<const double>, SampleRandom&) {
+  std::byte* o = out.resize(in.dtype, in.shape);
+  for (std::size_t i = 0; i < in.data.size(); ++i) o[i] = ~in.data[i];
+}
+STOKER_REGISTER_OP(invert, invert_spec, invert);
+
+TEST(Pipelines, UserOperationsRunInTheWorkersByName) {
+  TempDir tmp;
+  const std::string p = tmp.path("png.h5");
+  const auto rgb = pixels(8, 8, 3);
+  {
+    H5 f(p);
+    f.vlen("img", std::vector<Bytes>(4, png(rgb, 8, 8)));
+  }
+  Options o;
+  o.source = p;
+  o.batch_size = 4;
+  o.num_workers = 2;
+  o.pipeline = "img=decode(8,8),invert";
+  Loader l(o);
+  Batch b = *l.epoch(0).next();
+  const auto v = b["img"].as<std::uint8_t>();
+  for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<std::uint8_t>(~rgb[i % rgb.size()]));
+  EXPECT_THAT(pipeline_error("img=invert", o), HasSubstr("operation 1: invert takes u8 arrays"));
+  EXPECT_THAT(error_of([] { register_op("invert", UserOp{invert_spec, invert}); }),
+              HasSubstr("an operation named 'invert' is already registered"));
+  EXPECT_THAT(error_of([] { register_op("decode", UserOp{invert_spec, invert}); }), HasSubstr("already registered"));
+}
+
+}  // namespace
+}  // namespace stoker
