@@ -54,12 +54,23 @@ torch::Dtype torch_dtype(DType t) {
   throw Error("torch_dtype: unknown dtype");
 }
 
+std::string offsets_name(const FieldView& f) { return std::string(f.name) + ".offsets"; }
+
 TensorMap to_tensors(Batch&& batch) {
   if (!batch) throw Error("to_tensors: the batch is empty (moved from or released)");
   auto holder = std::make_shared<Batch>(std::move(batch));
   make_ready(*holder);
   TensorMap out;
   for (const FieldView& f : holder->fields()) {
+    if (f.kind == FieldKind::bytes) {
+      // Offsets are u64 in the slot; they are below 2^63, so the same words read as int64.
+      out.insert(std::string(f.name), torch::from_blob(const_cast<std::byte*>(f.data), {static_cast<std::int64_t>(f.bytes)},
+                                                       [holder](void*) {}, torch::kUInt8));
+      out.insert(offsets_name(f), torch::from_blob(const_cast<std::uint64_t*>(f.offsets.data()),
+                                                   {static_cast<std::int64_t>(f.offsets.size())}, [holder](void*) {},
+                                                   torch::kInt64));
+      continue;
+    }
     auto options = torch::TensorOptions().dtype(torch_dtype(f.dtype)).device(torch_device(f.device));
     // Every tensor's deleter holds the batch; the batch goes when the last tensor does.
     out.insert(std::string(f.name),
@@ -74,6 +85,15 @@ TensorMap copy_to_tensors(Batch&& batch) {
   make_ready(b);
   TensorMap out;
   for (const FieldView& f : b.fields()) {
+    if (f.kind == FieldKind::bytes) {
+      torch::Tensor flat = torch::empty({static_cast<std::int64_t>(f.bytes)}, torch::kUInt8);
+      if (f.bytes) std::memcpy(flat.data_ptr(), f.data, f.bytes);
+      torch::Tensor offsets = torch::empty({static_cast<std::int64_t>(f.offsets.size())}, torch::kInt64);
+      std::memcpy(offsets.data_ptr(), f.offsets.data(), f.offsets.size_bytes());
+      out.insert(std::string(f.name), std::move(flat));
+      out.insert(offsets_name(f), std::move(offsets));
+      continue;
+    }
     auto options = torch::TensorOptions().dtype(torch_dtype(f.dtype)).device(torch_device(f.device));
     torch::Tensor t = torch::empty(sizes(f), options);
     if (f.device.kind == Device::Kind::cuda) {
@@ -85,6 +105,25 @@ TensorMap copy_to_tensors(Batch&& batch) {
     out.insert(std::string(f.name), std::move(t));
   }
   return out;  // `b` is released here
+}
+
+std::vector<torch::Tensor> split_bytes(const torch::Tensor& flat, const torch::Tensor& offsets) {
+  if (flat.dim() != 1 || offsets.dim() != 1 || offsets.scalar_type() != torch::kInt64 || offsets.numel() < 1) {
+    throw Error("split_bytes: needs a 1-D flat tensor and a 1-D int64 offsets tensor of B+1 entries");
+  }
+  const torch::Tensor o = offsets.to(torch::kCPU);
+  const auto* p = o.data_ptr<std::int64_t>();
+  std::vector<torch::Tensor> out;
+  out.reserve(static_cast<std::size_t>(o.numel() - 1));
+  for (std::int64_t k = 0; k + 1 < o.numel(); ++k) {
+    if (p[k] < 0 || p[k + 1] < p[k] || p[k + 1] > flat.numel()) {
+      // No fmt here: LibTorch's headers bring a fmt of their own.
+      throw Error("split_bytes: offsets " + std::to_string(p[k]) + " .. " + std::to_string(p[k + 1]) + " of sample " +
+                  std::to_string(k) + " are not within the " + std::to_string(flat.numel()) + " bytes");
+    }
+    out.push_back(flat.narrow(0, p[k], p[k + 1] - p[k]));
+  }
+  return out;
 }
 
 }  // namespace stoker

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "formats/lmdb_writer.h"
+#include "stoker/error.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
 
@@ -143,6 +145,71 @@ TEST(TorchAdapterErrors, AnEmptyBatchIsAClearError) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("the batch is empty"));
   }
+}
+
+}  // namespace
+}  // namespace stoker::test
+
+namespace stoker::test {
+namespace {
+
+// Sample i of the bytes field: (i * 29) % 50 bytes, each (i + k) mod 256.
+std::vector<std::byte> blob(std::uint64_t i) {
+  std::vector<std::byte> b((i * 29) % 50);
+  for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>((i + k) & 0xff);
+  return b;
+}
+
+TEST(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples) {
+  TempDir tmp;
+  const std::string p = tmp.path("v.lmdb");
+  Schema schema;
+  schema.num_samples = 40;
+  schema.fields = {Field::bytes_field("blob")};
+  {
+    formats::LmdbWriter w(p, schema, {});
+    for (std::uint64_t i = 0; i < 40; ++i) {
+      const auto b = blob(i);
+      const std::span<const std::byte> parts[1] = {b};
+      w.append_sample(parts);
+    }
+    w.finish("0000000000000000");
+  }
+  for (bool copy : {false, true}) {
+    Options o;
+    o.source = p;
+    o.batch_size = 9;
+    o.num_workers = 2;
+    o.shuffle = true;
+    Loader loader(o);
+    std::uint64_t seen = 0;
+    for (Batch& b : loader.epoch(0)) {
+      std::vector<std::uint64_t> idx(b.indices().begin(), b.indices().end());
+      TensorMap t = copy ? copy_to_tensors(std::move(b)) : to_tensors(std::move(b));
+      ASSERT_EQ(t["blob"].scalar_type(), torch::kUInt8);
+      ASSERT_EQ(t["blob.offsets"].scalar_type(), torch::kInt64);
+      ASSERT_EQ(t["blob.offsets"].numel(), static_cast<std::int64_t>(idx.size() + 1));
+      const auto samples = split_bytes(t["blob"], t["blob.offsets"]);
+      ASSERT_EQ(samples.size(), idx.size());
+      for (std::size_t k = 0; k < idx.size(); ++k) {
+        const auto want = blob(idx[k]);
+        ASSERT_EQ(samples[k].numel(), static_cast<std::int64_t>(want.size()));
+        if (!want.empty()) {
+          EXPECT_EQ(0, std::memcmp(samples[k].data_ptr(), want.data(), want.size()));
+        }
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, 40u);
+  }
+  EXPECT_THAT([] {
+    try {
+      split_bytes(torch::zeros({4}, torch::kUInt8), torch::tensor({0, 3, 9}, torch::kInt64));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  }(), HasSubstr("offsets 3 .. 9 of sample 1 are not within the 4 bytes"));
 }
 
 }  // namespace

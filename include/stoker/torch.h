@@ -4,7 +4,9 @@
 //     auto t = stoker::to_tensors(std::move(batch));   // field name -> tensor, in field order
 //     auto loss = criterion(model->forward(t["image"].to(torch::kFloat)), t["label"]);
 //
-// Each tensor has the field's dtype and shape [B, ...] and lives on the batch's device.
+// Each tensor has the field's dtype and shape [B, ...] and lives on the batch's device. A bytes
+// field (stoker/batch.h) becomes two tensors: "NAME", the samples' bytes back to back (uint8, flat),
+// and "NAME.offsets" (int64, B+1): sample k is NAME[offsets[k] : offsets[k+1]] (split_bytes()).
 // Thread-safety: like the Batch it takes; the returned tensors are ordinary tensors.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <torch/ordered_dict.h>
 
 #include <string>
+#include <vector>
 
 #include "stoker/batch.h"
 
@@ -34,5 +37,8 @@ STOKER_API TensorMap to_tensors(Batch&& batch);
 STOKER_API TensorMap copy_to_tensors(Batch&& batch);
 
 STOKER_API torch::Dtype torch_dtype(DType t);
+
+// A bytes field's samples as views of `flat` (no copy): sample k is flat[offsets[k] : offsets[k+1]].
+STOKER_API std::vector<torch::Tensor> split_bytes(const torch::Tensor& flat, const torch::Tensor& offsets);
 
 }  // namespace stoker
