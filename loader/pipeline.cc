@@ -55,8 +55,8 @@ std::map<std::string, UserOp, std::less<>>& user_ops() {
   return ops;
 }
 
-constexpr std::string_view kBuiltins[] = {"decode",      "random_resized_crop", "resize",   "center_crop",
-                                          "flip",        "to_chw",              "normalize"};
+constexpr std::string_view kBuiltins[] = {"decode", "decode_jpeg", "decode_png", "random_resized_crop", "resize",
+                                          "center_crop", "flip", "to_chw", "normalize"};
 
 bool is_builtin(std::string_view name) {
   return std::find(std::begin(kBuiltins), std::end(kBuiltins), name) != std::end(kBuiltins);
@@ -216,6 +216,7 @@ class DecodeOp final : public Op {
   }
   void run(const SampleIn& in, SampleOut& out, SampleRandom&) override {
     const ImageInfo info = image_info(in.data);
+    check_kind(info);
     check_size(info);
     decode_region(in.data, info, {0, 0, info.width, info.height}, 0, 0, pixels_, scratch_);
     std::byte* o = out.resize(DType::u8, {info.height, info.width, 3});
@@ -224,6 +225,7 @@ class DecodeOp final : public Op {
   // Decodes only what `crop` takes, at the smallest scale that still covers its output size.
   void run_cropped(const SampleIn& in, CropOp& crop, SampleOut& out, SampleRandom& random) {
     const ImageInfo info = image_info(in.data);
+    check_kind(info);
     check_size(info);
     const Region wanted = crop.choose(info.height, info.width, random);
     Region inside{std::max(wanted.x, 0), std::max(wanted.y, 0), 0, 0};
@@ -237,6 +239,13 @@ class DecodeOp final : public Op {
   bool declares_size() const { return h_ > 0; }
 
  private:
+  void check_kind(const ImageInfo& info) const {
+    const bool is_jpeg = info.kind == ImageInfo::Kind::jpeg;
+    if ((text_.name == "decode_jpeg" && !is_jpeg) || (text_.name == "decode_png" && is_jpeg)) {
+      throw Error(fmt::format("the image is a {}; '{}' decodes {} only (decode takes either)", is_jpeg ? "JPEG" : "PNG",
+                              text_.name, is_jpeg ? "PNG" : "JPEG"));
+    }
+  }
   void check_size(const ImageInfo& info) const {
     if (h_ && (info.height != h_ || info.width != w_)) {
       throw Error(fmt::format("the image is {}x{} (height x width); '{}' declares {}x{}", info.height, info.width,
@@ -499,7 +508,7 @@ class UserOpAdapter final : public Op {
 };
 
 std::unique_ptr<Op> make_op(const OpText& t) {
-  if (t.name == "decode") return std::make_unique<DecodeOp>(t);
+  if (t.name == "decode" || t.name == "decode_jpeg" || t.name == "decode_png") return std::make_unique<DecodeOp>(t);
   if (t.name == "random_resized_crop") return std::make_unique<RandomResizedCropOp>(t);
   if (t.name == "resize") return std::make_unique<ResizeOp>(t);
   if (t.name == "center_crop") return std::make_unique<CenterCropOp>(t);

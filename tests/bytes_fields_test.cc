@@ -631,6 +631,10 @@ TEST(Pipelines, CorruptImagesAreErrorsAtTheirBatchNamingSampleAndField) {
     Loader l2(one);
     EXPECT_THAT(error_of([&] { l2.epoch(0, 10).next(); }),
                 HasSubstr("field 'jpeg', sample 10: not a JPEG or PNG image (26 bytes, starting 474946383961206e)"));
+    one.pipeline = "jpeg=decode_png,center_crop(8)";
+    Loader png_only(one);
+    EXPECT_THAT(error_of([&] { png_only.epoch(0).next(); }),
+                HasSubstr("sample 0: the image is a JPEG; 'decode_png' decodes PNG only (decode takes either)"));
     one.pipeline = "jpeg=decode(32,30)";
     Loader l3(one);
     EXPECT_THAT(error_of([&] { l3.epoch(0).next(); }),

@@ -42,16 +42,17 @@ if [[ -z ${STOKER_NO_TORCH:-} ]]; then
   if [[ ! -x $venv/bin/python ]]; then
     /usr/bin/python3 -m venv "$venv"
   fi
-  # The CPU-and-CUDA wheel from PyPI; h5py, lmdb, numpy and xxhash serve the PyTorch comparison
-  # benchmark and the tests that check stoker against an independent Python computation.
+  # The CPU-and-CUDA wheel from PyPI; h5py, lmdb, numpy, xxhash and Pillow serve the PyTorch
+  # comparison benchmarks and the tests that check stoker against an independent Python
+  # computation; scikit-image ships the photographs the image tests and benchmark are made from.
   need=()
-  for m in torch h5py lmdb numpy xxhash; do
+  for m in torch h5py lmdb numpy xxhash PIL skimage; do
     "$venv/bin/python" -c "import $m" 2>/dev/null || need+=("$m")
   done
   if ((${#need[@]})); then
     echo "install-deps: pip install ${need[*]}"
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q "torch>=2.1,<3" h5py lmdb numpy xxhash
+    "$venv/bin/python" -m pip install -q "torch>=2.1,<3" h5py lmdb numpy xxhash pillow scikit-image
   fi
   "$venv/bin/python" -c 'import torch; print("install-deps: torch", torch.__version__, "at", torch.utils.cmake_prefix_path)'
 fi
