@@ -33,8 +33,10 @@ std::byte* SampleOut::resize(DType dtype, std::span<const std::int64_t> shape) {
   }
   dtype_ = dtype;
   shape_.assign(shape.begin(), shape.end());
-  if (buffer_.size() < bytes) buffer_.resize(bytes);
   size_ = bytes;
+  if (target_ && bytes != target_bytes_) target_ = nullptr;  // not the declared output: the caller says so
+  if (target_) return target_;
+  if (buffer_.size() < bytes) buffer_.resize(bytes);
   return buffer_.data();
 }
 
@@ -402,14 +404,30 @@ class FlipOp final : public Op {
     chw_ = in.chw;
     return in;
   }
+  // torchvision's RandomHorizontalFlip: flip when a uniform draw is below p.
+  bool draw(SampleRandom& random) const { return random.uniform() < p_; }
   void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
     std::byte* o = out.resize(in.dtype, in.shape);
-    // torchvision's RandomHorizontalFlip: flip when a uniform draw is below p.
-    if (!(random.uniform() < p_)) {
+    if (!draw(random)) {
       std::memcpy(o, in.data.data(), in.data.size());
       return;
     }
     const std::size_t el = dtype_size(in.dtype);
+    if (!chw_ && el == 1 && in.shape[2] == 3) {
+      const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
+      auto* dst = reinterpret_cast<std::uint8_t*>(o);
+      const std::int64_t h = in.shape[0], w = in.shape[1];
+      for (std::int64_t y = 0; y < h; ++y) {
+        const std::uint8_t* s = src + y * w * 3;
+        std::uint8_t* d = dst + y * w * 3;
+        for (std::int64_t x = 0; x < w; ++x) {
+          d[x * 3] = s[(w - 1 - x) * 3];
+          d[x * 3 + 1] = s[(w - 1 - x) * 3 + 1];
+          d[x * 3 + 2] = s[(w - 1 - x) * 3 + 2];
+        }
+      }
+      return;
+    }
     // Rows of `w` pixels of `px` bytes each, reversed pixel by pixel.
     const std::size_t rows = chw_ ? static_cast<std::size_t>(in.shape[0] * in.shape[1]) : static_cast<std::size_t>(in.shape[0]);
     const std::size_t w = static_cast<std::size_t>(chw_ ? in.shape[2] : in.shape[1]);
@@ -431,12 +449,42 @@ class ToChwOp final : public Op {
   explicit ToChwOp(OpText t) : Op(std::move(t)) { expect_args(text_, {0}, "no arguments"); }
   Spec bind(const Spec& in) override {
     expect_image(in, text_);
+    rgb_u8_ = in.dtype == DType::u8 && in.shape[2] == 3;
     return Spec{false, in.dtype, {in.shape[2], in.shape[0], in.shape[1]}, true};
   }
-  void run(const SampleIn& in, SampleOut& out, SampleRandom&) override {
+  bool rgb_u8() const { return rgb_u8_; }
+  void run(const SampleIn& in, SampleOut& out, SampleRandom&) override { run(in, out, false); }
+  // `flipped`: also mirror each row (flip followed by to_chw, in one pass).
+  void run(const SampleIn& in, SampleOut& out, bool flipped) {
     const std::int64_t h = in.shape[0], w = in.shape[1], c = in.shape[2];
     const std::size_t el = dtype_size(in.dtype);
     std::byte* o = out.resize(in.dtype, {c, h, w});
+    if (el == 1 && c == 3) {
+      // One pass over the pixels, three planes out.
+      const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
+      auto* r = reinterpret_cast<std::uint8_t*>(o);
+      auto* g = r + h * w;
+      auto* b = g + h * w;
+      for (std::int64_t y = 0; y < h; ++y) {
+        const std::uint8_t* s = src + y * w * 3;
+        const std::int64_t row = y * w;
+        if (flipped) {
+          for (std::int64_t x = 0; x < w; ++x) {
+            r[row + w - 1 - x] = s[x * 3];
+            g[row + w - 1 - x] = s[x * 3 + 1];
+            b[row + w - 1 - x] = s[x * 3 + 2];
+          }
+        } else {
+          for (std::int64_t x = 0; x < w; ++x) {
+            r[row + x] = s[x * 3];
+            g[row + x] = s[x * 3 + 1];
+            b[row + x] = s[x * 3 + 2];
+          }
+        }
+      }
+      return;
+    }
+    if (flipped) throw Error("internal error: flip and to_chw fused on other than u8 RGB");
     if (el == 1) {
       const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
       auto* dst = reinterpret_cast<std::uint8_t*>(o);
@@ -449,6 +497,9 @@ class ToChwOp final : public Op {
       for (std::int64_t i = 0; i < h * w; ++i) std::memcpy(o + (ch * h * w + i) * el, in.data.data() + (i * c + ch) * el, el);
     }
   }
+
+ private:
+  bool rgb_u8_ = false;
 };
 
 class NormalizeOp final : public Op {
@@ -565,6 +616,7 @@ struct SamplePipelines::Chain {
   std::vector<std::int64_t> output_shape;
   std::string text;
   bool fused = false;  // ops[0] is decode and ops[1] a crop: decode only the region
+  std::vector<bool> flip_then_chw;  // per op: a u8 RGB flip whose to_chw (next) mirrors in the same pass
   SampleOut a, b;
 };
 
@@ -606,6 +658,11 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
     chain->fused = decode && !decode->declares_size() && chain->ops.size() > 1 &&
                    dynamic_cast<CropOp*>(chain->ops[1].get()) != nullptr;
     chain->output_shape = spec.shape;
+    chain->flip_then_chw.assign(chain->ops.size(), false);
+    for (std::size_t i = 0; i + 1 < chain->ops.size(); ++i) {
+      auto* chw = dynamic_cast<ToChwOp*>(chain->ops[i + 1].get());
+      chain->flip_then_chw[i] = dynamic_cast<FlipOp*>(chain->ops[i].get()) && chw && chw->rgb_u8();
+    }
     Field& out = output_.fields[chain->field];
     out = Field{out.name, FieldKind::fixed, spec.dtype, spec.shape};
     by_field_[chain->field] = chain.get();
@@ -627,27 +684,38 @@ void SamplePipelines::run(std::size_t f, std::span<const std::byte> in, std::uin
   Chain& c = *by_field_[f];
   const std::uint64_t key[4] = {seed_, epoch, index, f};
   SampleRandom random(XXH64(key, sizeof key, 0));
+  const Field& field = output_.fields[f];
   SampleIn current{c.input.bytes, c.input.dtype, c.input.shape, in};
   SampleOut* out = &c.a;
   std::size_t i = 0;
+  // Each operation's output is the next one's input; the last one writes into the batch.
+  auto step = [&](auto&& op) {
+    const std::size_t after = i;
+    out->set_target(after + 1 == c.ops.size() ? dst : nullptr, field.bytes_per_sample());
+    op();
+    current = SampleIn{false, out->dtype(), out->shape(), std::as_const(*out).data()};
+    out = out == &c.a ? &c.b : &c.a;
+  };
   if (c.fused) {
-    static_cast<DecodeOp&>(*c.ops[0]).run_cropped(current, static_cast<CropOp&>(*c.ops[1]), *out, random);
-    current = SampleIn{false, out->dtype(), out->shape(), out->data()};
-    out = &c.b;
+    i = 1;
+    step([&] { static_cast<DecodeOp&>(*c.ops[0]).run_cropped(current, static_cast<CropOp&>(*c.ops[1]), *out, random); });
     i = 2;
   }
   for (; i < c.ops.size(); ++i) {
-    c.ops[i]->run(current, *out, random);
-    current = SampleIn{false, out->dtype(), out->shape(), std::as_const(*out).data()};
-    out = out == &c.a ? &c.b : &c.a;
+    if (c.flip_then_chw[i]) {
+      const bool flipped = static_cast<FlipOp&>(*c.ops[i]).draw(random);
+      ++i;
+      step([&] { static_cast<ToChwOp&>(*c.ops[i]).run(current, *out, flipped); });
+      continue;
+    }
+    step([&] { c.ops[i]->run(current, *out, random); });
   }
-  const Field& field = output_.fields[f];
   if (current.dtype != field.dtype || !std::equal(current.shape.begin(), current.shape.end(), c.output_shape.begin(),
                                                    c.output_shape.end())) {
     throw Error(fmt::format("the pipeline made {}[{}], not the declared {}", dtype_name(current.dtype),
                             fmt::join(current.shape, ","), field.describe()));
   }
-  std::memcpy(dst, current.data.data(), field.bytes_per_sample());
+  if (current.data.data() != dst) std::memcpy(dst, current.data.data(), field.bytes_per_sample());
 }
 
 }  // namespace detail

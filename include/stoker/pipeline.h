@@ -69,14 +69,23 @@ class STOKER_API SampleOut {
 
   DType dtype() const noexcept { return dtype_; }
   std::span<const std::int64_t> shape() const noexcept { return shape_; }
-  std::span<std::byte> data() noexcept { return {buffer_.data(), size_}; }
-  std::span<const std::byte> data() const noexcept { return {buffer_.data(), size_}; }
+  std::span<std::byte> data() noexcept { return {target_ ? target_ : buffer_.data(), size_}; }
+  std::span<const std::byte> data() const noexcept { return {target_ ? target_ : buffer_.data(), size_}; }
+
+  // The last operation of a pipeline writes straight into the batch: an output of exactly
+  // `bytes` bytes goes to `target` (null: none).
+  void set_target(std::byte* target, std::size_t bytes) noexcept {
+    target_ = target;
+    target_bytes_ = bytes;
+  }
 
  private:
   DType dtype_ = DType::u8;
   std::vector<std::int64_t> shape_;
   std::vector<std::byte> buffer_;
   std::size_t size_ = 0;
+  std::byte* target_ = nullptr;
+  std::size_t target_bytes_ = 0;
 };
 
 // The random numbers of one sample: a SplitMix64 stream seeded from (seed, epoch, sample index,

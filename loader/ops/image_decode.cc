@@ -180,12 +180,13 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
     }
     return {region.width, region.height};
   }
-  // The smallest n/8 at which the region still covers what it will be resized to.
+  // The smallest of 1/8, 2/8, 4/8 at which the region still covers what it will be resized to:
+  // libjpeg-turbo has SIMD inverse DCTs for those scales (and 8/8) only; the others are slower
+  // than decoding in full and resizing a little more.
   int num = 8;
   if (min_width > 0 && min_height > 0) {
-    while (num > 1 && static_cast<int>((region.width * (num - 1)) / 8) >= min_width &&
-           static_cast<int>((region.height * (num - 1)) / 8) >= min_height) {
-      --num;
+    while (num > 1 && region.width * (num / 2) / 8 >= min_width && region.height * (num / 2) / 8 >= min_height) {
+      num /= 2;
     }
   }
   JpegRequest r;

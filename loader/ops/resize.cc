@@ -36,8 +36,48 @@ void Resizer::compute(int in, int out, Taps& t) {
 
 namespace {
 
-inline std::uint8_t store(float v, std::uint8_t*) { return static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L)); }
+// Round half up and clamp: v + 0.5 truncated, once v is within [0, 255].
+// Branch-free (maxps, minps, cvttps), so that the loop vectorises.
+inline std::uint8_t store(float v, std::uint8_t*) {
+  const float clamped = std::min(std::max(v, 0.0f), 255.0f);
+  return static_cast<std::uint8_t>(static_cast<int>(clamped + 0.5f));
+}
 inline float store(float v, float*) { return v; }
+
+// One input row resized horizontally: out[x * C + ch] = sum_k w[x][k] * in[(first[x] + k) * C + ch].
+// C is a compile-time constant for the common channel counts, so the channel loop unrolls.
+template <int C>
+void horizontal_row(const float* in, float* out, int out_w, const int* first, const int* count, const float* weights,
+                    int stride) {
+  for (int x = 0; x < out_w; ++x) {
+    const float* w = weights + static_cast<std::size_t>(x) * stride;
+    const float* p = in + static_cast<std::size_t>(first[x]) * C;
+    float acc[C] = {};
+    for (int k = 0; k < count[x]; ++k) {
+      for (int ch = 0; ch < C; ++ch) acc[ch] += w[k] * p[k * C + ch];
+    }
+    for (int ch = 0; ch < C; ++ch) out[x * C + ch] = acc[ch];
+  }
+}
+
+void horizontal_row(const float* in, float* out, int out_w, int c, const int* first, const int* count,
+                    const float* weights, int stride) {
+  switch (c) {
+    case 1: return horizontal_row<1>(in, out, out_w, first, count, weights, stride);
+    case 3: return horizontal_row<3>(in, out, out_w, first, count, weights, stride);
+    case 4: return horizontal_row<4>(in, out, out_w, first, count, weights, stride);
+    default: break;
+  }
+  for (int x = 0; x < out_w; ++x) {
+    const float* w = weights + static_cast<std::size_t>(x) * stride;
+    const float* p = in + static_cast<std::size_t>(first[x]) * c;
+    for (int ch = 0; ch < c; ++ch) {
+      float acc = 0;
+      for (int k = 0; k < count[x]; ++k) acc += w[k] * p[k * c + ch];
+      out[x * c + ch] = acc;
+    }
+  }
+}
 
 }  // namespace
 
@@ -51,19 +91,15 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
   const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
   rows_.resize(static_cast<std::size_t>(row_hi - row_lo) * out_row);
   acc_.resize(out_row);
+  const std::size_t in_row = static_cast<std::size_t>(in_w) * c;
+  line_.resize(in_row);
   for (int y = row_lo; y < row_hi; ++y) {
-    const T* in = src + static_cast<std::size_t>(y) * src_row;
-    float* o = &rows_[static_cast<std::size_t>(y - row_lo) * out_row];
-    for (int x = 0; x < out_w; ++x) {
-      const float* w = &horizontal_.weights[static_cast<std::size_t>(x) * horizontal_.stride];
-      const T* p = in + static_cast<std::size_t>(horizontal_.first[x]) * c;
-      const int n = horizontal_.count[x];
-      for (int ch = 0; ch < c; ++ch) {
-        float acc = 0;
-        for (int k = 0; k < n; ++k) acc += w[k] * static_cast<float>(p[k * c + ch]);
-        o[x * c + ch] = acc;
-      }
-    }
+    // The row as floats first (one vectorised conversion instead of one per tap).
+    const T* __restrict in = src + static_cast<std::size_t>(y) * src_row;
+    float* __restrict line = line_.data();
+    for (std::size_t i = 0; i < in_row; ++i) line[i] = static_cast<float>(in[i]);
+    horizontal_row(line_.data(), &rows_[static_cast<std::size_t>(y - row_lo) * out_row], out_w, c,
+                   horizontal_.first.data(), horizontal_.count.data(), horizontal_.weights.data(), horizontal_.stride);
   }
   for (int y = 0; y < out_h; ++y) {
     const float* w = &vertical_.weights[static_cast<std::size_t>(y) * vertical_.stride];
@@ -71,13 +107,14 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
     const float* base = &rows_[static_cast<std::size_t>(vertical_.first[y] - row_lo) * out_row];
     T* o = dst + static_cast<std::size_t>(y) * out_row;
     // Row by row, so that the inner loop runs over contiguous memory and vectorises.
-    std::fill(acc_.begin(), acc_.end(), 0.0f);
+    float* __restrict acc = acc_.data();
+    std::fill(acc, acc + out_row, 0.0f);
     for (int k = 0; k < n; ++k) {
       const float wk = w[k];
-      const float* r = base + static_cast<std::size_t>(k) * out_row;
-      for (std::size_t i = 0; i < out_row; ++i) acc_[i] += wk * r[i];
+      const float* __restrict r = base + static_cast<std::size_t>(k) * out_row;
+      for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * r[i];
     }
-    for (std::size_t i = 0; i < out_row; ++i) o[i] = store(acc_[i], o);
+    for (std::size_t i = 0; i < out_row; ++i) o[i] = store(acc[i], o);
   }
 }
 

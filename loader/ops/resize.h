@@ -32,6 +32,7 @@ class Resizer {
   Taps horizontal_, vertical_;
   std::vector<float> rows_;  // the horizontally resized rows: in_h x out_w x c
   std::vector<float> acc_;   // one output row
+  std::vector<float> line_;  // one input row, as floats
 };
 
 }  // namespace stoker::detail
