@@ -40,6 +40,7 @@ struct Args {
   std::vector<std::string> fields;
   std::string group;
   std::string pipeline;
+  std::string save_batch;
   std::size_t batch_size = 256;
   std::string workers = "2";   // a number, or "auto"
   std::string prefetch = "2";
@@ -141,6 +142,63 @@ struct EpochResult {
   std::optional<std::uint64_t> resumed_from;  // the state's consumed count
 };
 
+std::string npy_descr(stoker::DType t) {
+  switch (t) {
+    case stoker::DType::u8: return "|u1";
+    case stoker::DType::i8: return "|i1";
+    case stoker::DType::b8: return "|b1";
+    case stoker::DType::u16: return "<u2";
+    case stoker::DType::i16: return "<i2";
+    case stoker::DType::u32: return "<u4";
+    case stoker::DType::i32: return "<i4";
+    case stoker::DType::u64: return "<u8";
+    case stoker::DType::i64: return "<i8";
+    case stoker::DType::f16: return "<f2";
+    case stoker::DType::f32: return "<f4";
+    case stoker::DType::f64: return "<f8";
+    case stoker::DType::bf16: return "<u2";  // NumPy has no bfloat16: the raw 16 bits
+  }
+  return "|u1";
+}
+
+// Writes `data` as a NumPy .npy array (format version 1.0).
+void write_npy(const std::string& path, stoker::DType dtype, const std::vector<std::int64_t>& shape, const void* data,
+               std::size_t bytes) {
+  std::string dims;
+  for (auto d : shape) dims += std::to_string(d) + ",";
+  if (shape.size() > 1) dims.pop_back();
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", npy_descr(dtype), dims);
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+  out.write(magic, 8);
+  out.write(reinterpret_cast<const char*>(&len), 2);
+  out << header;
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  if (!out) stoker::throw_errno(path + ": writing");
+}
+
+// The first batch as NumPy files in `dir`: FIELD.npy per fixed field; FIELD.bytes.npy (u8, flat)
+// and FIELD.offsets.npy (u64, B+1) per bytes field; indices.npy. A '/' in a field name becomes '.'.
+void save_batch(const std::string& dir, const Batch& b) {
+  std::filesystem::create_directories(dir);
+  write_npy(dir + "/indices.npy", stoker::DType::u64, {static_cast<std::int64_t>(b.size())}, b.indices().data(),
+            b.indices().size_bytes());
+  for (const auto& f : b.fields()) {
+    std::string name(f.name);
+    std::replace(name.begin(), name.end(), '/', '.');
+    if (f.kind == stoker::FieldKind::bytes) {
+      write_npy(dir + "/" + name + ".bytes.npy", stoker::DType::u8, {static_cast<std::int64_t>(f.bytes)}, f.data, f.bytes);
+      write_npy(dir + "/" + name + ".offsets.npy", stoker::DType::u64, {static_cast<std::int64_t>(f.offsets.size())},
+                f.offsets.data(), f.offsets.size_bytes());
+    } else {
+      write_npy(dir + "/" + name + ".npy", f.dtype, f.shape, f.data, f.bytes);
+    }
+  }
+}
+
 // One epoch: a fresh one, or the one a saved state resumes. `stop_after` (0: none) ends it early,
 // as a preempted job would.
 EpochResult run_epoch(Loader& loader, std::uint64_t epoch, const std::optional<stoker::LoaderState>& resume,
@@ -162,6 +220,7 @@ EpochResult run_epoch(Loader& loader, std::uint64_t epoch, const std::optional<s
     if (r.batches == 0) r.ttfb_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     waits.push_back(wait * 1e3);
     waited += wait;
+    if (r.batches == 0 && !args.save_batch.empty() && !device) save_batch(args.save_batch, *b);
     r.batches += 1;
     r.samples += b->size();
     for (const auto& f : b->fields()) r.bytes += f.bytes;
@@ -431,6 +490,9 @@ int main(int argc, char** argv) {
                  "train/images,train/labels")
       ->delimiter(',');
   app.add_option("--group", args.group, "HDF5: the group the fields are in (names relative to it)");
+  app.add_option("--save-batch", args.save_batch,
+                 "Write the first batch of each epoch into DIR as NumPy files (FIELD.npy; FIELD.bytes.npy and "
+                 "FIELD.offsets.npy for a bytes field; indices.npy), to look at what the pipeline makes (CPU device)");
   app.add_option("--pipeline", args.pipeline,
                  "Per-sample operations run in the workers, 'FIELD=op,op(args),...' with fields separated by ';', "
                  "e.g. 'jpeg=decode,random_resized_crop(224),flip,to_chw'. Operations: decode[(H,W)], "

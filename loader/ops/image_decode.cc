@@ -51,8 +51,10 @@ struct JpegRequest {
   const unsigned char* data;
   unsigned long size;
   int scale_num;  // of 8
-  // The region in output (scaled) pixels.
+  // The region in output (scaled) pixels, and the larger one decoded around it (a margin gives the
+  // region's edge pixels their neighbours, so that fancy upsampling makes them as a full decode does).
   unsigned x, y, width, height;
+  unsigned decode_x, decode_y, decode_width, decode_height;
   unsigned char* out;      // height x width x 3
   unsigned char* row;      // one scaled row, output_width x 3
 };
@@ -93,18 +95,19 @@ int jpeg_decode(const JpegRequest* r, JpegErrors* err) {
   cinfo.scale_num = static_cast<unsigned>(r->scale_num);
   cinfo.scale_denom = 8;
   jpeg_start_decompress(&cinfo);
-  JDIMENSION xoff = r->x, cwidth = r->width;
+  JDIMENSION xoff = r->decode_x, cwidth = r->decode_width;
   if (xoff != 0 || cwidth != cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &cwidth);  // widens to iMCUs
   const unsigned skip_x = r->x - xoff;
-  if (r->y > 0) jpeg_skip_scanlines(&cinfo, r->y);
-  for (unsigned y = 0; y < r->height; ++y) {
+  if (r->decode_y > 0) jpeg_skip_scanlines(&cinfo, r->decode_y);
+  for (unsigned y = r->decode_y; y < r->y + r->height; ++y) {
     JSAMPROW row = r->row;
     if (jpeg_read_scanlines(&cinfo, &row, 1) != 1) {
-      std::snprintf(err->message, sizeof err->message, "the image ends at row %u", r->y + y);
+      std::snprintf(err->message, sizeof err->message, "the image ends at row %u", y);
       jpeg_destroy_decompress(&cinfo);
       return -1;
     }
-    std::memcpy(r->out + static_cast<std::size_t>(y) * r->width * 3, r->row + skip_x * 3,
+    if (y < r->y) continue;  // the margin above
+    std::memcpy(r->out + static_cast<std::size_t>(y - r->y) * r->width * 3, r->row + skip_x * 3,
                 static_cast<std::size_t>(r->width) * 3);
   }
   // The rows below the region are never decoded.
@@ -199,6 +202,12 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
   r.y = static_cast<unsigned>(region.y) * num / 8;
   r.width = std::min(scaled(static_cast<unsigned>(region.x + region.width), num), full_w) - r.x;
   r.height = std::min(scaled(static_cast<unsigned>(region.y + region.height), num), full_h) - r.y;
+  // 16 pixels: an iMCU of 2x2 subsampled chroma, more than fancy upsampling looks across.
+  constexpr unsigned kMargin = 16;
+  r.decode_x = r.x > kMargin ? r.x - kMargin : 0;
+  r.decode_y = r.y > kMargin ? r.y - kMargin : 0;
+  r.decode_width = std::min(r.x + r.width + kMargin, full_w) - r.decode_x;
+  r.decode_height = std::min(r.y + r.height + kMargin, full_h) - r.decode_y;
   out.resize(static_cast<std::size_t>(r.width) * r.height * 3);
   scratch.resize(static_cast<std::size_t>(full_w) * 3);
   r.out = reinterpret_cast<unsigned char*>(out.data());
