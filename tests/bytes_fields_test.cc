@@ -82,46 +82,6 @@ Bytes png(const std::vector<std::uint8_t>& rgb, int h, int w) {
   return b;
 }
 
-// HDF5 writing through the C API, as h5py lays files out.
-struct H5 {
-  hid_t file;
-  explicit H5(const std::string& path) : file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {}
-  ~H5() { H5Fclose(file); }
-  void group(const char* name) { H5Gclose(H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)); }
-  // A variable-length dataset of `base` elements, one per sample.
-  void vlen(const char* name, const std::vector<Bytes>& samples, hid_t base = H5T_NATIVE_UINT8) {
-    hid_t type = H5Tvlen_create(base);
-    hsize_t n = samples.size();
-    hid_t space = H5Screate_simple(1, &n, nullptr);
-    hid_t d = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    std::vector<hvl_t> v(samples.size());
-    for (std::size_t i = 0; i < samples.size(); ++i) {
-      v[i].len = samples[i].size() / H5Tget_size(base);
-      v[i].p = const_cast<std::byte*>(samples[i].data());
-    }
-    EXPECT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
-    H5Dclose(d);
-    H5Sclose(space);
-    H5Tclose(type);
-  }
-  void array(const std::string& name, hid_t type, std::vector<hsize_t> dims, const void* data) {
-    hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-    hid_t d = H5Dcreate2(file, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    EXPECT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0);
-    H5Dclose(d);
-    H5Sclose(space);
-  }
-  // A sample group: member "i" is sample i (u8, 1-D).
-  void members(const std::string& group, const std::vector<Bytes>& samples) {
-    this->group(group.c_str());
-    for (std::size_t i = 0; i < samples.size(); ++i) {
-      // HDF5 has no zero-sized simple dataspace of rank 1 that h5py writes either: give empty samples one byte less
-      array(group + "/" + std::to_string(i), H5T_NATIVE_UINT8, {std::max<hsize_t>(samples[i].size(), 1)},
-            samples[i].empty() ? "\0" : static_cast<const void*>(samples[i].data()));
-    }
-  }
-};
-
 // A database as py-lmdb writes one: keys and values in the main database.
 void write_plain_lmdb(const std::string& path, const std::vector<std::pair<Bytes, Bytes>>& records) {
   formats::LmdbEnv env;
@@ -171,7 +131,7 @@ TEST(BytesFields, VariableLengthHdf5DatasetDeliversEverySampleExactlyWithAnyWork
   const std::string p = tmp.path("v.h5");
   const std::uint64_t n = 203;
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.vlen("blob", var_samples(n));
     std::vector<std::int64_t> labels(n);
     std::iota(labels.begin(), labels.end(), 0);
@@ -197,7 +157,7 @@ TEST(BytesFields, SampleGroupIsOneFieldAndGroupsNameFieldsRelatively) {
   const std::string p = tmp.path("g.h5");
   const std::uint64_t n = 57;
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.group("train");
     std::vector<Bytes> samples = var_samples(n);
     for (auto& s : samples) {
@@ -242,7 +202,7 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
   TempDir tmp;
   const std::string p = tmp.path("bad.h5");
   {
-    H5 f(p);
+    test::H5Builder f(p);
     std::vector<Bytes> floats(4, Bytes(8));
     f.vlen("vec", floats, H5T_NATIVE_FLOAT);
   }
@@ -252,7 +212,7 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
               HasSubstr("'vec' (variable-length data of 4-byte float elements; stoker reads variable-length u8 as a "
                         "bytes field)"));
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.group("data");
     const std::uint8_t a[2] = {1, 2};
     const std::int16_t b[2] = {1, 2};
@@ -266,7 +226,7 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
                 HasSubstr("group 'data': sample 1 (member '1') is i16, but the group's member '0' is u8"));
   }
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.group("misc");
     const std::uint8_t a[2] = {1, 2};
     f.array("misc/first", H5T_NATIVE_UINT8, {2}, a);
@@ -283,15 +243,27 @@ TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {
   schema.num_samples = n;
   schema.fields = {Field::bytes_field("blob"), Field{"label", FieldKind::fixed, DType::i64, {}}};
   std::uint64_t largest = 0;
+  auto append = [&](formats::LmdbWriter& w, std::uint64_t i) {
+    const Bytes b = var_sample(i);
+    const std::int64_t label = static_cast<std::int64_t>(i) * 3;
+    const std::span<const std::byte> parts[2] = {b, std::as_bytes(std::span(&label, 1))};
+    w.append_sample(parts);
+    largest = std::max<std::uint64_t>(largest, b.size());
+  };
   {
-    formats::LmdbWriter w(p, schema, {});
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const Bytes b = var_sample(i);
-      const std::int64_t label = static_cast<std::int64_t>(i) * 3;
-      const std::span<const std::byte> parts[2] = {b, std::as_bytes(std::span(&label, 1))};
-      w.append_sample(parts);
-      largest = std::max<std::uint64_t>(largest, b.size());
+    // Written in two runs, as a resumed conversion is: the largest sample may be in the first.
+    {
+      formats::LmdbWriter w(p, schema, {});
+      for (std::uint64_t i = 0; i < 85; ++i) append(w, i);  // the largest is sample 81
+      w.commit();
     }
+    formats::LmdbWriter w(p, schema, {});
+    ASSERT_EQ(w.next_index(), 85u);
+    const std::uint64_t largest_first = largest;
+    largest = 0;
+    for (std::uint64_t i = 85; i < n; ++i) append(w, i);
+    ASSERT_LT(largest, largest_first);
+    largest = largest_first;
     w.finish("0000000000000000");
   }
   const auto stored = formats::lmdb_stored_schema(p);
@@ -436,7 +408,7 @@ TEST(BytesFields, ABatchLargerThanItsSlotIsReadByTheConsumerAndSaysSo) {
     samples.push_back(std::move(b));
   }
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.vlen("blob", samples);
   }
   for (std::size_t workers : {0u, 2u}) {
@@ -466,7 +438,7 @@ TEST(BytesFields, BytesFieldsStayOnTheCpu) {
   TempDir tmp;
   const std::string p = tmp.path("v.h5");
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.vlen("blob", var_samples(10));
   }
   Options o;
@@ -492,7 +464,7 @@ std::string jpeg_dataset(const TempDir& tmp, std::uint64_t n, int base = 40) {
     const int h = base + static_cast<int>(i % 7) * 9, w = base + static_cast<int>(i % 5) * 13;
     images.push_back(jpeg(pixels(h, w, static_cast<int>(i)), h, w, 60 + static_cast<int>(i % 4) * 10));
   }
-  H5 f(p);
+  test::H5Builder f(p);
   f.vlen("jpeg", images);
   std::vector<std::int64_t> labels(n);
   std::iota(labels.begin(), labels.end(), 0);
@@ -562,7 +534,7 @@ TEST(Pipelines, LosslessImagesComeThroughExactly) {
       rgb.push_back(pixels(h, w, i));
       images.push_back(png(rgb.back(), h, w));
     }
-    H5 f(p);
+    test::H5Builder f(p);
     f.vlen("img", images);
   }
   Options o;
@@ -611,7 +583,7 @@ TEST(Pipelines, CorruptImagesAreErrorsAtTheirBatchNamingSampleAndField) {
   images[9].resize(images[9].size() / 2);        // truncated
   images[10] = text("GIF89a not an image at all");  // neither JPEG nor PNG
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.vlen("jpeg", images);
   }
   for (std::size_t workers : {0u, 2u}) {
@@ -659,7 +631,7 @@ TEST(Pipelines, UserOperationsRunInTheWorkersByName) {
   const std::string p = tmp.path("png.h5");
   const auto rgb = pixels(8, 8, 3);
   {
-    H5 f(p);
+    test::H5Builder f(p);
     f.vlen("img", std::vector<Bytes>(4, png(rgb, 8, 8)));
   }
   Options o;

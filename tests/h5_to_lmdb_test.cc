@@ -86,6 +86,64 @@ TEST(H5ToLmdb, RoundTripsEveryDtypeForEveryLayout) {
   }
 }
 
+// Sample i of a bytes field: (i * 31) % 200 + 1 bytes.
+std::vector<std::byte> blob(std::uint64_t i) {
+  std::vector<std::byte> b((i * 31) % 200 + 1);
+  for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>((i * 3 + k) & 0xff);
+  return b;
+}
+
+TEST(H5ToLmdb, BytesFieldsBecomeLayout2WithTheSameContent) {
+  TempDir tmp;
+  const std::string in = tmp.path("in.h5");
+  const std::uint64_t n = 333;
+  std::vector<std::vector<std::byte>> blobs;
+  std::uint64_t largest = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    blobs.push_back(blob(i));
+    largest = std::max<std::uint64_t>(largest, blobs.back().size());
+  }
+  {
+    H5Builder f(in);
+    f.group("train");
+    f.vlen("train/blob", blobs);
+    f.members("train/parts", blobs);
+    std::vector<std::int64_t> labels(n);
+    std::iota(labels.begin(), labels.end(), 0);
+    f.array("train/label", H5T_NATIVE_INT64, {n}, labels.data());
+  }
+  const std::string out = tmp.path("out.lmdb");
+  RunResult r = convert({in, out, "--group", "train", "--commit-every", "50", "--verify"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("333 samples"));
+  const auto stored = formats::lmdb_stored_schema(out);
+  EXPECT_EQ(stored.schema.describe_fields(), "blob: bytes, label: i64[], parts: bytes");
+  EXPECT_EQ(stored.max_bytes, (std::vector<std::uint64_t>{largest, 0, largest}));
+  Options o;
+  o.source = in;
+  o.group = "train";
+  o.batch_size = 64;
+  ContentDigest from_h5;
+  {
+    Loader l(o);
+    for (Batch& b : l.epoch(0)) from_h5.add(b);
+  }
+  EXPECT_EQ(stored.content_digest, from_h5.hex());
+  o.group.clear();
+  o.source = out;
+  o.num_workers = 2;
+  Loader l(o);
+  ContentDigest from_lmdb;
+  for (Batch& b : l.epoch(0)) {
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      const auto s = b["parts"].sample(k);
+      ASSERT_EQ(std::vector<std::byte>(s.begin(), s.end()), blob(b.indices()[k]));
+    }
+    from_lmdb.add(b);
+  }
+  EXPECT_EQ(from_lmdb.hex(), from_h5.hex());
+}
+
 TEST(H5ToLmdb, SelectedFieldsKeepTheirOrder) {
   TempDir tmp;
   Schema schema = small_schema(100);

@@ -3,6 +3,7 @@
 #include "stoker/error.h"
 
 #include <dirent.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -188,6 +189,51 @@ std::vector<int> descendants() {
     }
   }
   return out;
+}
+
+H5Builder::H5Builder(const std::string& path) : file_(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {
+  if (file_ < 0) throw Error(path + ": H5Fcreate failed (is the file open?)");
+}
+
+H5Builder::~H5Builder() { H5Fclose(file_); }
+
+void H5Builder::group(const std::string& name) {
+  H5Gclose(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+}
+
+void H5Builder::vlen(const std::string& name, const std::vector<std::vector<std::byte>>& samples, std::int64_t base) {
+  const hid_t element = base < 0 ? H5T_NATIVE_UINT8 : static_cast<hid_t>(base);
+  const hid_t type = H5Tvlen_create(element);
+  const hsize_t n = samples.size();
+  const hid_t space = H5Screate_simple(1, &n, nullptr);
+  const hid_t d = H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  std::vector<hvl_t> v(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    v[i].len = samples[i].size() / H5Tget_size(element);
+    v[i].p = const_cast<std::byte*>(samples[i].data());
+  }
+  const herr_t rc = H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  H5Dclose(d);
+  H5Sclose(space);
+  H5Tclose(type);
+  if (rc < 0) throw Error(name + ": H5Dwrite failed");
+}
+
+void H5Builder::array(const std::string& name, std::int64_t type, std::vector<std::uint64_t> dims, const void* data) {
+  std::vector<hsize_t> h(dims.begin(), dims.end());
+  const hid_t space = H5Screate_simple(static_cast<int>(h.size()), h.data(), nullptr);
+  const hid_t d = H5Dcreate2(file_, name.c_str(), static_cast<hid_t>(type), space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const herr_t rc = H5Dwrite(d, static_cast<hid_t>(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  H5Dclose(d);
+  H5Sclose(space);
+  if (rc < 0) throw Error(name + ": H5Dwrite failed");
+}
+
+void H5Builder::members(const std::string& group_name, const std::vector<std::vector<std::byte>>& samples) {
+  group(group_name);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    array(group_name + "/" + std::to_string(i), H5T_NATIVE_UINT8, {samples[i].size()}, samples[i].data());
+  }
 }
 
 }  // namespace stoker::test

@@ -32,6 +32,26 @@ void write_lmdb(const std::string& path, const Schema& schema);
 // Overwrites the record of sample `index` in a stoker LMDB file with `value` (e.g. of a wrong size).
 void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::string_view value);
 
+// Writes HDF5 files through the C API, as h5py lays them out (for layouts stoker's writer does not
+// make). Creating truncates; the file is closed on destruction.
+class H5Builder {
+ public:
+  explicit H5Builder(const std::string& path);
+  ~H5Builder();
+  H5Builder(const H5Builder&) = delete;
+  H5Builder& operator=(const H5Builder&) = delete;
+  void group(const std::string& name);
+  // A variable-length dataset of `base` elements (an HDF5 type id; default u8), one per sample.
+  void vlen(const std::string& name, const std::vector<std::vector<std::byte>>& samples, std::int64_t base = -1);
+  // An array of `type` (an HDF5 type id) and shape `dims`.
+  void array(const std::string& name, std::int64_t type, std::vector<std::uint64_t> dims, const void* data);
+  // A sample group: member "i" is sample i (u8, 1-D, not empty).
+  void members(const std::string& group, const std::vector<std::vector<std::byte>>& samples);
+
+ private:
+  std::int64_t file_;
+};
+
 // A fresh directory under the system temp dir, removed on destruction.
 class TempDir {
  public:
