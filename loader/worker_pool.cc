@@ -31,10 +31,6 @@ void signal_eventfd(int fd) noexcept {
 
 WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers, Dataset dataset)
     : slots_(std::move(slots)), num_workers_(num_workers) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw_errno("pipe for the worker lifeline");
-  UniqueFd lifeline_read(pipe_fds[0]);
-  lifeline_ = UniqueFd(pipe_fds[1]);
   done_event_ = make_eventfd();
   interrupt_event_ = make_eventfd();
   std::vector<int> keep{done_event_.get()};
@@ -45,7 +41,7 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
   WorkerContext base;
   base.view = slots_->view();
   base.done_event = done_event_.get();
-  base.lifeline = lifeline_read.get();
+  base.lifeline = lifeline_.read_end();
   base.path = std::move(dataset.path);
   base.reader_options = std::move(dataset.reader_options);
   base.expected = std::move(dataset.expected);
@@ -58,7 +54,7 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     ctx.task_event = task_events_[w].get();
     run_worker(ctx);
   };
-  server_ = std::make_unique<ForkServer>(num_workers_, worker_main, keep, lifeline_read.get());
+  server_ = std::make_unique<ForkServer>(num_workers_, worker_main, keep, lifeline_.read_end());
 }
 
 WorkerPool::~WorkerPool() { stop(std::chrono::milliseconds(0)); }

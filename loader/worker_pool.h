@@ -18,6 +18,7 @@
 
 #include "formats/reader.h"
 #include "loader/fork_server.h"
+#include "loader/lifeline.h"
 #include "loader/slot_pool.h"
 #include "util/unique_fd.h"
 
@@ -84,7 +85,7 @@ class WorkerPool {
  private:
   std::shared_ptr<SlotPool> slots_;
   std::uint32_t num_workers_;
-  UniqueFd lifeline_;         // write end; only this process holds it
+  Lifeline lifeline_;         // its write end: this process only, not its fork() children
   UniqueFd done_event_;       // any worker finished a slot
   UniqueFd interrupt_event_;  // the trainer's alone: not kept in the children
   std::vector<UniqueFd> task_events_;

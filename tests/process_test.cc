@@ -2,6 +2,9 @@
 // Scenarios that must not disturb the test process run in a forked harness with a watchdog.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -272,6 +275,60 @@ TEST_F(Processes, AKilledTrainerLeavesNoProcessAndNoShmEntry) {
     HARNESS_CHECK(errno == ECHILD);
     for (int w : workers) HARNESS_CHECK(::kill(w, 0) != 0 && errno == ESRCH);
     HARNESS_CHECK(shm_entries_of(trainer).empty());
+    HARNESS_CHECK(descendants().empty());
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(st)) << "harness status " << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+// A child the trainer forks without exec (a subprocess being set up, a multiprocessing worker)
+// inherits the trainer's descriptors; it must not keep the workers alive once the trainer is gone.
+TEST_F(Processes, AUserForkDoesNotKeepWorkersAliveAfterTheTrainerIsKilled) {
+  int st = run_in_child([&]() -> int {
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    int ready[2];
+    HARNESS_CHECK(::pipe(ready) == 0);
+    pid_t trainer = ::fork();
+    if (trainer == 0) {
+      ::close(ready[0]);
+      Loader loader(options(2));
+      Epoch epoch = loader.epoch(0);
+      auto a = epoch.next();
+      pid_t user_child = ::fork();  // the user's, without exec: it lives on
+      if (user_child == 0) {
+        ::sleep(60);
+        ::_exit(0);
+      }
+      std::vector<int> pids = loader.worker_pids();
+      pids.push_back(user_child);
+      (void)!::write(ready[1], pids.data(), pids.size() * sizeof(int));
+      ::pause();
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    int got[3];
+    HARNESS_CHECK(::read(ready[0], got, sizeof got) == sizeof got);
+    HARNESS_CHECK(::kill(trainer, SIGKILL) == 0);
+    HARNESS_CHECK(::waitpid(trainer, nullptr, 0) == trainer);
+    // The workers end within seconds although the user's child still runs. (Running: in /proc
+    // and not a zombie; orphans are reparented here and reaped as they end.)
+    auto running = [](int pid) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      const auto paren = text.rfind(')');
+      return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+    };
+    for (int i = 0; i < 200 && (running(got[0]) || running(got[1])); ++i) {
+      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      ::usleep(50'000);
+    }
+    HARNESS_CHECK(!running(got[0]) && !running(got[1]));
+    HARNESS_CHECK(running(got[2]));  // the user's child was alive all along
+    ::kill(got[2], SIGKILL);
+    while (::waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
+    }
     HARNESS_CHECK(descendants().empty());
     return 0;
   });
