@@ -1,7 +1,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <set>
 #include <sstream>
 
@@ -171,6 +179,58 @@ TEST_F(LoaderBench, TheFirstLineNamesTheFieldsAndAnEmptyStepIsExplained) {
   RunResult stepped = run_program({kBench, "--data", tmp_.path("d.h5"), "--epochs", "1", "--step-ms", "0.01"});
   ASSERT_EQ(stepped.exit_code, 0) << stepped.err;
   EXPECT_THAT(stepped.out, Not(HasSubstr("no --step-ms")));
+}
+
+// The parent pid of `pid` (from /proc), or 0.
+int parent_of(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(paren + 2));
+  char state;
+  int ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+TEST_F(LoaderBench, AWorkerKilledMidEpochChangesNoDigestAndIsOneWarning) {
+  const std::vector<std::string> args{kBench,        "--data",   tmp_.path("d.lmdb"), "--workers", "2", "--batch-size",
+                                      "16",          "--shuffle", "--epochs",          "2",         "--step-ms", "10",
+                                      "--digest",    "--json"};
+  RunResult undisturbed = run_program(args);
+  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.err;
+  RunResult disturbed;
+  std::thread run([&] { disturbed = run_program(args); });
+  // loader-bench is this process's child, its fork server a grandchild, the workers below that.
+  int victim = 0;
+  for (int i = 0; i < 400 && victim == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int d : descendants()) {
+      const int parent = parent_of(d), grandparent = parent ? parent_of(parent) : 0;
+      if (grandparent && parent_of(grandparent) == ::getpid()) victim = d;
+    }
+  }
+  ASSERT_NE(victim, 0) << "no worker found";
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // well into the first epoch
+  ASSERT_EQ(0, ::kill(victim, SIGKILL));
+  run.join();
+  ASSERT_EQ(disturbed.exit_code, 0) << disturbed.err;
+  auto digests = [](const std::string& out) {
+    std::vector<std::string> d;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line);
+      d.push_back(j["content_digest"].get<std::string>() + " " + j["order_digest"].get<std::string>());
+    }
+    return d;
+  };
+  EXPECT_EQ(digests(disturbed.out), digests(undisturbed.out));
+  ASSERT_EQ(digests(disturbed.out).size(), 2u);
+  EXPECT_THAT(disturbed.err, HasSubstr("(pid " + std::to_string(victim) + ") was killed by signal SIGKILL"));
+  EXPECT_EQ(std::count(disturbed.err.begin(), disturbed.err.end(), '\n'), 1) << disturbed.err;
+  const std::string last = disturbed.out.substr(disturbed.out.rfind('\n', disturbed.out.size() - 2) + 1);
+  EXPECT_EQ(nlohmann::json::parse(last)["respawns"], 1);
 }
 
 TEST(LoaderBenchDemo, RunsOutOfTheBoxOnGeneratedData) {
