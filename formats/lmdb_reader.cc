@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "formats/lmdb_env.h"
+#include "formats/lmdb_keys.h"
 #include "formats/lmdb_record.h"
 #include "formats/npy_header.h"
 #include "stoker/error.h"
@@ -86,65 +87,6 @@ StoredSchema lmdb_stored_schema(const std::string& path) {
 
 namespace {
 
-// How the keys of a database without a stoker schema spell sample indices.
-enum class KeyStyle { decimal, zero_padded, big_endian };
-
-// b"17" / b"\x00\x11" for errors: printable bytes as they are, the rest as \xNN.
-std::string show_key(const void* data, std::size_t size) {
-  std::string out = "b'";
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < std::min<std::size_t>(size, 40); ++i) {
-    if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\'' && p[i] != '\\') {
-      out += static_cast<char>(p[i]);
-    } else {
-      out += fmt::format("\\x{:02x}", p[i]);
-    }
-  }
-  return out + (size > 40 ? "...'" : "'");
-}
-
-struct PlainKeys {
-  KeyStyle style = KeyStyle::decimal;
-  std::size_t width = 0;  // zero_padded
-
-  // The key of sample i, in buf (at least 24 bytes).
-  MDB_val key(std::uint64_t i, char* buf) const {
-    if (style == KeyStyle::big_endian) {
-      encode_key(i, reinterpret_cast<unsigned char*>(buf));
-      return {8, buf};
-    }
-    auto end = style == KeyStyle::decimal ? fmt::format_to(buf, "{}", i) : fmt::format_to(buf, "{:0{}}", i, width);
-    return {static_cast<std::size_t>(end - buf), buf};
-  }
-  // The index a key spells in this style, or nullopt.
-  std::optional<std::uint64_t> parse(const MDB_val& k) const {
-    const auto* p = static_cast<const unsigned char*>(k.mv_data);
-    if (style == KeyStyle::big_endian) {
-      if (k.mv_size != 8) return std::nullopt;
-      std::uint64_t v = 0;
-      for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
-      return v;
-    }
-    if (k.mv_size == 0 || k.mv_size > 19) return std::nullopt;
-    if (style == KeyStyle::zero_padded && k.mv_size != width) return std::nullopt;
-    if (style == KeyStyle::decimal && k.mv_size > 1 && p[0] == '0') return std::nullopt;
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < k.mv_size; ++i) {
-      if (p[i] < '0' || p[i] > '9') return std::nullopt;
-      v = v * 10 + (p[i] - '0');
-    }
-    return v;
-  }
-  std::string describe() const {
-    switch (style) {
-      case KeyStyle::decimal: return "decimal (b'0', b'1', ...)";
-      case KeyStyle::zero_padded: return fmt::format("zero-padded decimal of {} digits (b'{:0{}}', ...)", width, 0, width);
-      case KeyStyle::big_endian: break;
-    }
-    return "8-byte big-endian integers";
-  }
-};
-
 }  // namespace
 
 struct LmdbReader::Impl {
@@ -190,20 +132,15 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
   std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw, mdb_cursor_close);
   MDB_val k, v;
   check_mdb(mdb_cursor_get(raw, &k, &v, MDB_FIRST), path + ": first key");
-  const auto* p = static_cast<const unsigned char*>(k.mv_data);
   const std::string expect =
       "a database without a stoker schema is read when its keys are the sample indices 0 .. N-1 written as decimal "
       "(b'17'), zero-padded decimal (b'00000017') or 8-byte big-endian integers";
-  PlainKeys keys;
-  if (k.mv_size == 8 && std::all_of(p, p + 8, [](unsigned char c) { return c == 0; })) {
-    keys.style = KeyStyle::big_endian;
-  } else if (k.mv_size >= 1 && std::all_of(p, p + k.mv_size, [](unsigned char c) { return c == '0'; })) {
-    keys.style = k.mv_size == 1 ? KeyStyle::decimal : KeyStyle::zero_padded;
-    keys.width = k.mv_size;
-  } else {
+  const std::optional<PlainKeys> found = PlainKeys::from_first_key(k);
+  if (!found) {
     throw Error(fmt::format("{}: no stoker schema, and the first key {} is not sample index 0: {}", path,
                             show_key(k.mv_data, k.mv_size), expect));
   }
+  const PlainKeys keys = *found;
   plain = keys;
   // The first value decides the field: .npy arrays make a fixed field, anything else bytes.
   const std::span<const std::byte> first(static_cast<const std::byte*>(v.mv_data), v.mv_size);
