@@ -25,7 +25,7 @@ H5::DataType file_type_of(DType t) {
     case DType::u64: return H5::PredType::STD_U64LE;
     case DType::b8: {
       // What h5py writes for numpy's bool: an enum over int8, FALSE = 0, TRUE = 1.
-      H5::EnumType b(H5::IntType(H5::PredType::STD_I8LE));
+      H5::EnumType b{H5::IntType(H5::PredType::STD_I8LE)};
       std::int8_t no = 0, yes = 1;
       b.insert("FALSE", &no);
       b.insert("TRUE", &yes);
