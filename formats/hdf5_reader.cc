@@ -878,10 +878,17 @@ void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<const Fi
         for (std::size_t r = 0; r < run; ++r) impl_->read_member(c, start + r, *out[f].bytes);
       } else if (c.source == Column::Source::vlen) {
         impl_->read_vlen(c, start, run, *out[f].bytes);
-      } else if (c.direct) {
-        impl_->read_direct(c, start, run, dst);
-      } else if (c.inflated) {
-        impl_->read_inflated(c, start, run, dst);
+      } else if (c.direct || c.inflated) {
+        // Reads of the file itself: an OS error (EIO, a truncated file) names the dataset and samples.
+        try {
+          if (c.direct) {
+            impl_->read_direct(c, start, run, dst);
+          } else {
+            impl_->read_inflated(c, start, run, dst);
+          }
+        } catch (const Error& e) {
+          throw Error(fmt::format("{}: samples {}..{}: {}", c.where, start, start + run - 1, e.what()));
+        }
       } else {
         impl_->read_hdf5(c, start, run, dst);
       }

@@ -16,6 +16,7 @@
 #include "formats/lmdb_record.h"
 #include "formats/npy_header.h"
 #include "stoker/error.h"
+#include "util/env.h"
 #include "util/posix_error.h"
 
 namespace stoker::formats {
@@ -274,7 +275,7 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
   for (std::size_t k = 0; k < indices.size(); ++k) {
     char keybuf[24];
     MDB_val key = m.key_of(indices[k], keybuf), val;
-    int rc = mdb_get(m.txn, m.samples, &key, &val);
+    int rc = detail::Env::get().mdb_get(m.txn, m.samples, &key, &val);
     if (rc == MDB_NOTFOUND) {
       throw Error(fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
     }

@@ -18,12 +18,14 @@
 #include <set>
 
 #include "stoker/error.h"
+#include "util/env.h"
 #include "util/posix_error.h"
 
 namespace stoker::detail {
 namespace {
 
-enum class MsgType : std::uint32_t { spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4, spawn = 5 };
+// spawn_failed: fork() of worker `worker` failed with errno `status`.
+enum class MsgType : std::uint32_t { spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4, spawn = 5, spawn_failed = 6 };
 
 struct Message {
   MsgType type;
@@ -87,7 +89,12 @@ class Server {
       : sock_(sock), lifeline_(lifeline), sigfd_(sigfd), worker_main_(worker_main), workers_(n, -1) {}
 
   [[noreturn]] void run() {
-    for (std::uint32_t w = 0; w < workers_.size(); ++w) spawn(w);
+    for (std::uint32_t w = 0; w < workers_.size(); ++w) {
+      if (!spawn(w)) {
+        kill_and_reap_all();  // the loader reports the failure it was sent
+        ::_exit(72);
+      }
+    }
     for (;;) {
       pollfd fds[3] = {{sock_, POLLIN, 0}, {sigfd_, POLLIN, 0}, {lifeline_, POLLIN, 0}};
       if (::poll(fds, 3, -1) < 0) {
@@ -104,7 +111,7 @@ class Server {
         }
         if (n == static_cast<ssize_t>(sizeof m) && m.type == MsgType::spawn && m.worker < workers_.size() &&
             workers_[m.worker] <= 0) {
-          spawn(m.worker);  // a replacement for a worker that died
+          (void)spawn(m.worker);  // a replacement for a worker that died; a failure is reported
         }
         if (n == 0) terminate_all();  // the loader closed its end without a shutdown
       } else if (fds[0].revents & (POLLHUP | POLLERR)) {
@@ -114,9 +121,10 @@ class Server {
   }
 
  private:
-  void spawn(std::uint32_t w) {
+  // Forks worker w and reports it (spawned, or spawn_failed with the errno); false on failure.
+  bool spawn(std::uint32_t w) {
     const pid_t server = ::getpid();
-    pid_t pid = ::fork();
+    pid_t pid = Env::get().fork();
     if (pid == 0) {
       sigset_t none;
       sigemptyset(&none);
@@ -134,13 +142,12 @@ class Server {
       ::_exit(0);
     }
     if (pid < 0) {
-      // The loader sees the server end while starting workers and reports it with this line.
-      std::fprintf(stderr, "stoker fork server: fork of worker %u failed: %s\n", w, std::strerror(errno));
-      kill_and_reap_all();
-      ::_exit(72);
+      send_msg(sock_, Message{MsgType::spawn_failed, w, 0, errno, 0});
+      return false;
     }
     workers_[w] = pid;
     send_msg(sock_, Message{MsgType::spawned, w, pid, 0, 0});
+    return true;
   }
 
   bool any_alive() const {
@@ -202,6 +209,16 @@ class Server {
 
 }  // namespace
 
+// "stoker: could not start worker 1: fork: Resource temporarily unavailable (EAGAIN): ..."
+std::string spawn_failure(std::uint32_t worker, int err) {
+  std::string hint;
+  if (err == EAGAIN) hint = ": the limit on processes (ulimit -u, or the container's pids limit) is reached";
+  if (err == ENOMEM) hint = ": out of memory";
+  const char* name = strerrorname_np(err);
+  return fmt::format("stoker: could not start worker {}: fork: {} ({}){}; lower num_workers or raise the limit",
+                     worker, std::strerror(err), name ? name : "?", hint);
+}
+
 std::string describe_wait_status(int st) {
   if (WIFSIGNALED(st)) {
     return fmt::format("was killed by signal {}{}", signal_name(WTERMSIG(st)), WCOREDUMP(st) ? " (core dumped)" : "");
@@ -246,6 +263,13 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
       shut_down_ = true;
       throw Error(fmt::format("stoker: the fork server {} while starting workers", describe_wait_status(st)));
     }
+    if (m.type == MsgType::spawn_failed) {
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+      pid_ = -1;
+      shut_down_ = true;
+      throw Error(spawn_failure(m.worker, m.status));
+    }
     if (m.type == MsgType::spawned) {
       worker_pids_.at(m.worker) = m.pid;
       ++started;
@@ -282,6 +306,8 @@ pid_t ForkServer::respawn(std::uint32_t worker) {
     }
     if (m.type == MsgType::exited) {
       exits_.push_back(WorkerExit{m.worker, m.pid, m.status});  // another death: reported next
+    } else if (m.type == MsgType::spawn_failed && m.worker == worker) {
+      throw Error(spawn_failure(worker, m.status));
     } else if (m.type == MsgType::spawned && m.worker == worker) {
       worker_pids_.at(worker) = m.pid;
       return m.pid;

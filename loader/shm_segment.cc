@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "stoker/error.h"
+#include "util/env.h"
 #include "util/posix_error.h"
 #include "util/unique_fd.h"
 
@@ -48,7 +49,7 @@ std::optional<ShmSegment> ShmSegment::try_create_shared(std::size_t bytes, const
   // Boost opens without O_CLOEXEC; the descriptor lives only until the mapping exists.
   if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) throw_errno(fmt::format("fcntl FD_CLOEXEC on {}/{}", shm_dir, name));
   // posix_fallocate returns the error instead of setting errno.
-  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  const int rc = Env::get().posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (rc == ENOSPC || rc == ENOMEM) return std::nullopt;
   if (rc != 0) throw_errno(rc, fmt::format("reserving {} in {}", format_bytes(bytes), shm_dir));
   try {
@@ -64,7 +65,7 @@ std::optional<ShmSegment> ShmSegment::try_create_memfd(std::size_t bytes) {
   UniqueFd fd(::memfd_create("stoker-ring", MFD_CLOEXEC));
   if (!fd) throw_errno("memfd_create for the batch ring");
   // Reserved like the /dev/shm segment: the pages are charged now, so a later write cannot fault.
-  const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
+  const int rc = Env::get().posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
   if (rc == ENOSPC || rc == ENOMEM) return std::nullopt;
   if (rc != 0) throw_errno(rc, fmt::format("reserving {} of memfd memory", format_bytes(bytes)));
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);

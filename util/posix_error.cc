@@ -8,6 +8,7 @@
 #include <csignal>
 
 #include "stoker/error.h"
+#include "util/env.h"
 
 namespace stoker {
 
@@ -37,7 +38,7 @@ std::string format_bytes(unsigned long long bytes) {
 void pread_exact(int fd, void* buf, std::size_t n, off_t offset, const std::string& path) {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
-    ssize_t got = ::pread(fd, p, n, offset);
+    ssize_t got = detail::Env::get().pread(fd, p, n, offset);
     if (got < 0) {
       if (errno == EINTR) continue;
       throw_errno(fmt::format("{}: read of {} bytes at offset {}", path, n, offset));

@@ -1,0 +1,179 @@
+// Faults injected through the Env seam (util/env.h): each gives a clear error or a recovery, and
+// never a hang, a leaked process or /dev/shm entry, or a batch delivered twice.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "stoker/loader.h"
+#include "tests/test_data.h"
+#include "util/env.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// An Env whose calls fail as the test says. Forked workers get a copy: the counters count the
+// calls of the process they are in.
+class FaultEnv : public detail::Env {
+ public:
+  std::function<int(int call)> fallocate_error;                  // 0: pass through
+  std::function<int(off_t offset, std::size_t n)> pread_error;   // 0: pass through; -1: end of file
+  std::function<int(int call)> fork_error;                       // 0: pass through
+  std::function<int(const MDB_val& key)> mdb_error;              // 0: pass through
+
+  int posix_fallocate(int fd, off_t offset, off_t len) override {
+    if (int e = fallocate_error ? fallocate_error(++fallocates_) : 0) return e;
+    return Env::posix_fallocate(fd, offset, len);
+  }
+  ssize_t pread(int fd, void* buf, std::size_t n, off_t offset) override {
+    if (int e = pread_error ? pread_error(offset, n) : 0) {
+      if (e < 0) return 0;
+      errno = e;
+      return -1;
+    }
+    return Env::pread(fd, buf, n, offset);
+  }
+  pid_t fork() override {
+    if (int e = fork_error ? fork_error(++forks_) : 0) {
+      errno = e;
+      return -1;
+    }
+    return Env::fork();
+  }
+  int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value) override {
+    if (int e = mdb_error ? mdb_error(*key) : 0) return e;
+    return Env::mdb_get(txn, dbi, key, value);
+  }
+
+ private:
+  int fallocates_ = 0, forks_ = 0;
+};
+
+class Faults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::alarm(60);  // a hang fails the test
+    schema_ = small_schema(600);
+    write_lmdb(tmp_.path("d.lmdb"), schema_);
+    write_hdf5(tmp_.path("d.h5"), schema_, {formats::Hdf5WriteOptions::Layout::contiguous, 0, 0});
+    detail::Env::install(&env_);
+  }
+  void TearDown() override {
+    detail::Env::install(nullptr);
+    EXPECT_TRUE(descendants().empty()) << "a process outlived its loader";
+    EXPECT_TRUE(shm_entries_of(::getpid()).empty()) << "a /dev/shm entry outlived its loader";
+    ::alarm(0);
+  }
+  Options options(const std::string& file, std::size_t workers) {
+    Options o;
+    o.source = tmp_.path(file);
+    o.num_workers = workers;
+    o.batch_size = 20;
+    return o;
+  }
+  // Every batch until the error, checking that no sample comes twice; returns the error text.
+  std::string run_until_error(Loader& loader, std::uint64_t* delivered = nullptr) {
+    std::set<std::uint64_t> seen;
+    std::string error = "no error";
+    try {
+      for (Batch& b : loader.epoch(0)) {
+        for (std::uint64_t i : b.indices()) EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " twice";
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (delivered) *delivered = seen.size();
+    return error;
+  }
+  FaultEnv env_;
+  TempDir tmp_;
+  Schema schema_;
+};
+
+TEST_F(Faults, SharedMemoryThatCannotBeReservedIsRefusedClearly) {
+  env_.fallocate_error = [](int) { return ENOSPC; };
+  const std::string e = error_of([&] { Loader l(options("d.lmdb", 2)); });
+  EXPECT_THAT(e, HasSubstr("but reserving it failed with ENOSPC"));
+}
+
+TEST_F(Faults, AnOtherFallocateErrorIsReportedWithItsName) {
+  env_.fallocate_error = [](int) { return EIO; };
+  const std::string e = error_of([&] { Loader l(options("d.lmdb", 2)); });
+  EXPECT_THAT(e, HasSubstr("reserving"));
+  EXPECT_THAT(e, HasSubstr("(EIO)"));
+}
+
+TEST_F(Faults, AReadErrorFailsItsBatchNamingDatasetAndSamples) {
+  // The direct path reads 'image' (u8[3,4,5], 60 bytes a sample) as one pread per batch: fail
+  // batch 6's (samples 120..139), found from batch 0's offset.
+  std::atomic<off_t> image_start{-1};
+  env_.pread_error = [&](off_t offset, std::size_t n) {
+    if (n == 60 * 20 && image_start < 0) image_start = offset;  // batch 0's read, in this process
+    return n == 60 * 20 && image_start >= 0 && offset == image_start + 60 * 120 ? EIO : 0;
+  };
+  Loader loader(options("d.h5", 0));
+  std::uint64_t delivered = 0;
+  const std::string e = run_until_error(loader, &delivered);
+  EXPECT_THAT(e, HasSubstr("batch 6 of epoch 0"));
+  EXPECT_THAT(e, HasSubstr("dataset 'image': samples 120..139"));
+  EXPECT_THAT(e, HasSubstr("Input/output error (EIO)"));
+  EXPECT_EQ(delivered, 120u) << "the batches before it were delivered, each once";
+}
+
+TEST_F(Faults, AShortReadIsAnUnexpectedEndOfFile) {
+  env_.pread_error = [](off_t, std::size_t n) { return n == 60 * 20 ? -1 : 0; };
+  Loader loader(options("d.h5", 2));
+  const std::string e = run_until_error(loader);
+  EXPECT_THAT(e, HasSubstr("dataset 'image': samples 0..19"));
+  EXPECT_THAT(e, HasSubstr("unexpected end of file"));
+}
+
+TEST_F(Faults, AnLmdbErrorNamesTheSample) {
+  env_.mdb_error = [](const MDB_val& key) {
+    const auto* k = static_cast<const unsigned char*>(key.mv_data);
+    return key.mv_size == 8 && k[7] == 77 ? MDB_CORRUPTED : 0;
+  };
+  Loader loader(options("d.lmdb", 2));
+  std::uint64_t delivered = 0;
+  const std::string e = run_until_error(loader, &delivered);
+  EXPECT_THAT(e, HasSubstr("reading sample 77"));
+  EXPECT_THAT(e, HasSubstr("MDB_CORRUPTED"));
+  EXPECT_EQ(delivered, 60u);
+}
+
+TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
+  env_.fork_error = [](int call) { return call == 2 ? EAGAIN : 0; };  // the fork server's second fork
+  const std::string e = error_of([&] { Loader l(options("d.lmdb", 3)); });
+  EXPECT_THAT(e, HasSubstr("could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)"));
+  EXPECT_THAT(e, HasSubstr("the limit on processes"));
+}
+
+TEST_F(Faults, AReplacementThatCannotBeStartedEndsTheEpochWithAnError) {
+  env_.fork_error = [](int call) { return call == 3 ? EAGAIN : 0; };  // two workers, then the respawn
+  Options o = options("d.lmdb", 2);
+  o.batch_size = 5;
+  Loader loader(o);
+  std::set<std::uint64_t> seen;
+  std::string error = "no error";
+  try {
+    std::size_t n = 0;
+    for (Batch& b : loader.epoch(0)) {
+      for (std::uint64_t i : b.indices()) EXPECT_TRUE(seen.insert(i).second);
+      if (++n == 3) ::kill(loader.worker_pids().at(1), SIGKILL);
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_THAT(error, HasSubstr("could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)"));
+}
+
+}  // namespace
+}  // namespace stoker::test

@@ -1,0 +1,32 @@
+// Env: the calls that fail in production, behind one seam (LevelDB's Env, in small), so that tests
+// can make each fail on demand and check what the user gets: reserving shared memory
+// (posix_fallocate: ENOSPC), reading files (pread: EIO, short reads), reading LMDB records
+// (mdb_get), and starting worker processes (fork: EAGAIN). The default passes each call through.
+//
+// Not synchronised: install an Env before any Loader exists and keep it until the last one is
+// gone. Worker processes are forked from the process that installed it and inherit it.
+#pragma once
+
+#include <lmdb.h>
+#include <sys/types.h>
+
+#include <cstddef>
+
+namespace stoker::detail {
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // posix_fallocate's contract: 0, or the error number (errno is not set).
+  virtual int posix_fallocate(int fd, off_t offset, off_t len);
+  virtual ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
+  virtual pid_t fork();
+  virtual int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value);
+
+  // The installed Env, or the default.
+  static Env& get() noexcept;
+  // Installs `env` (nullptr: the default again) and returns the one it replaces.
+  static Env* install(Env* env) noexcept;
+};
+
+}  // namespace stoker::detail
