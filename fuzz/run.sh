@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 build=${STOKER_FUZZ_BUILD_DIR:-build-fuzz}
-cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSTOKER_FUZZ=ON \
+cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DSTOKER_FUZZ=ON \
   -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_TOOLS=OFF -DSTOKER_BUILD_BENCHMARKS=OFF -DSTOKER_WITH_TORCH=OFF \
   -DSTOKER_INSTALL=OFF >/dev/null
 cmake --build "$build" -j2 >/dev/null

@@ -21,6 +21,7 @@ apt_packages=(
   python3-venv python3-dev
   openmpi-bin
   util-linux
+  clang
 )
 
 missing=()
