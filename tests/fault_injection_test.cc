@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -147,6 +148,29 @@ TEST_F(Faults, AnLmdbErrorNamesTheSample) {
   EXPECT_THAT(e, HasSubstr("reading sample 77"));
   EXPECT_THAT(e, HasSubstr("MDB_CORRUPTED"));
   EXPECT_EQ(delivered, 60u);
+}
+
+TEST_F(Faults, TheLoaderStaysUsableAfterAFailedBatch) {
+  // In this process (no workers), so that the fault can be cleared: workers keep a copy of the Env.
+  env_.mdb_error = [](const MDB_val& key) {
+    const auto* k = static_cast<const unsigned char*>(key.mv_data);
+    return key.mv_size == 8 && k[7] == 77 ? EIO : 0;
+  };
+  Loader loader(options("d.lmdb", 0));
+  std::uint64_t delivered = 0;
+  EXPECT_THAT(run_until_error(loader, &delivered), HasSubstr("reading sample 77: Input/output error"));
+  env_.mdb_error = nullptr;
+  EXPECT_EQ(run_until_error(loader, &delivered), "no error");
+  EXPECT_EQ(delivered, 600u) << "a new epoch delivers every sample once";
+}
+
+TEST_F(Faults, ADatasetReplacedAfterTheLoaderOpenedItIsAnError) {
+  Loader loader(options("d.lmdb", 2));  // workers open the dataset on their first batch
+  write_lmdb(tmp_.path("other.lmdb"), small_schema(500));
+  ASSERT_EQ(0, std::rename(tmp_.path("other.lmdb").c_str(), tmp_.path("d.lmdb").c_str()));
+  const std::string e = run_until_error(loader);
+  EXPECT_THAT(e, HasSubstr("the dataset changed after the loader opened it (was 600 samples of"));
+  EXPECT_THAT(e, HasSubstr("now 500 samples of"));
 }
 
 TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
