@@ -6,6 +6,7 @@
 // the label), the way a user's own preprocessing would, with the HDF5 C API. --check exits 1
 // unless the last epoch's loss is well below the first's.
 #include <hdf5.h>
+#include <stoker/init.h>
 #include <stoker/loader.h>
 #include <stoker/torch.h>
 #include <torch/torch.h>
@@ -51,6 +52,7 @@ void write_demo_dataset(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  stoker::init(argc, argv);  // first: the loader's workers start from a clean image of this program
   std::string data, device = "cpu";
   int epochs = 5, workers = 2;
   bool check = false;

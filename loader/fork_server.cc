@@ -7,7 +7,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,8 +26,13 @@
 namespace stoker::detail {
 namespace {
 
-// spawn_failed: fork() of worker `worker` failed with errno `status`.
-enum class MsgType : std::uint32_t { spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4, spawn = 5, spawn_failed = 6 };
+// spawn_failed: fork() of worker `worker` failed with errno `status` (worker kServer: the exec of
+// the fork server itself). setup_failed: the exec'd server could not use its setup; a packet with
+// the reason follows.
+enum class MsgType : std::uint32_t {
+  spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4, spawn = 5, spawn_failed = 6, setup_failed = 7
+};
+constexpr std::uint32_t kServer = 0xffffffffu;
 
 struct Message {
   MsgType type;
@@ -227,30 +234,123 @@ std::string describe_wait_status(int st) {
   return fmt::format("stopped (wait status {:#x})", st);
 }
 
+void serve(int sock, int lifeline, std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
+           std::vector<int> keep) {
+  reset_signals();
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) ::_exit(71);
+  keep.insert(keep.end(), {sock, lifeline, sigfd});
+  close_all_except(keep);
+  ::prctl(PR_SET_NAME, "stoker-forksrv");
+  Server server(sock, lifeline, sigfd, num_workers, worker_main);
+  server.run();
+}
+
+ReceivedSetup receive_setup(int sock) {
+  std::string text(1 << 20, '\0');
+  iovec iov{text.data(), text.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 1024)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n < 0) throw_errno("receiving the worker setup");
+  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) throw Error("stoker: the worker setup was truncated");
+  ReceivedSetup out;
+  text.resize(static_cast<std::size_t>(n));
+  out.setup = std::move(text);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      out.fds.emplace_back(fd);
+    }
+  }
+  return out;
+}
+
+void fail_setup(int sock, const std::string& why) noexcept {
+  send_msg(sock, Message{MsgType::setup_failed, kServer, 0, 0, 0});
+  (void)::send(sock, why.data(), why.size(), MSG_NOSIGNAL);
+  ::_exit(73);
+}
+
+namespace {
+
+void send_setup(int sock, const ExecStart& exec) {
+  iovec iov{const_cast<char*>(exec.setup.data()), exec.setup.size()};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * exec.fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * exec.fds.size());
+  std::memcpy(CMSG_DATA(c), exec.fds.data(), sizeof(int) * exec.fds.size());
+  ssize_t n;
+  while ((n = ::sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(exec.setup.size())) throw_errno("sending the worker setup to the fork server");
+}
+
+}  // namespace
+
 ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32_t)> worker_main,
-                       std::vector<int> keep_fds, int lifeline) {
+                       std::vector<int> keep_fds, int lifeline, const ExecStart* exec) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the fork server");
   UniqueFd mine(sv[0]), theirs(sv[1]);
+  // For exec: everything the child needs is made before fork, so that between fork and exec it
+  // calls only async-signal-safe functions (the trainer may have other threads).
+  std::vector<std::string> env_text;
+  std::vector<char*> argv, envp;
+  if (exec) {
+    for (const auto& a : exec->argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    env_text.push_back(fmt::format("{}={}", kForkServerEnv, theirs.get()));
+    for (char** e = environ; *e; ++e) {
+      if (std::strncmp(*e, kForkServerEnv, std::strlen(kForkServerEnv)) != 0) envp.push_back(*e);
+    }
+    envp.push_back(env_text.back().data());
+    envp.push_back(nullptr);
+  }
 
   pid_ = ::fork();
   if (pid_ < 0) throw_errno("fork of the stoker fork server");
   if (pid_ == 0) {
-    reset_signals();
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-    int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sigfd < 0) ::_exit(71);
-    keep_fds.insert(keep_fds.end(), {theirs.get(), lifeline, sigfd});
-    close_all_except(keep_fds);
-    ::prctl(PR_SET_NAME, "stoker-forksrv");
-    Server server(theirs.get(), lifeline, sigfd, num_workers, worker_main);
-    server.run();
+    if (exec) {
+      reset_signals();
+      const int sock = theirs.get();
+      ::fcntl(sock, F_SETFD, 0);  // the one descriptor the new image keeps
+      ::execve("/proc/self/exe", argv.data(), envp.data());
+      send_msg(sock, Message{MsgType::spawn_failed, kServer, 0, errno, 0});
+      ::_exit(127);
+    }
+    serve(theirs.get(), lifeline, num_workers, worker_main, std::move(keep_fds));
   }
   theirs.reset();
   sock_ = std::move(mine);
+  if (exec) {
+    try {
+      send_setup(sock_.get(), *exec);
+    } catch (...) {
+      shutdown(std::chrono::milliseconds(0));
+      throw;
+    }
+  }
   worker_pids_.assign(num_workers, -1);
   for (std::uint32_t started = 0; started < num_workers;) {
     Message m{};
@@ -263,12 +363,23 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
       shut_down_ = true;
       throw Error(fmt::format("stoker: the fork server {} while starting workers", describe_wait_status(st)));
     }
-    if (m.type == MsgType::spawn_failed) {
+    if (m.type == MsgType::spawn_failed || m.type == MsgType::setup_failed) {
+      std::string why;
+      if (m.type == MsgType::setup_failed) {
+        why.resize(4096);
+        const ssize_t got = ::recv(sock_.get(), why.data(), why.size(), 0);
+        why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+        why = "stoker: the fork server could not start its workers: " + why;
+      } else if (m.worker == kServer) {
+        why = fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}", std::strerror(m.status));
+      } else {
+        why = spawn_failure(m.worker, m.status);
+      }
       int st = 0;
       ::waitpid(pid_, &st, 0);
       pid_ = -1;
       shut_down_ = true;
-      throw Error(spawn_failure(m.worker, m.status));
+      throw Error(why);
     }
     if (m.type == MsgType::spawned) {
       worker_pids_.at(m.worker) = m.pid;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "util/unique_fd.h"
@@ -40,13 +41,41 @@ struct WorkerExit {
 // "was killed by signal SIGKILL", "exited with status 3"
 std::string describe_wait_status(int wait_status);
 
+// A fork server started by exec of this program (stoker::init): the setup text and descriptors it
+// is sent over its socket, and the arguments it is started with.
+struct ExecStart {
+  std::string setup;
+  std::vector<int> fds;
+  std::vector<std::string> argv;
+};
+
+// The environment variable that tells stoker::init() it is a fork server: the socket's number.
+inline constexpr const char* kForkServerEnv = "STOKER_FORK_SERVER_SOCKET";
+
+// In the exec'd fork server: the setup and descriptors the loader sent. Throws stoker::Error.
+struct ReceivedSetup {
+  std::string setup;
+  std::vector<UniqueFd> fds;
+};
+ReceivedSetup receive_setup(int sock);
+// In the exec'd fork server, when the setup cannot be used: tells the loader why, and exits.
+[[noreturn]] void fail_setup(int sock, const std::string& why) noexcept;
+
+// The fork server's life (in the forked or exec'd process): resets signals, closes every
+// descriptor but `sock`, `lifeline` and `keep`, forks `num_workers` workers running
+// worker_main(w) and serves the loader until it is told to stop or the trainer is gone.
+[[noreturn]] void serve(int sock, int lifeline, std::uint32_t num_workers,
+                        const std::function<void(std::uint32_t)>& worker_main, std::vector<int> keep);
+
 class ForkServer {
  public:
   // Forks the server, which forks `num_workers` workers; worker w runs worker_main(w) and exits
   // with _exit(0) when it returns. `keep_fds` stay open in the server and the workers; `lifeline`
   // is the read end of the trainer's lifeline pipe. Returns once every worker has started.
+  // With `exec`, the server is a fresh exec of this program instead (stoker::init), which gets
+  // exec->setup and exec->fds and runs the workers from them; worker_main is not used.
   ForkServer(std::uint32_t num_workers, std::function<void(std::uint32_t)> worker_main, std::vector<int> keep_fds,
-             int lifeline);
+             int lifeline, const ExecStart* exec = nullptr);
   ~ForkServer();
   ForkServer(const ForkServer&) = delete;
   ForkServer& operator=(const ForkServer&) = delete;

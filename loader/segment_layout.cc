@@ -49,7 +49,7 @@ bool SlotRing::pop(std::uint32_t& value) noexcept {
 
 SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers,
                              const std::vector<std::uint64_t>& sample_bound)
-    : schema_(schema), batch_size_(batch_size), num_workers_(num_workers) {
+    : schema_(schema), sample_bound_(sample_bound), batch_size_(batch_size), num_workers_(num_workers) {
   error_offset_ = indices_offset_ + align_up(batch_size * sizeof(std::uint64_t), kLine);
   std::size_t off = error_offset_ + kErrorTextBytes;
   for (std::size_t i = 0; i < schema.fields.size(); ++i) {

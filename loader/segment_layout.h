@@ -124,9 +124,13 @@ class SegmentLayout {
   void initialize(std::byte* base, std::uint32_t num_slots) const;
 
   const Schema& schema() const noexcept { return schema_; }
+  std::size_t batch_size() const noexcept { return batch_size_; }
+  std::uint32_t num_workers() const noexcept { return num_workers_; }
+  const std::vector<std::uint64_t>& sample_bound() const noexcept { return sample_bound_; }
 
  private:
   Schema schema_;
+  std::vector<std::uint64_t> sample_bound_;
   std::size_t batch_size_;
   std::uint32_t num_workers_;
   std::size_t indices_offset_ = sizeof(SlotHeader);

@@ -54,6 +54,9 @@ std::optional<ShmSegment> ShmSegment::try_create_shared(std::size_t bytes, const
   if (rc != 0) throw_errno(rc, fmt::format("reserving {} in {}", format_bytes(bytes), shm_dir));
   try {
     ShmSegment seg(bip::mapped_region(*shm, bip::read_write, 0, bytes), true);
+    // Kept (Boost closes its own when the object goes): a fork server started by exec maps it.
+    seg.fd_ = UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    if (!seg.fd_) throw_errno(fmt::format("dup of the shared memory descriptor {}/{}", shm_dir, name));
     seg.prefault();
     return seg;
   } catch (const bip::interprocess_exception& e) {
@@ -71,8 +74,15 @@ std::optional<ShmSegment> ShmSegment::try_create_memfd(std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) throw_errno(fmt::format("mapping {} of memfd memory", format_bytes(bytes)));
   ShmSegment seg(static_cast<std::byte*>(p), bytes);
+  seg.fd_ = std::move(fd);
   seg.prefault();
   return seg;
+}
+
+ShmSegment ShmSegment::map_shared(int fd, std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) throw_errno(fmt::format("mapping {} of the loader's shared memory", format_bytes(bytes)));
+  return ShmSegment(static_cast<std::byte*>(p), bytes);
 }
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept
@@ -80,7 +90,8 @@ ShmSegment::ShmSegment(ShmSegment&& o) noexcept
       shared_(o.shared_),
       memfd_(std::exchange(o.memfd_, false)),
       memfd_data_(std::exchange(o.memfd_data_, nullptr)),
-      memfd_size_(std::exchange(o.memfd_size_, 0)) {}
+      memfd_size_(std::exchange(o.memfd_size_, 0)),
+      fd_(std::move(o.fd_)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   if (this != &o) {
@@ -90,6 +101,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
     memfd_ = std::exchange(o.memfd_, false);
     memfd_data_ = std::exchange(o.memfd_data_, nullptr);
     memfd_size_ = std::exchange(o.memfd_size_, 0);
+    fd_ = std::move(o.fd_);
   }
   return *this;
 }

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <boost/interprocess/mapped_region.hpp>
+
+#include "util/unique_fd.h"
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -26,6 +28,8 @@ class ShmSegment {
   static std::optional<ShmSegment> try_create_memfd(std::size_t bytes);
   // Memory of this process alone, for a loader without worker processes.
   static ShmSegment create_private(std::size_t bytes);
+  // Maps `bytes` of the shared memory `fd` refers to (a segment another process made and sent).
+  static ShmSegment map_shared(int fd, std::size_t bytes);
 
   ShmSegment(ShmSegment&& o) noexcept;
   ShmSegment& operator=(ShmSegment&& o) noexcept;
@@ -34,12 +38,16 @@ class ShmSegment {
   ShmSegment& operator=(const ShmSegment&) = delete;
 
   std::byte* data() const noexcept { return memfd_ ? memfd_data_ : static_cast<std::byte*>(region_.get_address()); }
+  // memfd_: the mapping is stoker's own mmap (a memfd's, or one received), not a Boost region.
   std::size_t size() const noexcept { return memfd_ ? memfd_size_ : region_.get_size(); }
   bool shared() const noexcept { return shared_; }
   bool memfd() const noexcept { return memfd_; }
 
   // Maps every page into this process's page tables for writing (after fork a child has none).
   void prefault() const noexcept;
+  // A descriptor of a shared segment's memory (close-on-exec), to send to a process that maps it
+  // itself; -1 for private memory.
+  int fd() const noexcept { return fd_.get(); }
 
  private:
   ShmSegment(boost::interprocess::mapped_region region, bool shared) : region_(std::move(region)), shared_(shared) {}
@@ -49,6 +57,7 @@ class ShmSegment {
   bool memfd_ = false;  // then the mapping is memfd_data_, unmapped by the destructor
   std::byte* memfd_data_ = nullptr;
   std::size_t memfd_size_ = 0;
+  UniqueFd fd_;
 };
 
 }  // namespace stoker::detail

@@ -26,6 +26,7 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
 
   const SegmentView& view() const noexcept { return view_; }
   const ShmSegment& segment() const noexcept { return segment_; }
+  const SegmentLayout& layout() const noexcept { return layout_; }
   std::uint32_t num_slots() const noexcept { return num_slots_; }
 
   std::optional<std::uint32_t> acquire();

@@ -9,7 +9,11 @@
 
 #include <csignal>
 
+#include "loader/pipeline.h"
 #include "loader/worker.h"
+#include "loader/worker_setup.h"
+#include "stoker/error.h"
+#include "stoker/init.h"
 #include "util/posix_error.h"
 
 namespace stoker::detail {
@@ -54,7 +58,71 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     ctx.task_event = task_events_[w].get();
     run_worker(ctx);
   };
-  server_ = std::make_unique<ForkServer>(num_workers_, worker_main, keep, lifeline_.read_end());
+  std::optional<ExecStart> exec;
+  if (clean_workers()) {
+    // A fresh exec of this program serves the workers: it gets the same settings as text and the
+    // same descriptors over its socket (serve_exec_fork_server below).
+    WorkerSetup setup;
+    setup.path = base.path;
+    setup.reader_options = base.reader_options;
+    setup.reader_options.known.reset();
+    setup.expected = base.expected;
+    setup.pipeline = base.pipeline;
+    setup.seed = base.seed;
+    setup.num_workers = num_workers_;
+    setup.batch_size = slots_->layout().batch_size();
+    setup.sample_bound = slots_->layout().sample_bound();
+    setup.segment_bytes = slots_->segment().size();
+    exec.emplace();
+    exec->setup = setup.to_json();
+    exec->fds = {slots_->segment().fd(), lifeline_.read_end(), done_event_.get()};
+    for (const auto& t : task_events_) exec->fds.push_back(t.get());
+    exec->argv = program_arguments();
+  }
+  server_ = std::make_unique<ForkServer>(num_workers_, worker_main, keep, lifeline_.read_end(), exec ? &*exec : nullptr);
+}
+
+void serve_exec_fork_server(int sock) {
+  // Everything that can fail is checked before serving, and reported to the loader.
+  std::function<void(std::uint32_t)> worker_main;
+  std::vector<int> keep;
+  int lifeline = -1;
+  std::uint32_t num_workers = 0;
+  try {
+    ReceivedSetup received = receive_setup(sock);
+    WorkerSetup setup = WorkerSetup::from_json(received.setup);
+    if (received.fds.size() != kSetupFixedFds + setup.num_workers) {
+      throw Error(fmt::format("stoker: the worker setup came with {} descriptors, not {}", received.fds.size(),
+                              kSetupFixedFds + setup.num_workers));
+    }
+    // Kept for the process's life: the mapping, the layout and the descriptors the workers use.
+    static ShmSegment segment = ShmSegment::map_shared(received.fds[0].get(), setup.segment_bytes);
+    const Schema delivered = SamplePipelines(setup.pipeline, setup.expected, setup.seed).output();
+    static const SegmentLayout layout(delivered, setup.batch_size, setup.num_workers, setup.sample_bound);
+    static std::vector<UniqueFd> fds = std::move(received.fds);
+    WorkerContext base;
+    base.view = SegmentView(segment.data(), layout);
+    base.lifeline = fds[1].get();
+    base.done_event = fds[2].get();
+    base.path = setup.path;
+    base.reader_options = setup.reader_options;
+    base.expected = setup.expected;
+    base.pipeline = setup.pipeline;
+    base.seed = setup.seed;
+    lifeline = fds[1].get();
+    num_workers = setup.num_workers;
+    for (std::size_t i = 2; i < fds.size(); ++i) keep.push_back(fds[i].get());
+    worker_main = [base](std::uint32_t w) {
+      segment.prefault();
+      WorkerContext ctx = base;
+      ctx.worker = w;
+      ctx.task_event = fds[kSetupFixedFds + w].get();
+      run_worker(ctx);
+    };
+  } catch (const std::exception& e) {
+    fail_setup(sock, e.what());
+  }
+  serve(sock, lifeline, num_workers, worker_main, std::move(keep));
 }
 
 WorkerPool::~WorkerPool() { stop(std::chrono::milliseconds(0)); }

@@ -96,6 +96,13 @@ class WorkerPool {
 // "worker 1 (pid 4242) was killed by signal SIGKILL while loading batch 3 of epoch 0 (samples 7,
 // 9, ...); SIGKILL often comes from the out-of-memory killer (see dmesg)". `held` says what the
 // worker had in hand ("while idle", or the batch).
+// In a process exec'd as a fork server (stoker::init): receives the loader's setup on `sock` and
+// serves its workers; never returns.
+[[noreturn]] void serve_exec_fork_server(int sock);
+
+// The arguments init() saw, to exec the program again; empty before init().
+std::vector<std::string> program_arguments();
+
 std::string describe_worker_death(const WorkerExit& exit, const std::string& held);
 
 }  // namespace stoker::detail

@@ -9,7 +9,7 @@ endif()
 set(allowed
   # The public API.
   "^stoker::(Batch|ContentDigest|OrderDigest|Device|Epoch|Error|Field|Loader|LoaderState|Schema|Shard|SampleOut|SampleRandom)(::|$)"
-  "^stoker::(digest_hex|dtype_name|dtype_size|parse_dtype|operator<<|register_op|check_pipeline)$"
+  "^stoker::(digest_hex|dtype_name|dtype_size|parse_dtype|operator<<|register_op|check_pipeline|init|clean_workers)$"
   # The tools' internal API (docs/internal-api.md).
   "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|LmdbEnv|LmdbTxn|VarBytes)(::|$)"
   "^stoker::formats::(check_mdb|detect_format|hdf5_schema|lmdb_stored_schema|open_reader|schema_from_json|schema_to_json)$"

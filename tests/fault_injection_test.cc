@@ -12,6 +12,7 @@
 #include <functional>
 #include <set>
 
+#include "stoker/init.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
 #include "util/env.h"
@@ -99,6 +100,14 @@ class Faults : public ::testing::Test {
   Schema schema_;
 };
 
+// Faults inside worker processes or the fork server: they inherit the test's Env only when forked
+// from it. With stoker::init they start from a fresh exec, so these tests run on the fork-only
+// path (the ForkOnlyPath.WorkerProcessTests entry of ctest).
+#define SKIP_UNLESS_FORKED_WORKERS()                                                                 \
+  if (clean_workers()) GTEST_SKIP() << "injects faults into worker processes: runs on the fork-only " \
+                                       "path (ctest's ForkOnlyPath.WorkerProcessTests)"
+
+
 TEST_F(Faults, SharedMemoryThatCannotBeReservedIsRefusedClearly) {
   env_.fallocate_error = [](int) { return ENOSPC; };
   const std::string e = error_of([&] { Loader l(options("d.lmdb", 2)); });
@@ -130,6 +139,7 @@ TEST_F(Faults, AReadErrorFailsItsBatchNamingDatasetAndSamples) {
 }
 
 TEST_F(Faults, AShortReadIsAnUnexpectedEndOfFile) {
+  SKIP_UNLESS_FORKED_WORKERS();
   env_.pread_error = [](off_t, std::size_t n) { return n == 60 * 20 ? -1 : 0; };
   Loader loader(options("d.h5", 2));
   const std::string e = run_until_error(loader);
@@ -138,6 +148,7 @@ TEST_F(Faults, AShortReadIsAnUnexpectedEndOfFile) {
 }
 
 TEST_F(Faults, AnLmdbErrorNamesTheSample) {
+  SKIP_UNLESS_FORKED_WORKERS();
   env_.mdb_error = [](const MDB_val& key) {
     const auto* k = static_cast<const unsigned char*>(key.mv_data);
     return key.mv_size == 8 && k[7] == 77 ? MDB_CORRUPTED : 0;
@@ -174,6 +185,7 @@ TEST_F(Faults, ADatasetReplacedAfterTheLoaderOpenedItIsAnError) {
 }
 
 TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
+  SKIP_UNLESS_FORKED_WORKERS();
   env_.fork_error = [](int call) { return call == 2 ? EAGAIN : 0; };  // the fork server's second fork
   const std::string e = error_of([&] { Loader l(options("d.lmdb", 3)); });
   EXPECT_THAT(e, HasSubstr("could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)"));
@@ -181,6 +193,7 @@ TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
 }
 
 TEST_F(Faults, AReplacementThatCannotBeStartedEndsTheEpochWithAnError) {
+  SKIP_UNLESS_FORKED_WORKERS();
   env_.fork_error = [](int call) { return call == 3 ? EAGAIN : 0; };  // two workers, then the respawn
   Options o = options("d.lmdb", 2);
   o.batch_size = 5;

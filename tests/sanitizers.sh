@@ -6,7 +6,7 @@
 #   tests/sanitizers.sh [asan|tsan]...     (default: both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-common=(-G Ninja -DSTOKER_WITH_TORCH=OFF -DSTOKER_BUILD_BENCHMARKS=OFF -DSTOKER_INSTALL=OFF)
+common=(-G Ninja -DSTOKER_WITH_TORCH=OFF -DSTOKER_REQUIRE_TORCH=OFF -DSTOKER_BUILD_BENCHMARKS=OFF -DSTOKER_INSTALL=OFF)
 for kind in "${@:-asan tsan}"; do
   for k in $kind; do
     case $k in

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "stoker/digest.h"
+#include "stoker/init.h"
 #include "stoker/loader.h"
 #include "stoker/state.h"
 #include "loader/device_backend.h"
@@ -477,6 +478,7 @@ void write_demo(const std::string& dir, std::uint64_t samples) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  stoker::init(argc, argv);  // workers from a clean image of this program
   Args args;
   CLI::App app{
       "loader-bench: measures how fast stoker delivers a dataset (samples/s, MiB/s, time to first batch, wait per\n"
