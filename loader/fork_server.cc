@@ -330,6 +330,7 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
 
   pid_ = ::fork();
   if (pid_ < 0) throw_errno("fork of the stoker fork server");
+  launched_pid_ = pid_;
   if (pid_ == 0) {
     if (exec) {
       reset_signals();
@@ -391,11 +392,15 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
 ForkServer::~ForkServer() { shutdown(std::chrono::milliseconds(2000)); }
 
 std::string ForkServer::reap_gone_server() {
+  // Its socket closed: it is exiting. Give it a moment to become reapable, to say how it ended.
   int st = 0;
-  if (pid_ > 0 && ::waitpid(pid_, &st, WNOHANG) == pid_) {
-    pid_ = -1;
-    shut_down_ = true;
-    return describe_wait_status(st);
+  for (int i = 0; pid_ > 0 && i < 1000; ++i) {
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      shut_down_ = true;
+      return describe_wait_status(st);
+    }
+    ::usleep(1000);
   }
   return "is gone";
 }
@@ -441,7 +446,8 @@ std::optional<WorkerExit> ForkServer::poll_exit() {
       if (m.type == MsgType::exited) return WorkerExit{m.worker, m.pid, m.status};
       continue;
     }
-    throw Error(fmt::format("stoker: the fork server {}; its workers are gone", reap_gone_server()));
+    const std::string how = reap_gone_server();
+    throw Error(fmt::format("stoker: the fork server (pid {}) {}; its workers are gone", launched_pid_, how));
   }
 }
 

@@ -102,6 +102,7 @@ class ForkServer {
   std::string reap_gone_server();
 
   pid_t pid_ = -1;
+  pid_t launched_pid_ = -1;  // pid_ as it was, for messages after the server is reaped
   UniqueFd sock_;
   std::vector<pid_t> worker_pids_;
   std::deque<WorkerExit> exits_;  // reported while waiting for a respawn

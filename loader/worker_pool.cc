@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,7 +59,9 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     ctx.task_event = task_events_[w].get();
     run_worker(ctx);
   };
-  std::optional<ExecStart> exec;
+  worker_main_ = worker_main;
+  keep_ = keep;
+  std::optional<ExecStart>& exec = exec_;
   if (clean_workers()) {
     // A fresh exec of this program serves the workers: it gets the same settings as text and the
     // same descriptors over its socket (serve_exec_fork_server below).
@@ -150,6 +153,39 @@ WorkerPool::Wake WorkerPool::wait(std::chrono::milliseconds timeout) {
     (void)!::read(done_event_.get(), &count, sizeof count);
   }
   return Wake::activity;
+}
+
+void WorkerPool::bury_workers() noexcept {
+  const std::vector<pid_t> pids = server_->worker_pids();
+  server_->shutdown(std::chrono::milliseconds(0));  // reaps the dead server
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t pid : pids) {
+    if (pid <= 0) continue;
+    // Not our children (the server's): watched through a pidfd, readable once the process ended.
+    UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    if (!fd) continue;  // ESRCH: gone already
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd.get(), POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+      if (r > 0) break;
+      if (r < 0 && errno == EINTR) continue;
+      (void)::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);  // the deadline passed
+      p.revents = 0;
+      (void)::poll(&p, 1, 1000);
+      break;
+    }
+  }
+}
+
+void WorkerPool::restart_server() {
+  for (std::uint32_t w = 0; w < num_workers_; ++w) {
+    WorkerChannel ch = slots_->view().channel(w);
+    ch.tasks.clear_from_producer();
+    retired_cpu_ns_ += ch.cpu_ns->exchange(0);
+  }
+  server_.reset();
+  server_ = std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(), &*exec_);
 }
 
 void WorkerPool::interrupt() noexcept {

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -43,6 +44,7 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   std::uint32_t size() const noexcept { return num_workers_; }
+  pid_t server_pid() const noexcept { return server_ ? server_->pid() : -1; }
   pid_t pid(std::uint32_t worker) const noexcept { return server_->worker_pids()[worker]; }
   std::vector<int> pids() const;
 
@@ -75,6 +77,16 @@ class WorkerPool {
   // again. Returns the new pid.
   pid_t respawn(std::uint32_t worker, const std::vector<std::uint32_t>& slots);
 
+  // Whether a fork server that died can be replaced: when it was started by exec (stoker::init),
+  // a new one inherits nothing of this process's threads. A forked one would be forked from this
+  // multi-threaded process, so it is not replaced.
+  bool can_restart_server() const noexcept { return exec_.has_value(); }
+  // After the fork server died: waits (up to 10 s, then SIGKILL) until its workers, which
+  // PR_SET_PDEATHSIG kills, are gone, so that none still writes into a slot. Never throws.
+  void bury_workers() noexcept;
+  // Starts a new fork server and workers, with empty task rings. Throws stoker::Error.
+  void restart_server();
+
   // CPU time of every worker so far.
   double cpu_seconds() const;
 
@@ -90,6 +102,9 @@ class WorkerPool {
   UniqueFd interrupt_event_;  // the trainer's alone: not kept in the children
   std::vector<UniqueFd> task_events_;
   std::unique_ptr<ForkServer> server_;
+  std::function<void(std::uint32_t)> worker_main_;  // the fork-only path's
+  std::vector<int> keep_;
+  std::optional<ExecStart> exec_;  // how the fork server was started by exec, to start another
   std::uint64_t retired_cpu_ns_ = 0;  // CPU time of workers that died and were replaced
 };
 

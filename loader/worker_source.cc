@@ -40,12 +40,49 @@ void WorkerSource::collect() {
   workers_.collect([&](std::uint32_t s) { tasks_.mark_arrived(slots_->view().slot_header(s).task_id); });
 }
 
+void WorkerSource::restart_fork_server(const std::string& what) {
+  const std::string death = what;
+  deaths_.push_back(death);
+  if (!workers_.can_restart_server() || respawns_ >= respawn_.max) {
+    fail(fmt::format("{}; the loader cannot continue{}", death,
+                     workers_.can_restart_server() ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
+                                                   : std::string(" (a fork server is replaced only when the program "
+                                                                 "called stoker::init: docs/faults.md)")));
+  }
+  // Its workers die with it (PR_SET_PDEATHSIG); once none can write into a slot any more, what
+  // they finished counts and the rest is loaded again by new workers, into the same slots.
+  workers_.bury_workers();
+  collect();
+  std::vector<std::vector<std::uint32_t>> pending(workers_.size());
+  std::size_t batches = 0;
+  for (std::uint32_t w = 0; w < workers_.size(); ++w) {
+    pending[w] = tasks_.pending_slots_of(w);
+    batches += pending[w].size();
+  }
+  try {
+    workers_.restart_server();
+  } catch (const Error& e) {
+    fail(fmt::format("{}; starting a new one failed: {}", death, e.what()));
+  }
+  for (std::uint32_t w = 0; w < workers_.size(); ++w) {
+    for (std::uint32_t s : pending[w]) workers_.assign(w, s);
+  }
+  ++respawns_;
+  if (respawn_.warn) {
+    respawn_.warn(fmt::format("{}; a new fork server (pid {}) and {} workers replace it (respawn {} of at most {}), and "
+                              "load the {} unfinished batch{} again",
+                              death, workers_.server_pid(), workers_.size(), respawns_, respawn_.max, batches,
+                              batches == 1 ? "" : "es"));
+  }
+}
+
 void WorkerSource::check_exits() {
   std::optional<WorkerExit> exit;
   try {
     exit = workers_.poll_exit();
   } catch (const Error& e) {
-    fail(e.what());
+    restart_fork_server(e.what());
+    return;
   }
   if (!exit) return;
   collect();  // what it finished before it died counts

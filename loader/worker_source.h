@@ -56,6 +56,8 @@ class WorkerSource final : public SlotSource {
   // Replaces a worker that exited, its unfinished batches given to the replacement, or throws past
   // the respawn limit (or when the fork server is gone).
   void check_exits();
+  // The fork server died (`what` says how): a new one and new workers, or the error.
+  void restart_fork_server(const std::string& what);
   void wait_for(std::uint64_t batch);
   [[noreturn]] void fail(std::string message);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 #include <iterator>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -17,6 +18,7 @@
 #include <functional>
 
 #include "stoker/digest.h"
+#include "stoker/init.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
 
@@ -232,6 +234,66 @@ TEST_F(Processes, AStuckWorkerIsKilledAndReplaced) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("worker 0 (pid " + std::to_string(victim) + ") had not delivered batch"));
   EXPECT_THAT(warnings[0], HasSubstr("within 300 ms and was killed; replaced by pid"));
+  ::alarm(0);
+}
+
+// The parent pid of `pid` (from /proc), or 0.
+int parent_of(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(paren + 2));
+  char state;
+  int ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+// With stoker::init a dead fork server is replaced, as a worker is; on the fork-only path it is
+// not (a new one would be forked from this multi-threaded process), and the error says so.
+TEST_F(Processes, AKilledForkServerIsReplacedWhenWorkersStartClean) {
+  ::alarm(60);
+  Options o = options(2);
+  std::vector<std::string> warnings;
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  EpochRecord want;
+  {
+    Loader undisturbed(o);
+    Epoch e = undisturbed.epoch(0);
+    want = record(e);
+  }
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  int server = 0;
+  std::string error;
+  EpochRecord got;
+  try {
+    got = record(epoch, [&](std::size_t n) {
+      if (n == 5) {
+        server = parent_of(loader.worker_pids().at(0));
+        ASSERT_EQ(0, ::kill(server, SIGKILL));
+      }
+    });
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ASSERT_GT(server, 0);
+  if (!clean_workers()) {
+    EXPECT_THAT(error, HasSubstr("the fork server (pid " + std::to_string(server) + ") was killed by signal SIGKILL"));
+    EXPECT_THAT(error, HasSubstr("a fork server is replaced only when the program called stoker::init"));
+  } else {
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(got.indices, want.indices);
+    EXPECT_EQ(got.labels, want.labels);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], HasSubstr("the fork server (pid " + std::to_string(server) + ") was killed by signal SIGKILL"));
+    EXPECT_THAT(warnings[0], HasSubstr("a new fork server (pid "));
+    EXPECT_EQ(loader.stats().respawns, 1u);
+    // The new workers deliver the next epoch too.
+    Epoch next = loader.epoch(1);
+    EXPECT_EQ(record(next).indices.size(), want.indices.size());
+  }
   ::alarm(0);
 }
 

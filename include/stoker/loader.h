@@ -6,9 +6,10 @@
 // Batches come in the same order for a given seed whatever the number of workers, each sample of
 // the epoch (or of this rank's shard) exactly once. Workers are processes forked by a small
 // single-threaded fork server that the Loader starts in its constructor, before any thread of its
-// own; each opens its own HDF5 file or LMDB environment on its first batch. RULE: create loaders
-// before starting threads that use HDF5 (a thread inside HDF5 at fork time leaves HDF5's state
-// locked in every worker).
+// own; each opens its own HDF5 file or LMDB environment on its first batch. With stoker::init()
+// (stoker/init.h) the fork server is a fresh exec of the program and Loaders may be built at any
+// time. Without it, RULE: create loaders before starting threads that use HDF5 (a thread inside
+// HDF5 at fork time leaves HDF5's state locked in every worker).
 //
 // Thread-safety: a Loader and its Epochs are used from one thread at a time. Batches may be
 // destroyed on any thread, also after the Loader.
