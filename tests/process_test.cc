@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
+#include <thread>
 #include <sstream>
 #include <iterator>
 #include <sys/mount.h>
@@ -272,7 +274,22 @@ TEST_F(Processes, AKilledForkServerIsReplacedWhenWorkersStartClean) {
     got = record(epoch, [&](std::size_t n) {
       if (n == 5) {
         server = parent_of(loader.worker_pids().at(0));
+        std::ifstream comm("/proc/" + std::to_string(server) + "/comm");
+        std::string name;
+        std::getline(comm, name);
+        ASSERT_EQ(name, "stoker-forksrv") << "worker " << loader.worker_pids().at(0) << " parent " << server;
         ASSERT_EQ(0, ::kill(server, SIGKILL));
+        // Its death completes before the next batch is asked for (tearing down a large address
+        // space, as an ASan process has, takes a while; its socket closes only after that).
+        for (int i = 0; i < 5000; ++i) {
+          std::ifstream status("/proc/" + std::to_string(server) + "/status");
+          std::string line, state = "gone";
+          while (std::getline(status, line)) {
+            if (line.rfind("State:", 0) == 0) state = line;
+          }
+          if (state == "gone" || state.find('Z') != std::string::npos) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
       }
     });
   } catch (const Error& e) {

@@ -497,7 +497,7 @@ int main(int argc, char** argv) {
                  "FIELD.offsets.npy for a bytes field; indices.npy), to look at what the pipeline makes (CPU device)");
   app.add_option("--pipeline", args.pipeline,
                  "Per-sample operations run in the workers, 'FIELD=op,op(args),...' with fields separated by ';', "
-                 "e.g. 'jpeg=decode,random_resized_crop(224),flip,to_chw'. Operations: decode[(H,W)], "
+                 "e.g. 'jpeg=decode,random_resized_crop(224),flip,to_chw'. Operations: decode[(H,W)] (decode_jpeg, decode_png: one format only), "
                  "random_resized_crop(H[,W]), resize(H,W), center_crop(H[,W]), flip[(p)], to_chw, "
                  "normalize(m0,m1,m2,s0,s1,s2) (docs/pipeline.md)")
       ->check(stoker::tools::pipeline_text());
