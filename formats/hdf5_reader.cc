@@ -312,6 +312,24 @@ H5::DataSet open_dataset(const H5::H5File& file, const std::string& name, const 
                    [&] { return file.openDataSet(name, dapl); });
 }
 
+// Checks that every level of `group` ("a/b/c") exists; the error names the first that does not and
+// what its parent holds, after `prefix` (e.g. "unknown field 'x': ").
+void require_group(const H5::H5File& file, const std::string& path, const std::string& group,
+                   const std::string& prefix) {
+  std::string parent;
+  for (std::size_t start = 0; start <= group.size();) {
+    const auto end = std::min(group.find('/', start), group.size());
+    const std::string part = group.substr(start, end - start);
+    const GroupListing up = list_group(file, parent, path);
+    if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
+      throw Error(fmt::format("{}: {}no group '{}' ({})", path, prefix, parent.empty() ? part : parent + "/" + part,
+                              describe_listing(up, parent)));
+    }
+    parent = parent.empty() ? part : parent + "/" + part;
+    start = end + 1;
+  }
+}
+
 // Where a field comes from: a dataset, or a sample group of `members` members.
 struct FieldSource {
   std::string name;    // as delivered: relative to the reader's group
@@ -325,21 +343,7 @@ struct FieldSource {
 std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string& path,
                                        const std::vector<std::string>& wanted, const std::string& group) {
   const std::string base = group.empty() ? "" : group + "/";
-  if (!group.empty()) {
-    // Each level of the group must exist, or the error names the level that does not.
-    std::string parent;
-    for (std::size_t start = 0; start <= group.size();) {
-      const auto end = std::min(group.find('/', start), group.size());
-      const std::string part = group.substr(start, end - start);
-      const GroupListing up = list_group(file, parent, path);
-      if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
-        throw Error(fmt::format("{}: no group '{}' ({})", path, parent.empty() ? part : parent + "/" + part,
-                                describe_listing(up, parent)));
-      }
-      parent = parent.empty() ? part : parent + "/" + part;
-      start = end + 1;
-    }
-  }
+  if (!group.empty()) require_group(file, path, group, "");
   std::vector<FieldSource> out;
   if (!wanted.empty()) {
     for (std::size_t i = 0; i < wanted.size(); ++i) {
@@ -351,20 +355,7 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
       const auto slash = full.find_last_of('/');
       const std::string parent_group = slash == std::string::npos ? "" : full.substr(0, slash);
       const std::string leaf = slash == std::string::npos ? full : full.substr(slash + 1);
-      if (!parent_group.empty()) {
-        std::string parent;
-        for (std::size_t start = 0; start <= parent_group.size();) {
-          const auto end = std::min(parent_group.find('/', start), parent_group.size());
-          const std::string part = parent_group.substr(start, end - start);
-          const GroupListing up = list_group(file, parent, path);
-          if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
-            throw Error(fmt::format("{}: unknown field '{}': no group '{}' ({})", path, w,
-                                    parent.empty() ? part : parent + "/" + part, describe_listing(up, parent)));
-          }
-          parent = parent.empty() ? part : parent + "/" + part;
-          start = end + 1;
-        }
-      }
+      if (!parent_group.empty()) require_group(file, path, parent_group, fmt::format("unknown field '{}': ", w));
       const GroupListing here = list_group(file, parent_group, path);
       if (std::find(here.datasets.begin(), here.datasets.end(), leaf) != here.datasets.end()) {
         out.push_back({w, full, 0});

@@ -188,7 +188,16 @@ class Op {
 // only that region when it comes first.
 class CropOp : public Op {
  public:
-  using Op::Op;
+  // (size) or (height, width): the output's.
+  explicit CropOp(OpText t) : Op(std::move(t)) {
+    expect_args(text_, {1, 2}, "(size) or (height, width)");
+    out_h = positive_int(text_, 0, "the height");
+    out_w = text_.args.size() == 2 ? positive_int(text_, 1, "the width") : out_h;
+  }
+  Spec bind(const Spec& in) override {
+    expect_image(in, text_);
+    return Spec{false, in.dtype, {out_h, out_w, in.shape[2]}, false};
+  }
   // The region of an h x w image this sample takes (it may extend past the image: padding).
   virtual Region choose(int h, int w, SampleRandom& random) const = 0;
   // Writes the output from the region's pixels (u8 HWC, rh x rw; the part inside the image).
@@ -272,15 +281,7 @@ void place(const std::uint8_t* src, int rh, int rw, int c, const Region& wanted,
 
 class RandomResizedCropOp final : public CropOp {
  public:
-  explicit RandomResizedCropOp(OpText t) : CropOp(std::move(t)) {
-    expect_args(text_, {1, 2}, "(size) or (height, width)");
-    out_h = positive_int(text_, 0, "the height");
-    out_w = text_.args.size() == 2 ? positive_int(text_, 1, "the width") : out_h;
-  }
-  Spec bind(const Spec& in) override {
-    expect_image(in, text_);
-    return Spec{false, in.dtype, {out_h, out_w, in.shape[2]}, false};
-  }
+  using CropOp::CropOp;
   // torchvision.transforms.RandomResizedCrop.get_params with scale (0.08, 1) and ratio (3/4, 4/3).
   Region choose(int h, int w, SampleRandom& random) const override {
     const double area = static_cast<double>(h) * w;
@@ -328,15 +329,7 @@ class RandomResizedCropOp final : public CropOp {
 
 class CenterCropOp final : public CropOp {
  public:
-  explicit CenterCropOp(OpText t) : CropOp(std::move(t)) {
-    expect_args(text_, {1, 2}, "(size) or (height, width)");
-    out_h = positive_int(text_, 0, "the height");
-    out_w = text_.args.size() == 2 ? positive_int(text_, 1, "the width") : out_h;
-  }
-  Spec bind(const Spec& in) override {
-    expect_image(in, text_);
-    return Spec{false, in.dtype, {out_h, out_w, in.shape[2]}, false};
-  }
+  using CropOp::CropOp;
   // torchvision.transforms.CenterCrop: round((h - H) / 2) (half to even, as Python rounds), and
   // zero padding where the image is smaller than the crop.
   Region choose(int h, int w, SampleRandom&) const override {

@@ -181,18 +181,6 @@ TEST_F(LoaderBench, TheFirstLineNamesTheFieldsAndAnEmptyStepIsExplained) {
   EXPECT_THAT(stepped.out, Not(HasSubstr("no --step-ms")));
 }
 
-// The parent pid of `pid` (from /proc), or 0.
-int parent_of(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(text.substr(paren + 2));
-  char state;
-  int ppid = 0;
-  rest >> state >> ppid;
-  return ppid;
-}
 
 TEST_F(LoaderBench, AWorkerKilledMidEpochChangesNoDigestAndIsOneWarning) {
   const std::vector<std::string> args{kBench,        "--data",   tmp_.path("d.lmdb"), "--workers", "2", "--batch-size",

@@ -239,18 +239,6 @@ TEST_F(Processes, AStuckWorkerIsKilledAndReplaced) {
   ::alarm(0);
 }
 
-// The parent pid of `pid` (from /proc), or 0.
-int parent_of(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(text.substr(paren + 2));
-  char state;
-  int ppid = 0;
-  rest >> state >> ppid;
-  return ppid;
-}
 
 // With stoker::init a dead fork server is replaced, as a worker is; on the fork-only path it is
 // not (a new one would be forked from this multi-threaded process), and the error says so.

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <iterator>
 #include <sstream>
 
 #include "formats/lmdb_env.h"
@@ -234,6 +235,18 @@ void H5Builder::members(const std::string& group_name, const std::vector<std::ve
   for (std::size_t i = 0; i < samples.size(); ++i) {
     array(group_name + "/" + std::to_string(i), H5T_NATIVE_UINT8, {samples[i].size()}, samples[i].data());
   }
+}
+
+int parent_of(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(paren + 2));
+  char state;
+  int ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
 }
 
 }  // namespace stoker::test

@@ -72,4 +72,7 @@ std::vector<std::string> shm_entries_of(int pid);
 // Pids of the live descendants of this process (from /proc).
 std::vector<int> descendants();
 
+// The parent pid of `pid` (from /proc), or 0 when there is no such process.
+int parent_of(int pid);
+
 }  // namespace stoker::test

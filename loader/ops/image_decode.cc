@@ -59,12 +59,16 @@ struct JpegRequest {
   unsigned char* row;      // one scaled row, output_width x 3
 };
 
-// Header only: 0 on success. C-style: see JpegErrors.
-int jpeg_header(const unsigned char* data, unsigned long size, int* width, int* height, JpegErrors* err) {
-  jpeg_decompress_struct cinfo;
+void use_errors(jpeg_decompress_struct& cinfo, JpegErrors* err) {
   cinfo.err = jpeg_std_error(&err->mgr);
   err->mgr.error_exit = on_jpeg_error;
   err->mgr.emit_message = on_jpeg_message;
+}
+
+// Header only: 0 on success. C-style: see JpegErrors.
+int jpeg_header(const unsigned char* data, unsigned long size, int* width, int* height, JpegErrors* err) {
+  jpeg_decompress_struct cinfo;
+  use_errors(cinfo, err);
   if (setjmp(err->jump)) {
     jpeg_destroy_decompress(&cinfo);
     return -1;
@@ -81,9 +85,7 @@ int jpeg_header(const unsigned char* data, unsigned long size, int* width, int* 
 // The decode: 0 on success. C-style: see JpegErrors.
 int jpeg_decode(const JpegRequest* r, JpegErrors* err) {
   jpeg_decompress_struct cinfo;
-  cinfo.err = jpeg_std_error(&err->mgr);
-  err->mgr.error_exit = on_jpeg_error;
-  err->mgr.emit_message = on_jpeg_message;
+  use_errors(cinfo, err);
   if (setjmp(err->jump)) {
     jpeg_destroy_decompress(&cinfo);
     return -1;
