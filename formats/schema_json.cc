@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stoker/error.h"
+#include "util/json_numbers.h"
 
 namespace stoker::formats {
 
@@ -38,13 +39,24 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
     if (j.value("format", "") != "stoker") {
       throw Error(fmt::format("{}: schema record is not a stoker schema (no \"format\": \"stoker\")", context));
     }
-    int version = j.at("version").get<int>();
+    // Integers only, in range: a number in a file is never cast blindly.
+    auto integer = [&](const json& v, const std::string& what) -> std::int64_t {
+      const auto i = json_integer<std::int64_t>(v);
+      if (!i) throw Error(fmt::format("{}: schema record: {} is {}, not a whole number", context, what, v.dump()));
+      return *i;
+    };
+    auto count = [&](const json& v, const std::string& what) -> std::uint64_t {
+      const auto u = json_integer<std::uint64_t>(v);
+      if (!u) throw Error(fmt::format("{}: schema record: {} is {}, not a count", context, what, v.dump()));
+      return *u;
+    };
+    const std::int64_t version = integer(j.at("version"), "version");
     if (version < 1 || version > kSchemaFormatVersion) {
       throw Error(fmt::format("{}: schema version {} is not supported (this stoker reads versions 1 to {}); "
                               "upgrade stoker",
                               context, version, kSchemaFormatVersion));
     }
-    out.schema.num_samples = j.at("num_samples").get<std::uint64_t>();
+    out.schema.num_samples = count(j.at("num_samples"), "num_samples");
     out.complete = j.at("complete").get<bool>();
     if (j.contains("content_digest")) out.content_digest = j["content_digest"].get<std::string>();
     for (const auto& jf : j.at("fields")) {
@@ -54,7 +66,7 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       if (kind == "bytes" && version >= 2) {
         f = Field::bytes_field(std::move(f.name));
         out.max_bytes.resize(out.schema.fields.size() + 1, 0);
-        out.max_bytes.back() = jf.value("max_bytes", std::uint64_t{0});
+        out.max_bytes.back() = jf.contains("max_bytes") ? count(jf["max_bytes"], "max_bytes") : 0;
         out.schema.fields.push_back(std::move(f));
         if (out.schema.fields.size() > kMaxFields) break;
         continue;
@@ -67,10 +79,12 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       auto parsed = parse_dtype(dtype);
       if (!parsed) throw Error(fmt::format("{}: field '{}' has unknown dtype '{}'", context, f.name, dtype));
       f.dtype = *parsed;
-      f.shape = jf.at("shape").get<std::vector<std::int64_t>>();
-      if (f.shape.size() > 32) {
-        throw Error(fmt::format("{}: field '{}' has {} dimensions, more than 32", context, f.name, f.shape.size()));
+      const json& shape = jf.at("shape");
+      if (!shape.is_array()) throw Error(fmt::format("{}: field '{}' has a shape that is not a list", context, f.name));
+      if (shape.size() > 32) {
+        throw Error(fmt::format("{}: field '{}' has {} dimensions, more than 32", context, f.name, shape.size()));
       }
+      for (const json& d : shape) f.shape.push_back(integer(d, fmt::format("a dimension of field '{}'", f.name)));
       out.schema.fields.push_back(std::move(f));
       if (out.schema.fields.size() > kMaxFields) break;  // validate() says so
     }

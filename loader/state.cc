@@ -3,7 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <type_traits>
+
 #include "stoker/error.h"
+#include "util/json_numbers.h"
 #include "stoker/state.h"
 
 namespace stoker {
@@ -49,10 +52,17 @@ LoaderState LoaderState::from_json(std::string_view text) {
   LoaderState s;
   auto get = [&](const char* key, auto& out) {
     if (!j.contains(key)) throw Error(fmt::format("loader state: no '{}'", key));
-    try {
-      j.at(key).get_to(out);
-    } catch (const nlohmann::json::exception&) {
-      throw Error(fmt::format("loader state: '{}' has the wrong type ({})", key, j.at(key).dump()));
+    using T = std::decay_t<decltype(out)>;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const auto v = json_integer<T>(j.at(key));  // never a blind cast of a float
+      if (!v) throw Error(fmt::format("loader state: '{}' is {}, not a whole number in range", key, j.at(key).dump()));
+      out = *v;
+    } else {
+      try {
+        j.at(key).get_to(out);
+      } catch (const nlohmann::json::exception&) {
+        throw Error(fmt::format("loader state: '{}' has the wrong type ({})", key, j.at(key).dump()));
+      }
     }
   };
   std::string stored;

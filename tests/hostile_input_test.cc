@@ -10,6 +10,7 @@
 #include "formats/hdf5_reader.h"
 #include "formats/schema_json.h"
 #include "stoker/error.h"
+#include "stoker/state.h"
 #include "tests/test_data.h"
 
 namespace stoker::test {
@@ -46,6 +47,25 @@ TEST(HostileInput, SchemaSizesAreBoundedWithOverflowChecks) {
                       1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]})"),
               HasSubstr("field 'x' has 33 dimensions, more than 32"));
   EXPECT_THAT(parse(""), HasSubstr("the schema has no fields"));
+  // Numbers are whole and in range, never cast (found by fuzz/schema_json_fuzz.cc).
+  EXPECT_THAT(error_of([] {
+                formats::schema_from_json(R"({"format": "stoker", "version": 1e44, "num_samples": 1, "complete": true,
+                                              "fields": []})",
+                                          "db.lmdb");
+              }),
+              HasSubstr("db.lmdb: schema record: version is 1e+44, not a whole number"));
+  EXPECT_THAT(parse(R"({"name": "x", "kind": "fixed", "dtype": "u8", "shape": [2.5]})"),
+              HasSubstr("a dimension of field 'x' is 2.5, not a whole number"));
+  EXPECT_THAT(parse(R"({"name": "x", "kind": "bytes", "max_bytes": -1})"), HasSubstr("max_bytes is -1, not a count"));
+}
+
+TEST(HostileInput, LoaderStateNumbersAreWholeAndInRange) {
+  const std::string good = LoaderState{}.to_json();
+  std::string bad = good;
+  const auto at = bad.find("\"epoch\":");
+  ASSERT_NE(at, std::string::npos);
+  bad.insert(at + 8, "1e300,\"x\":");
+  EXPECT_THAT(error_of([&] { LoaderState::from_json(bad); }), HasSubstr("'epoch' is 1e+300, not a whole number in range"));
 }
 
 TEST(HostileInput, AnHdf5DatasetLargerThanASampleMayBeIsRefusedBeforeAnyRead) {
