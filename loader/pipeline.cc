@@ -165,12 +165,6 @@ void expect_image(const Spec& in, const OpText& op, bool allow_chw = false) {
   }
 }
 
-struct View {
-  const std::byte* data;
-  std::span<const std::int64_t> shape;
-  DType dtype;
-};
-
 class Op {
  public:
   explicit Op(OpText text) : text_(std::move(text)) {}
