@@ -11,17 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "loader/ops/op.h"
 #include "stoker/pipeline.h"
 #include "stoker/schema.h"
 
 namespace stoker::detail {
-
-// One operation as written: name and numeric arguments.
-struct OpText {
-  std::string name;
-  std::vector<double> args;
-  std::string text;  // "random_resized_crop(224)", for errors
-};
 
 struct FieldPipelineText {
   std::string field;
