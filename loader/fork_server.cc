@@ -216,6 +216,8 @@ class Server {
 
 }  // namespace
 
+namespace {
+
 // "stoker: could not start worker 1: fork: Resource temporarily unavailable (EAGAIN): ..."
 std::string spawn_failure(std::uint32_t worker, int err) {
   std::string hint;
@@ -225,6 +227,8 @@ std::string spawn_failure(std::uint32_t worker, int err) {
   return fmt::format("stoker: could not start worker {}: fork: {} ({}){}; lower num_workers or raise the limit",
                      worker, std::strerror(err), name ? name : "?", hint);
 }
+
+}  // namespace
 
 std::string describe_wait_status(int st) {
   if (WIFSIGNALED(st)) {
@@ -353,34 +357,50 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
     }
   }
   worker_pids_.assign(num_workers, -1);
+  // A server started by exec is this program run again: one whose main() does not begin with
+  // stoker::init() never answers, or exits on its own. Say so rather than wait forever.
+  const std::string exec_hint =
+      exec ? "; it is this program started again, so main() must call stoker::init(argc, argv) before anything "
+             "else (stoker/init.h)"
+           : "";
+  auto give_up = [&](const std::string& why) {
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    shut_down_ = true;
+    throw Error(why);
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
   for (std::uint32_t started = 0; started < num_workers;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd fd{sock_.get(), POLLIN, 0};
+    const int ready = left > 0 ? ::poll(&fd, 1, static_cast<int>(left)) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      ::kill(pid_, SIGKILL);
+      give_up(fmt::format("stoker: the fork server (pid {}) did not start its workers within 60 s{}", launched_pid_,
+                          exec_hint));
+    }
     Message m{};
-    ssize_t n = ::recv(sock_.get(), &m, sizeof m, 0);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n != static_cast<ssize_t>(sizeof m)) {
       int st = 0;
       ::waitpid(pid_, &st, 0);
       pid_ = -1;
       shut_down_ = true;
-      throw Error(fmt::format("stoker: the fork server {} while starting workers", describe_wait_status(st)));
+      throw Error(fmt::format("stoker: the fork server {} while starting workers{}", describe_wait_status(st), exec_hint));
     }
-    if (m.type == MsgType::spawn_failed || m.type == MsgType::setup_failed) {
-      std::string why;
-      if (m.type == MsgType::setup_failed) {
-        why.resize(4096);
-        const ssize_t got = ::recv(sock_.get(), why.data(), why.size(), 0);
-        why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
-        why = "stoker: the fork server could not start its workers: " + why;
-      } else if (m.worker == kServer) {
-        why = fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}", std::strerror(m.status));
-      } else {
-        why = spawn_failure(m.worker, m.status);
-      }
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-      pid_ = -1;
-      shut_down_ = true;
-      throw Error(why);
+    if (m.type == MsgType::setup_failed) {
+      std::string why(4096, '\0');
+      const ssize_t got = ::recv(sock_.get(), why.data(), why.size(), 0);
+      why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+      give_up("stoker: the fork server could not start its workers: " + why);
+    }
+    if (m.type == MsgType::spawn_failed) {
+      give_up(m.worker == kServer
+                  ? fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}", std::strerror(m.status))
+                  : spawn_failure(m.worker, m.status));
     }
     if (m.type == MsgType::spawned) {
       worker_pids_.at(m.worker) = m.pid;
