@@ -62,6 +62,9 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s, s
     }
   }
   r.read(indices, out_);
+  std::uint64_t read_bytes = source.bytes_per_sample() * indices.size();
+  for (const formats::FieldOut& o : out_) read_bytes += o.bytes ? o.bytes->total() : 0;
+  sample_bytes_ = indices.empty() ? 0 : read_bytes / indices.size();
   std::uint64_t too_large = 0;
   for (std::size_t f = 0; f < nf; ++f) {
     const Field& field = source.fields[f];
@@ -112,9 +115,9 @@ void BatchFiller::fill_overflow(const SegmentView& view, std::uint32_t s, std::v
   read_into(view, s, &overflow);
 }
 
-void read_ahead(const SegmentView& view, std::uint32_t s, LazyReader& reader) noexcept {
-  formats::Reader* r = reader.opened();
-  if (!r || (r->schema().bytes_per_sample() < kReadAheadMinSampleBytes && !r->schema().has_bytes_fields())) return;
+void read_ahead(const SegmentView& view, std::uint32_t s, BatchFiller& filler) noexcept {
+  formats::Reader* r = filler.reader().opened();
+  if (!r || filler.sample_bytes() < kReadAheadMinSampleBytes) return;
   r->will_need({view.slot_indices(s), view.slot_header(s).num_samples});
 }
 
@@ -124,7 +127,6 @@ void run_worker(const WorkerContext& ctx) {
   // The pipelines are built again here, from their text: they are data, whatever the process.
   BatchFiller filler(LazyReader(ctx.path, ctx.reader_options, ctx.expected),
                      SamplePipelines(ctx.pipeline, ctx.expected, ctx.seed));
-  LazyReader& reader = filler.reader();
   std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {
     pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
@@ -142,7 +144,7 @@ void run_worker(const WorkerContext& ctx) {
       const std::uint64_t queued = ch.tasks.write_position();
       for (std::uint64_t p = std::max(advised, ch.tasks.read_position()); p < queued; ++p) {
         const std::uint32_t t = ch.tasks.item_at(p);
-        if (t != kStopWorker) read_ahead(ctx.view, t, reader);
+        if (t != kStopWorker) read_ahead(ctx.view, t, filler);
       }
       advised = std::max(advised, queued);
       if (!ch.tasks.pop(s)) break;

@@ -50,6 +50,9 @@ class BatchFiller {
   void fill_overflow(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>& overflow);
 
   LazyReader& reader() noexcept { return reader_; }
+  // The mean bytes of a sample of the last batch read (bytes fields by their actual length); 0
+  // before the first.
+  std::uint64_t sample_bytes() const noexcept { return sample_bytes_; }
 
  private:
   // Reads into the slot (or `overflow`); returns 0, or the bytes a bytes field needed that did
@@ -61,6 +64,7 @@ class BatchFiller {
   std::vector<formats::VarBytes> bytes_;            // per field: a bytes field as read
   std::vector<std::vector<std::byte>> pipeline_in_;  // per field: a fixed field going into a pipeline
   std::vector<formats::FieldOut> out_;
+  std::uint64_t sample_bytes_ = 0;
 };
 
 // Samples at least this large are read ahead (Reader::will_need) before they are read: for them a
@@ -68,8 +72,9 @@ class BatchFiller {
 // on page-cached data.
 inline constexpr std::size_t kReadAheadMinSampleBytes = 16 << 10;
 
-// Hints the reader about slot s's samples (see kReadAheadMinSampleBytes). Never throws.
-void read_ahead(const SegmentView& view, std::uint32_t s, LazyReader& reader) noexcept;
+// Hints the reader about slot s's samples when the samples read so far are large enough (see
+// kReadAheadMinSampleBytes; bytes fields count by their actual length). Never throws.
+void read_ahead(const SegmentView& view, std::uint32_t s, BatchFiller& filler) noexcept;
 
 struct WorkerContext {
   SegmentView view;
