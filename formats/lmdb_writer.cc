@@ -32,13 +32,17 @@ struct LmdbWriter::Impl {
   std::unique_ptr<RecordLayout> layout;
   std::vector<std::uint64_t> max_bytes;  // per field: the largest bytes-field sample appended
   bool resumed = false;                  // records from an earlier run were there at open
-  std::vector<std::byte> encoded;        // append_sample()'s record
 
   std::uint64_t pending_records() const { return pending_ends.size(); }
   void put_meta(MDB_txn* txn, std::string_view key, std::string_view value);
   // Writes the pending records and the schema in one transaction; false on MDB_MAP_FULL.
   bool try_commit(const StoredSchema* schema_update);
   void grow_map();
+  // A record was added at the end of `pending`: ends it, and commits when a limit is reached.
+  void record_appended() {
+    pending_ends.push_back(pending.size());
+    if (pending_records() >= options.commit_records || pending.size() >= options.commit_bytes) commit(nullptr);
+  }
   void commit(const StoredSchema* schema_update);
 };
 
@@ -185,9 +189,11 @@ void LmdbWriter::append_sample(std::span<const std::span<const std::byte>> field
                               m.schema.fields[f].name, fields[f].size(), m.schema.fields[f].bytes_per_sample()));
     }
   }
-  m.encoded.clear();
-  m.layout->encode(fields, m.encoded);
-  append_record(m.encoded);
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    if (m.schema.fields[f].is_bytes()) m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], fields[f].size());
+  }
+  m.layout->encode(fields, m.pending);  // straight into the pending records: well formed by construction
+  m.record_appended();
 }
 
 void LmdbWriter::append_record(std::span<const std::byte> record) {
@@ -199,8 +205,7 @@ void LmdbWriter::append_record(std::span<const std::byte> record) {
     if (m.schema.fields[f].is_bytes()) m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], m.layout->field(record, f).size());
   }
   m.pending.insert(m.pending.end(), record.begin(), record.end());
-  m.pending_ends.push_back(m.pending.size());
-  if (m.pending_records() >= m.options.commit_records || m.pending.size() >= m.options.commit_bytes) commit();
+  m.record_appended();
 }
 
 void LmdbWriter::commit() { impl_->commit(nullptr); }
