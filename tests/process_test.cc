@@ -140,17 +140,19 @@ EpochRecord record(Epoch& epoch, const std::function<void(std::size_t)>& after_b
   return r;
 }
 
+// Epoch `epoch` of a loader built with `o`, run without interference: what a disturbed run must equal.
+EpochRecord undisturbed_run(const Options& o, std::uint64_t epoch) {
+  Loader loader(o);
+  Epoch e = loader.epoch(epoch);
+  return record(e);
+}
+
 TEST_F(Processes, KilledWorkersAreReplacedAndTheEpochIsExactlyAnUndisturbedOne) {
   ::alarm(60);
   Options o = options(2);
   o.shuffle = true;
   o.prefetch = 4;
-  EpochRecord want;
-  {
-    Loader undisturbed(o);
-    Epoch e = undisturbed.epoch(3);
-    want = record(e);
-  }
+  const EpochRecord want = undisturbed_run(o, 3);
   std::vector<std::string> warnings;
   o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
   Loader loader(o);
@@ -216,12 +218,7 @@ TEST_F(Processes, AStuckWorkerIsKilledAndReplaced) {
   o.timeout = std::chrono::milliseconds(300);
   std::vector<std::string> warnings;
   o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
-  EpochRecord want;
-  {
-    Loader undisturbed(o);
-    Epoch e = undisturbed.epoch(0);
-    want = record(e);
-  }
+  const EpochRecord want = undisturbed_run(o, 0);
   Loader loader(o);
   Epoch epoch = loader.epoch(0);
   int victim = -1;
@@ -247,12 +244,7 @@ TEST_F(Processes, AKilledForkServerIsReplacedWhenWorkersStartClean) {
   Options o = options(2);
   std::vector<std::string> warnings;
   o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
-  EpochRecord want;
-  {
-    Loader undisturbed(o);
-    Epoch e = undisturbed.epoch(0);
-    want = record(e);
-  }
+  const EpochRecord want = undisturbed_run(o, 0);
   Loader loader(o);
   Epoch epoch = loader.epoch(0);
   int server = 0;
