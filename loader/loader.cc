@@ -72,7 +72,6 @@ class LoaderImpl final : public HostSource {
 
   Options opt_;
   Schema schema_;            // delivered: the reader's, with the pipelines' outputs
-  std::string pipeline_;     // as understood
   std::string source_description_;
   WorkerPool::Dataset dataset_;  // what workers open, and what the consumer opens for a too-large batch
   std::unique_ptr<BatchFiller> overflow_filler_;  // the consumer's, made on the first too-large batch
@@ -116,10 +115,9 @@ LoaderImpl::LoaderImpl(Options options)
   const Schema source_schema = reader->schema();
   SamplePipelines pipelines(opt_.pipeline, source_schema, opt_.seed);
   schema_ = pipelines.output();
-  pipeline_ = pipelines.describe();
   source_description_ = reader->describe_layout();
-  if (!pipeline_.empty()) {
-    source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline_);
+  if (const std::string pipeline = pipelines.describe(); !pipeline.empty()) {
+    source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline);
   }
   std::vector<std::uint64_t> sample_bound(schema_.fields.size(), 0);
   for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
