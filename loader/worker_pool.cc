@@ -178,12 +178,16 @@ void WorkerPool::bury_workers() noexcept {
   }
 }
 
+void WorkerPool::retire_channel(std::uint32_t worker) noexcept {
+  // Nobody reads the dead worker's ring: drop what it had not taken (it is given again). Its
+  // replacement counts its CPU time from zero: keep what the dead one used.
+  WorkerChannel ch = slots_->view().channel(worker);
+  ch.tasks.clear_from_producer();
+  retired_cpu_ns_ += ch.cpu_ns->exchange(0);
+}
+
 void WorkerPool::restart_server() {
-  for (std::uint32_t w = 0; w < num_workers_; ++w) {
-    WorkerChannel ch = slots_->view().channel(w);
-    ch.tasks.clear_from_producer();
-    retired_cpu_ns_ += ch.cpu_ns->exchange(0);
-  }
+  for (std::uint32_t w = 0; w < num_workers_; ++w) retire_channel(w);
   server_.reset();
   server_ = std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(), &*exec_);
 }
@@ -193,11 +197,7 @@ void WorkerPool::interrupt() noexcept {
 }
 
 pid_t WorkerPool::respawn(std::uint32_t worker, const std::vector<std::uint32_t>& slots) {
-  // Nobody reads the dead worker's ring: drop what it had not taken, then give everything again.
-  WorkerChannel ch = slots_->view().channel(worker);
-  ch.tasks.clear_from_producer();
-  // The replacement counts its CPU time from zero: keep what the dead one used.
-  retired_cpu_ns_ += ch.cpu_ns->exchange(0);
+  retire_channel(worker);
   const pid_t pid = server_->respawn(worker);
   for (std::uint32_t s : slots) slots_->view().channel(worker).tasks.push(s);
   signal_eventfd(task_events_[worker].get());

@@ -95,6 +95,9 @@ class WorkerPool {
   void stop(std::chrono::milliseconds grace) noexcept;
 
  private:
+  // Empties a dead worker's task ring and keeps its CPU time.
+  void retire_channel(std::uint32_t worker) noexcept;
+
   std::shared_ptr<SlotPool> slots_;
   std::uint32_t num_workers_;
   Lifeline lifeline_;         // its write end: this process only, not its fork() children
