@@ -180,6 +180,7 @@ struct SamplePipelines::Chain {
   SampleOut a, b;
 };
 
+SamplePipelines::SamplePipelines() = default;
 SamplePipelines::SamplePipelines(SamplePipelines&&) noexcept = default;
 SamplePipelines& SamplePipelines::operator=(SamplePipelines&&) noexcept = default;
 SamplePipelines::~SamplePipelines() = default;

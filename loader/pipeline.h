@@ -27,7 +27,7 @@ std::vector<FieldPipelineText> parse_pipeline(std::string_view text);
 
 class SamplePipelines {
  public:
-  SamplePipelines() = default;
+  SamplePipelines();  // none: every field as read
   // Throws stoker::Error naming the field, operation or argument for an unknown field or
   // operation, bad arguments, or a pipeline whose output size is not known (ends in a decoded
   // image of each image's own size).

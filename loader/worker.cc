@@ -115,9 +115,38 @@ void BatchFiller::fill_overflow(const SegmentView& view, std::uint32_t s, std::v
   read_into(view, s, &overflow);
 }
 
-void read_ahead(const SegmentView& view, std::uint32_t s, BatchFiller& filler) noexcept {
-  formats::Reader* r = filler.reader().opened();
-  if (!r || filler.sample_bytes() < kReadAheadMinSampleBytes) return;
+namespace {
+
+// What a sample of r is expected to weigh before any has been read.
+std::uint64_t expected_sample_bytes(const formats::Reader& r) {
+  const Schema& schema = r.schema();
+  std::uint64_t n = schema.bytes_per_sample();
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    if (!schema.fields[f].is_bytes()) continue;
+    const formats::SampleBound b = r.sample_bound(f);
+    n += b.exact ? b.bytes : 0;  // an estimate is not trusted for this: it may be far too large
+  }
+  return n;
+}
+
+}  // namespace
+
+void BatchFiller::read_ahead(const SegmentView& view, std::uint32_t s) noexcept {
+  formats::Reader* r = reader_.opened();
+  if (!r) {
+    // The first batches are those a cold start waits for most: open the dataset for them now.
+    try {
+      r = &reader_.get();
+    } catch (const std::exception&) {
+      return;  // fill() opens it again and reports why it cannot
+    }
+  }
+  try {
+    const std::uint64_t bytes = sample_bytes_ ? sample_bytes_ : expected_sample_bytes(*r);
+    if (bytes < kReadAheadMinSampleBytes) return;
+  } catch (const std::exception&) {
+    return;
+  }
   r->will_need({view.slot_indices(s), view.slot_header(s).num_samples});
 }
 
@@ -144,7 +173,7 @@ void run_worker(const WorkerContext& ctx) {
       const std::uint64_t queued = ch.tasks.write_position();
       for (std::uint64_t p = std::max(advised, ch.tasks.read_position()); p < queued; ++p) {
         const std::uint32_t t = ch.tasks.item_at(p);
-        if (t != kStopWorker) read_ahead(ctx.view, t, filler);
+        if (t != kStopWorker) filler.read_ahead(ctx.view, t);
       }
       advised = std::max(advised, queued);
       if (!ch.tasks.pop(s)) break;

@@ -49,6 +49,12 @@ class BatchFiller {
   // `overflow` (one per field). Throws stoker::Error.
   void fill_overflow(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>& overflow);
 
+  // Hints the reader about slot s's samples when they are large enough (kReadAheadMinSampleBytes):
+  // by the samples last read, or before the first read by the schema (bytes fields by their exact
+  // bound where the format records one), so that a cold start's first batches are read ahead too.
+  // Opens the dataset if it is not open yet. Never throws.
+  void read_ahead(const SegmentView& view, std::uint32_t s) noexcept;
+
   LazyReader& reader() noexcept { return reader_; }
   // The mean bytes of a sample of the last batch read (bytes fields by their actual length); 0
   // before the first.
@@ -72,9 +78,6 @@ class BatchFiller {
 // on page-cached data.
 inline constexpr std::size_t kReadAheadMinSampleBytes = 16 << 10;
 
-// Hints the reader about slot s's samples when the samples read so far are large enough (see
-// kReadAheadMinSampleBytes; bytes fields count by their actual length). Never throws.
-void read_ahead(const SegmentView& view, std::uint32_t s, BatchFiller& filler) noexcept;
 
 struct WorkerContext {
   SegmentView view;
