@@ -5,6 +5,10 @@
 //   --lmdb PATH         random mdb_get + memcpy into a reused buffer, in --procs concurrent processes
 //   --inflate FILE.h5   every chunk of every gzip-compressed dataset read raw and inflated once, in order,
 //                       with libdeflate (what stoker uses), on one core: samples/s per core
+//   --random-read FILE  every --record-bytes record of the file read once, in a shuffled order, by
+//                       --depth threads at once (pread: as many reads in flight): the storage's random
+//                       read bandwidth for records of that size (drop the page cache first to measure
+//                       the storage rather than memory)
 // Prints one JSON object.
 #include <fmt/format.h>
 #include <hdf5.h>
@@ -14,8 +18,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <numeric>
+#include <random>
+#include <thread>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -132,6 +143,37 @@ std::pair<std::uint64_t, double> inflate_all(const std::string& path) {
   return {samples, seconds};
 }
 
+// Reads every `record`-byte record of `path` once, shuffled, `depth` reads at a time; MiB/s.
+double random_read_mib_per_s(const std::string& path, std::size_t record, int depth) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(path + ": " + std::strerror(errno));
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  const std::size_t n = static_cast<std::size_t>(size) / record;
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);  // the records asked for, not the kernel's guess around them
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(1));
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> readers;
+  for (int t = 0; t < depth; ++t) {
+    readers.emplace_back([&] {
+      std::vector<char> buf(record);
+      for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+        if (::pread(fd, buf.data(), record, static_cast<off_t>(order[i] * record)) != static_cast<ssize_t>(record)) {
+          failed = true;
+        }
+      }
+    });
+  }
+  for (auto& r : readers) r.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ::close(fd);
+  if (failed) throw std::runtime_error(path + ": a read failed");
+  return static_cast<double>(n * record) / seconds / (1024.0 * 1024);
+}
+
 std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t seed) {
   auto stored = stoker::formats::lmdb_stored_schema(path);
   const std::uint64_t n = stored.schema.num_samples;
@@ -182,7 +224,17 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "Duration of the --lmdb loop")->capture_default_str();
   std::string inflate;
   app.add_option("--inflate", inflate, "Measure inflating every gzip chunk of this HDF5 file once, on one core");
+  std::string random_read;
+  std::size_t record_bytes = 0;
+  int depth = 32;
+  app.add_option("--random-read", random_read, "Measure reading every --record-bytes record of this file once, shuffled");
+  app.add_option("--record-bytes", record_bytes, "Record size for --random-read")->check(CLI::PositiveNumber);
+  app.add_option("--depth", depth, "Reads in flight (threads) for --random-read")->capture_default_str()->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  if (!random_read.empty() && record_bytes == 0) {
+    std::cerr << "stoker-ceilings: --random-read needs --record-bytes" << std::endl;
+    return 2;
+  }
   nlohmann::json out;
   try {
     if (memcpy_flag) {
@@ -192,6 +244,10 @@ int main(int argc, char** argv) {
       inflate_all(inflate);  // once to warm the page cache
       auto [samples, secs] = inflate_all(inflate);
       out["inflate_samples_per_s_per_core"] = static_cast<double>(samples) / secs;
+    }
+    if (!random_read.empty()) {
+      out["random_read_mib_per_s"] = random_read_mib_per_s(random_read, record_bytes, depth);
+      out["random_read_depth"] = depth;
     }
     if (!lmdb.empty()) {
       int fds[2];

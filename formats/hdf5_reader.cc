@@ -676,13 +676,16 @@ bool Hdf5Reader::Impl::matches_hdf5(Column& c, Path path_read) {
 }
 
 Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode,
-                       const std::string& group)
+                       const std::string& group, bool sequential)
     : impl_(std::make_unique<Impl>()) {
   Hdf5Quiet quiet;
   impl_->path = path;
   impl_->file = open_file(path);
   impl_->fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!impl_->fd) throw_errno(path);
+  // A read of a sample not yet cached would otherwise fetch up to 4x its size around it: on a
+  // shuffled epoch, pages nobody reads. A hint: its result does not matter.
+  if (!sequential) (void)::posix_fadvise(impl_->fd.get(), 0, 0, POSIX_FADV_RANDOM);
   for (const auto& src : field_sources(impl_->file, path, fields, group)) impl_->open_column(src, path_mode);
   std::vector<Inspected> dims;
   for (const auto& c : impl_->columns) dims.push_back({c.field, c.dims});

@@ -36,8 +36,10 @@ STOKER_TOOLS_API Schema hdf5_schema(const std::string& path, const std::vector<s
 
 class STOKER_TOOLS_API Hdf5Reader final : public Reader {
  public:
+  // `sequential`: the samples will be read in storage order, so the kernel may read ahead of the
+  // direct path's reads; otherwise it reads what is asked for and no more (POSIX_FADV_RANDOM).
   Hdf5Reader(const std::string& path, const std::vector<std::string>& fields, Hdf5Path path_mode,
-             const std::string& group = "");
+             const std::string& group = "", bool sequential = false);
   ~Hdf5Reader() override;
 
   const Schema& schema() const override;

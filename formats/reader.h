@@ -110,7 +110,8 @@ struct ReaderOptions {
   std::optional<Schema> known;
   Hdf5Path hdf5_path = Hdf5Path::automatic;
   // The samples will be read in storage order: let the kernel read ahead (LMDB opens without
-  // MDB_NORDAHEAD). Random access turns that off: read-ahead would fetch pages nobody reads.
+  // MDB_NORDAHEAD, HDF5's direct reads without POSIX_FADV_RANDOM). Random access turns that off:
+  // read-ahead would fetch pages nobody reads.
   bool sequential = false;
 };
 
