@@ -20,6 +20,10 @@ std::uint32_t AutoTuner::depth() const noexcept {
 
 bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_seconds) {
   if (settled_ || batches == 0 || seconds <= 0) return false;
+  if (skip_ > 0) {
+    --skip_;
+    return false;
+  }
   const double throughput = static_cast<double>(batches) / seconds;
   const double stall = waited_seconds / seconds;
   // Judged on the better of two intervals on each side of a step: one interval may straddle an
@@ -43,6 +47,7 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
   if (limits_.tune_workers && workers_ < limits_.max_workers && (workers_ + 1) * prefetch_ <= limits_.max_depth) {
     ++workers_;
     pending_ = Step::worker;
+    skip_ = kWorkerWarmupIntervals;
     return true;
   }
   if (limits_.tune_prefetch && workers_ * (prefetch_ + 1) <= limits_.max_depth) {

@@ -7,8 +7,10 @@
 // the time it waited for data (stall) and the batches per second. While the stall is above 5% it
 // tries one step: one more worker while there are idle forked ones, else one more batch in flight
 // per worker while the ring has room. If the better of the next two intervals is not 5% faster
-// than the better of the two before, it takes the step back and settles: more does not help. Pure logic, fed measurements: unit-tested
-// without processes or clocks.
+// than the better of the two before, it takes the step back and settles: more does not help. A new
+// worker's first interval is not judged: the worker opens the dataset then and, on a memory-mapped
+// one, fills its page tables (its first pass runs well below its pace). Pure logic, fed
+// measurements: unit-tested without processes or clocks.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,7 @@ class AutoTuner {
   static constexpr double kMinSeconds = 0.05;
   static constexpr double kStallToGrow = 0.05;
   static constexpr double kGainToKeep = 1.05;
+  static constexpr std::uint64_t kWorkerWarmupIntervals = 1;
 
  private:
   enum class Step { none, worker, prefetch };
@@ -59,6 +62,7 @@ class AutoTuner {
   double before_ = 0;             // throughput before it (the better of two intervals)
   double recent_[2] = {0, 0};     // the last two intervals' throughputs
   std::uint64_t seen_ = 0;        // intervals since the last step
+  std::uint64_t skip_ = 0;        // intervals still to be ignored (a new worker warming up)
   bool settled_ = false;
 };
 

@@ -30,6 +30,11 @@ std::optional<std::uint32_t> SlotPool::acquire() {
   return s;
 }
 
+std::uint32_t SlotPool::in_use() const {
+  std::lock_guard lock(mu_);
+  return num_slots_ - static_cast<std::uint32_t>(free_.size());
+}
+
 void SlotPool::release(std::uint32_t s) noexcept {
   std::shared_ptr<std::vector<formats::VarBytes>> overflow;  // freed outside the lock
   std::lock_guard lock(mu_);

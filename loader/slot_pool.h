@@ -30,6 +30,8 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   std::uint32_t num_slots() const noexcept { return num_slots_; }
 
   std::optional<std::uint32_t> acquire();
+  // Slots in flight or held by batches.
+  std::uint32_t in_use() const;
   void release(std::uint32_t slot) noexcept override;
 
   // Hands slot s, filled, to the user. `overflow`: the bytes fields of a batch too large for the

@@ -27,6 +27,10 @@ void WorkerSource::fail(std::string message) {
 
 void WorkerSource::issue() {
   while (tasks_.can_issue()) {
+    // An automatic depth is a ring of that many slots, as a fixed one is: the batches the training
+    // loop holds take their share of it (a larger share of the reserved ring in rotation is slower:
+    // its slots stop sharing the caches). One batch is always in flight while a slot is free.
+    if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth()) break;
     auto s = slots_->acquire();
     if (!s) break;
     plan_->write_task(slots_->view(), *s, tasks_.next_to_issue());

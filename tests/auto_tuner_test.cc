@@ -19,15 +19,32 @@ TEST(AutoTuner, AddsWorkersWhileTheyHelpThenSettles) {
   EXPECT_FALSE(t.observe(100, 1.0, 0.5));  // every decision takes two intervals
   EXPECT_TRUE(t.observe(100, 1.0, 0.5));   // waiting half the time: one more worker
   EXPECT_EQ(t.workers(), 2u);
+  EXPECT_FALSE(t.observe(90, 1.0, 0.5));   // the new worker's warm-up is not judged
   EXPECT_FALSE(t.observe(120, 1.0, 0.2));  // an interval across an epoch's end reads low...
   EXPECT_TRUE(t.observe(180, 1.0, 0.2));   // ...the better one counts: 80% faster, still waiting: a third
   EXPECT_EQ(t.workers(), 3u);
+  EXPECT_FALSE(t.observe(60, 1.0, 0.6));   // warm-up
   EXPECT_FALSE(t.observe(182, 1.0, 0.2));
   EXPECT_TRUE(t.observe(181, 1.0, 0.2));   // no better: back to 2, settled
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_TRUE(t.settled());
   EXPECT_FALSE(t.observe(10, 1.0, 0.9));  // settled stays settled
   EXPECT_EQ(t.describe(), "2 workers, prefetch 2 (auto: settled)");
+}
+
+// A worker added to a memory-mapped dataset runs its first pass well below its pace (it opens the
+// dataset and fills its page tables): that interval is not held against it.
+TEST(AutoTuner, ANewWorkersWarmUpIsNotHeldAgainstIt) {
+  AutoTuner t(limits(2, 8));
+  t.observe(100, 1.0, 0.5);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5));
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_FALSE(t.observe(60, 1.0, 0.8));   // warm-up: slower than 1 worker was
+  EXPECT_FALSE(t.observe(100, 1.0, 0.5));  // warm
+  EXPECT_TRUE(t.observe(170, 1.0, 0.3));   // 70% faster: kept, and the ring deepens
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_EQ(t.prefetch(), 3u);
+  EXPECT_FALSE(t.settled());
 }
 
 TEST(AutoTuner, AConsumerThatDoesNotWaitNeedsNothingMore) {
@@ -43,6 +60,7 @@ TEST(AutoTuner, DeepensTheRingWhenWorkersRunOut) {
   t.observe(100, 1.0, 0.5);
   EXPECT_TRUE(t.observe(100, 1.0, 0.5));
   EXPECT_EQ(t.workers(), 2u);
+  EXPECT_FALSE(t.observe(10, 1.0, 0.9));  // warm-up
   t.observe(150, 1.0, 0.5);
   EXPECT_TRUE(t.observe(150, 1.0, 0.5));  // the ring now: 2 workers x 3
   EXPECT_EQ(t.prefetch(), 3u);
