@@ -7,7 +7,6 @@
 #include <iostream>
 #include <thread>
 #include <sstream>
-#include <iterator>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -373,10 +372,8 @@ TEST_F(Processes, AUserForkDoesNotKeepWorkersAliveAfterTheTrainerIsKilled) {
     // The workers end within seconds although the user's child still runs. (Running: in /proc
     // and not a zombie; orphans are reparented here and reaped as they end.)
     auto running = [](int pid) {
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      const auto paren = text.rfind(')');
-      return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+      const char state = state_of(pid);
+      return state != '\0' && state != 'Z';
     };
     for (int i = 0; i < 200 && (running(got[0]) || running(got[1])); ++i) {
       while (::waitpid(-1, nullptr, WNOHANG) > 0) {

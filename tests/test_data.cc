@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <iterator>
 #include <sstream>
 
 #include "formats/lmdb_env.h"
@@ -164,9 +163,8 @@ std::vector<int> descendants() {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     std::string name = e.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string line;
-    if (!std::getline(in, line)) continue;
+    const std::string line = proc_stat(std::stoi(name));
+    if (line.empty()) continue;
     // pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
     auto close = line.rfind(')');
     if (close == std::string::npos) continue;
@@ -237,9 +235,23 @@ void H5Builder::members(const std::string& group_name, const std::vector<std::ve
   }
 }
 
-int parent_of(int pid) {
+std::string proc_stat(int pid) {
+  // getline, not a streambuf iterator: a process that ends between open and read makes the read
+  // fail (ESRCH), which the iterator would throw and getline turns into a failed stream.
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::string line;
+  if (!std::getline(stat, line)) return {};
+  return line;
+}
+
+char state_of(int pid) {
+  const std::string text = proc_stat(pid);
+  const auto paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() ? text[paren + 2] : '\0';
+}
+
+int parent_of(int pid) {
+  const std::string text = proc_stat(pid);
   const auto paren = text.rfind(')');
   if (paren == std::string::npos) return 0;
   std::istringstream rest(text.substr(paren + 2));

@@ -72,6 +72,10 @@ std::vector<std::string> shm_entries_of(int pid);
 // Pids of the live descendants of this process (from /proc).
 std::vector<int> descendants();
 
+// The line of /proc/PID/stat, or "" when there is no such process (any more).
+std::string proc_stat(int pid);
+// The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), or '\0' when there is no such process.
+char state_of(int pid);
 // The parent pid of `pid` (from /proc), or 0 when there is no such process.
 int parent_of(int pid);
 
