@@ -227,9 +227,12 @@ int main(int argc, char** argv) {
   std::string random_read;
   std::size_t record_bytes = 0;
   int depth = 32;
-  app.add_option("--random-read", random_read, "Measure reading every --record-bytes record of this file once, shuffled");
+  app.add_option("--random-read", random_read,
+                 "Measure reading every --record-bytes record of this file once, shuffled");
   app.add_option("--record-bytes", record_bytes, "Record size for --random-read")->check(CLI::PositiveNumber);
-  app.add_option("--depth", depth, "Reads in flight (threads) for --random-read")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--depth", depth, "Reads in flight (threads) for --random-read")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (!random_read.empty() && record_bytes == 0) {
     std::cerr << "stoker-ceilings: --random-read needs --record-bytes" << std::endl;

@@ -158,8 +158,8 @@ def cold_rows(bench, ceilings, py, pt, data, rows, check):
             random_read = 0
             for depth in (8, 32):
                 drop_caches()
-                random_read = max(random_read, run_json([ceilings, "--random-read", path, "--record-bytes",
-                                                         str(sample_bytes), "--depth", str(depth)])[0]["random_read_mib_per_s"])
+                r = run_json([ceilings, "--random-read", path, "--record-bytes", str(sample_bytes), "--depth", str(depth)])
+                random_read = max(random_read, r[0]["random_read_mib_per_s"])
             torch_best = 0
             for style in ("per-sample", "batched"):
                 drop_caches()

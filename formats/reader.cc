@@ -100,7 +100,9 @@ Format detect_format(const std::string& path) {
 
 std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options) {
   Format format = options.format == Format::auto_detect ? detect_format(path) : options.format;
-  if (format == Format::hdf5) return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group, options.sequential);
+  if (format == Format::hdf5) {
+    return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group, options.sequential);
+  }
   if (!options.group.empty()) {
     throw Error(fmt::format("{}: is an LMDB database; a group (Options::group, --group) names a place in an HDF5 file",
                             path));
