@@ -21,12 +21,18 @@ std::byte* VarBytes::append(std::size_t n) {
     // asking for more than a sample may hold.
     if (n > kMaxSampleBytes) throw Error(fmt::format("a sample of {} bytes is more than {} (kMaxSampleBytes)", n, kMaxSampleBytes));
     const std::size_t want = std::max({size_ + n, capacity_ * 2, std::size_t{64} << 10});
-    auto grown = std::make_unique<std::byte[]>(want);
-    if (size_) std::memcpy(grown.get(), data_.get(), size_);
-    data_ = std::move(grown);
-    capacity_ = want;
+    if (owned_capacity_ < want) {
+      auto grown = std::make_unique<std::byte[]>(want);
+      if (size_) std::memcpy(grown.get(), base_, size_);
+      owned_ = std::move(grown);
+      owned_capacity_ = want;
+    } else if (size_) {
+      std::memcpy(owned_.get(), base_, size_);  // out of a lent buffer into its own, large enough
+    }
+    base_ = owned_.get();
+    capacity_ = owned_capacity_;
   }
-  std::byte* at = data_.get() + size_;
+  std::byte* at = base_ + size_;
   size_ += n;
   offsets_.push_back(size_);
   return at;

@@ -21,21 +21,28 @@ namespace stoker::formats {
 
 // One bytes field of a batch as it is read: sample k is data()[offset(k), offset(k + 1)). The
 // memory is kept between batches (clear() keeps the capacity), so a warm reader allocates nothing.
+// clear_into() lends it a caller's buffer instead (a slot's region): the bytes are read straight
+// there while they fit, and move to memory of its own, with what was written so far, when not.
 class STOKER_TOOLS_API VarBytes {
  public:
-  void clear() noexcept {
+  void clear() noexcept { clear_into(owned_.get(), owned_capacity_); }
+  void clear_into(std::byte* buffer, std::size_t capacity) noexcept {
+    base_ = buffer;
+    capacity_ = capacity;
     size_ = 0;
     offsets_.assign(1, 0);
   }
+  // Whether the bytes are (still) in `buffer`, the one clear_into() lent.
+  bool writes_into(const std::byte* buffer) const noexcept { return base_ == buffer; }
   // Appends a sample of n bytes and returns where to write them.
   std::byte* append(std::size_t n);
   std::size_t samples() const noexcept { return offsets_.size() - 1; }
   std::size_t total() const noexcept { return size_; }
-  const std::byte* data() const noexcept { return data_.get(); }
+  const std::byte* data() const noexcept { return base_; }
   std::uint64_t offset(std::size_t k) const noexcept { return offsets_[k]; }
   std::span<const std::uint64_t> offsets() const noexcept { return offsets_; }
   std::span<const std::byte> sample(std::size_t k) const noexcept {
-    return {data_.get() + offsets_[k], static_cast<std::size_t>(offsets_[k + 1] - offsets_[k])};
+    return {base_ + offsets_[k], static_cast<std::size_t>(offsets_[k + 1] - offsets_[k])};
   }
   // Drops the last sample (a read that failed half-way).
   void pop_back() noexcept {
@@ -44,7 +51,9 @@ class STOKER_TOOLS_API VarBytes {
   }
 
  private:
-  std::unique_ptr<std::byte[]> data_;  // not a vector: growing must not zero-fill
+  std::unique_ptr<std::byte[]> owned_;  // not a vector: growing must not zero-fill
+  std::size_t owned_capacity_ = 0;
+  std::byte* base_ = nullptr;  // owned_, or the buffer clear_into() lent
   std::size_t size_ = 0, capacity_ = 0;
   std::vector<std::uint64_t> offsets_{0};
 };

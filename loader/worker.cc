@@ -52,7 +52,11 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s, s
     const Field& field = source.fields[f];
     if (field.is_bytes()) {
       formats::VarBytes& dst = overflow && !pipelines_.transforms(f) ? (*overflow)[f] : bytes_[f];
-      dst.clear();
+      if (!overflow && !pipelines_.transforms(f)) {
+        dst.clear_into(view.slot_data(s, f), view.data_capacity(f));  // read straight into the slot
+      } else {
+        dst.clear();
+      }
       out_[f].bytes = &dst;
     } else if (pipelines_.transforms(f)) {
       pipeline_in_[f].resize(field.bytes_per_sample() * indices.size());
@@ -86,7 +90,7 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s, s
         too_large = std::max<std::uint64_t>(too_large, b.total());
         continue;
       }
-      if (b.total()) std::memcpy(view.slot_data(s, f), b.data(), b.total());
+      if (b.total() && !b.writes_into(view.slot_data(s, f))) std::memcpy(view.slot_data(s, f), b.data(), b.total());
       std::memcpy(view.slot_offsets(s, f), b.offsets().data(), b.offsets().size_bytes());
     }
   }
