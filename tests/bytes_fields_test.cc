@@ -614,6 +614,31 @@ TEST(Pipelines, CorruptImagesAreErrorsAtTheirBatchNamingSampleAndField) {
   }
 }
 
+// A PNG cut short is an error when its missing rows are needed, decoded whole or cropped (a crop
+// stops decoding at its last row, as for a JPEG, so the cut must not pass unnoticed above it).
+TEST(Pipelines, ATruncatedPngIsAnErrorWhereItsMissingRowsAreNeeded) {
+  TempDir tmp;
+  const std::string p = tmp.path("cut.h5");
+  const int h = 64, w = 64;
+  // Rows of noise compress poorly, so that half the file is about half the rows.
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(h) * w * 3);
+  std::uint32_t x = 12345;
+  for (auto& v : rgb) v = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  Bytes cut = png(rgb, h, w);
+  cut.resize(cut.size() / 2);
+  {
+    test::H5Builder f(p);
+    f.vlen("img", {cut});
+  }
+  Options o;
+  o.source = p;
+  o.batch_size = 1;
+  o.pipeline = "img=decode(64,64)";
+  EXPECT_THAT(error_of([&] { Loader(o).epoch(0).next(); }), HasSubstr("field 'img', sample 0: corrupt PNG"));
+  o.pipeline = "img=decode,center_crop(4,64)";  // rows 30..33: past the cut
+  EXPECT_THAT(error_of([&] { Loader(o).epoch(0).next(); }), HasSubstr("corrupt PNG"));
+}
+
 // A user operation: inverts every byte (u8 images only).
 OpSpec invert_spec(const OpSpec& in, std::span<const double> args) {
   if (in.bytes || in.dtype != DType::u8) throw Error("invert takes u8 arrays");

@@ -171,17 +171,39 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
                       int min_height, std::vector<std::byte>& out, std::vector<std::byte>& scratch) {
   if (info.kind == ImageInfo::Kind::png) {
     SpngCtx ctx = open_png(data);
+    spng_ihdr ihdr;
+    if (int rc = spng_get_ihdr(ctx.get(), &ihdr)) throw Error(fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
     std::size_t size = 0;
     if (int rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size)) throw Error(fmt::format("PNG: {}", spng_strerror(rc)));
-    scratch.resize(size);
-    if (int rc = spng_decode_image(ctx.get(), scratch.data(), size, SPNG_FMT_RGB8, SPNG_DECODE_TRNS)) {
-      throw Error(fmt::format("corrupt PNG: {}", spng_strerror(rc)));
-    }
     out.resize(static_cast<std::size_t>(region.width) * region.height * 3);
     const std::size_t row = static_cast<std::size_t>(region.width) * 3;
-    for (int y = 0; y < region.height; ++y) {
-      std::memcpy(out.data() + y * row,
-                  scratch.data() + (static_cast<std::size_t>(region.y + y) * info.width + region.x) * 3, row);
+    if (ihdr.interlace_method != SPNG_INTERLACE_NONE) {
+      // Interlaced: every pass covers the whole image, so it is decoded whole.
+      scratch.resize(size);
+      if (int rc = spng_decode_image(ctx.get(), scratch.data(), size, SPNG_FMT_RGB8, SPNG_DECODE_TRNS)) {
+        throw Error(fmt::format("corrupt PNG: {}", spng_strerror(rc)));
+      }
+      for (int y = 0; y < region.height; ++y) {
+        std::memcpy(out.data() + y * row,
+                    scratch.data() + (static_cast<std::size_t>(region.y + y) * info.width + region.x) * 3, row);
+      }
+      return {region.width, region.height};
+    }
+    // Row by row, and no further than the region's last row: each row is filtered against the one
+    // above, so the rows above it are decoded too; those below never are (as for a JPEG).
+    const std::size_t image_row = size / static_cast<std::size_t>(info.height);
+    if (int rc = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_TRNS | SPNG_DECODE_PROGRESSIVE)) {
+      throw Error(fmt::format("corrupt PNG: {}", spng_strerror(rc)));
+    }
+    scratch.resize(image_row);
+    for (int y = 0; y < region.y + region.height; ++y) {
+      if (int rc = spng_decode_row(ctx.get(), scratch.data(), image_row); rc != 0 && rc != SPNG_EOI) {
+        throw Error(fmt::format("corrupt PNG: {} (row {})", spng_strerror(rc), y));
+      }
+      if (y >= region.y) {
+        std::memcpy(out.data() + static_cast<std::size_t>(y - region.y) * row,
+                    scratch.data() + static_cast<std::size_t>(region.x) * 3, row);
+      }
     }
     return {region.width, region.height};
   }
