@@ -782,6 +782,10 @@ void Hdf5Reader::Impl::read_vlen(Column& c, std::uint64_t start, std::uint64_t c
             ~Reclaim() { H5Dvlen_reclaim(type.getId(), space.getId(), H5P_DEFAULT, buf); }
           } reclaim{c.mem_type, mem_space, staged};
           for (hsize_t k = 0; k < n; ++k) {
+            if (staged[k].len > kMaxSampleBytes) {
+              throw Error(fmt::format("{}: sample {} holds {} bytes, more than a sample may ({} bytes, kMaxSampleBytes)",
+                                      c.where, start + k, staged[k].len, kMaxSampleBytes));
+            }
             std::byte* dst = out.append(staged[k].len);
             if (staged[k].len) std::memcpy(dst, staged[k].p, staged[k].len);
           }

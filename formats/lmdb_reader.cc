@@ -119,6 +119,10 @@ struct LmdbReader::Impl {
     const MDB_val k = key_of(i, buf);
     return plain ? show_key(k.mv_data, k.mv_size) : fmt::format("{:016x}", i);
   }
+  std::string too_large(std::uint64_t i, std::size_t bytes) const {
+    return fmt::format("{}: sample {} (key {}) holds {} bytes, more than a sample may ({} bytes, kMaxSampleBytes)",
+                       path, i, key_text(i), bytes, kMaxSampleBytes);
+  }
   void open_plain(MDB_txn* txn, const Schema* known);
 };
 
@@ -132,7 +136,7 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
   check_mdb(mdb_cursor_open(t, samples, &raw), path + ": cursor");
   std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw, mdb_cursor_close);
   MDB_val k, v;
-  check_mdb(mdb_cursor_get(raw, &k, &v, MDB_FIRST), path + ": first key");
+  check_mdb(detail::Env::get().mdb_cursor_get(raw, &k, &v, MDB_FIRST), path + ": first key");
   const std::string expect =
       "a database without a stoker schema is read when its keys are the sample indices 0 .. N-1 written as decimal "
       "(b'17'), zero-padded decimal (b'00000017') or 8-byte big-endian integers";
@@ -164,13 +168,15 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
     std::vector<bool> seen(n, false);
     std::uint64_t count = 0;
     int rc = MDB_SUCCESS;
-    for (; rc == MDB_SUCCESS; rc = mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
+    for (; rc == MDB_SUCCESS; rc = detail::Env::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
       const auto i = keys.parse(k);
       if (!i) {
         throw Error(fmt::format("{}: key {} is not a sample index like the first key ({}); {}", path,
                                 show_key(k.mv_data, k.mv_size), keys.describe(), expect));
       }
       if (*i < n) seen[*i] = true;
+      // Refused here, not at the read: its size would otherwise size the slots.
+      if (v.mv_size > kMaxSampleBytes) throw Error(too_large(*i, v.mv_size));
       largest = std::max<std::uint64_t>(largest, v.mv_size);
     }
     if (rc != MDB_NOTFOUND) check_mdb(rc, path + ": scanning the keys");
@@ -283,6 +289,7 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
     const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
     if (m.plain) {
       if (!m.npy) {
+        if (rec.size() > kMaxSampleBytes) throw Error(m.too_large(indices[k], rec.size()));
         std::byte* at = out[0].bytes->append(rec.size());
         if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
         continue;

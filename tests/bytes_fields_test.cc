@@ -28,6 +28,7 @@ namespace stoker {
 namespace {
 
 using test::error_of;
+using test::write_plain_lmdb;
 using test::TempDir;
 using ::testing::HasSubstr;
 
@@ -80,21 +81,6 @@ Bytes png(const std::vector<std::uint8_t>& rgb, int h, int w) {
   std::free(buf);
   spng_ctx_free(ctx);
   return b;
-}
-
-// A database as py-lmdb writes one: keys and values in the main database.
-void write_plain_lmdb(const std::string& path, const std::vector<std::pair<Bytes, Bytes>>& records) {
-  formats::LmdbEnv env;
-  mdb_env_set_mapsize(env.get(), 64 << 20);
-  ASSERT_EQ(0, mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644));
-  formats::LmdbTxn txn(env.get(), 0, "test");
-  MDB_dbi dbi;
-  ASSERT_EQ(0, mdb_dbi_open(txn.get(), nullptr, 0, &dbi));
-  for (const auto& [k, v] : records) {
-    MDB_val key{k.size(), const_cast<std::byte*>(k.data())}, val{v.size(), const_cast<std::byte*>(v.data())};
-    ASSERT_EQ(0, mdb_put(txn.get(), dbi, &key, &val, 0));
-  }
-  txn.commit("test");
 }
 
 Bytes text(std::string_view s) {

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <functional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "stoker/init.h"
 #include "stoker/loader.h"
@@ -30,6 +32,7 @@ class FaultEnv : public detail::Env {
   std::function<int(off_t offset, std::size_t n)> pread_error;   // 0: pass through; -1: end of file
   std::function<int(int call)> fork_error;                       // 0: pass through
   std::function<int(const MDB_val& key)> mdb_error;              // 0: pass through
+  std::function<std::size_t(const MDB_val& key)> value_size;     // a size to report; 0: the value's
 
   int posix_fallocate(int fd, off_t offset, off_t len) override {
     if (int e = fallocate_error ? fallocate_error(++fallocates_) : 0) return e;
@@ -52,10 +55,19 @@ class FaultEnv : public detail::Env {
   }
   int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value) override {
     if (int e = mdb_error ? mdb_error(*key) : 0) return e;
-    return Env::mdb_get(txn, dbi, key, value);
+    return resized(*key, value, Env::mdb_get(txn, dbi, key, value));
+  }
+  int mdb_cursor_get(MDB_cursor* cursor, MDB_val* key, MDB_val* value, MDB_cursor_op op) override {
+    return resized(*key, value, Env::mdb_cursor_get(cursor, key, value, op));
   }
 
  private:
+  int resized(const MDB_val& key, MDB_val* value, int rc) const {
+    if (rc == MDB_SUCCESS && value_size) {
+      if (std::size_t n = value_size(key)) value->mv_size = n;
+    }
+    return rc;
+  }
   int fallocates_ = 0, forks_ = 0;
 };
 
@@ -159,6 +171,30 @@ TEST_F(Faults, AnLmdbErrorNamesTheSample) {
   EXPECT_THAT(e, HasSubstr("reading sample 77"));
   EXPECT_THAT(e, HasSubstr("MDB_CORRUPTED"));
   EXPECT_EQ(delivered, 60u);
+}
+
+// A value larger than a sample may be is refused naming its key: when the database is opened,
+// where its size would otherwise size the slots, and when read, should one have grown since.
+TEST_F(Faults, AnLmdbValueLargerThanASampleMayBeIsNamedWithItsKey) {
+  std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>> records;
+  for (char i = '0'; i <= '9'; ++i) records.push_back({{std::byte(i)}, std::vector<std::byte>(100, std::byte(i))});
+  test::write_plain_lmdb(tmp_.path("plain.lmdb"), records);
+  const auto seven_is_huge = [](const MDB_val& key) -> std::size_t {
+    return key.mv_size == 1 && *static_cast<const char*>(key.mv_data) == '7' ? kMaxSampleBytes + 1 : 0;
+  };
+  const std::string why = "plain.lmdb: sample 7 (key b'7') holds 1073741825 bytes, more than a sample may "
+                          "(1073741824 bytes, kMaxSampleBytes)";
+  Options o = options("plain.lmdb", 0);
+  o.batch_size = 2;
+  env_.value_size = seven_is_huge;
+  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr(why));
+
+  env_.value_size = nullptr;
+  Loader loader(o);
+  env_.value_size = seven_is_huge;
+  std::uint64_t delivered = 0;
+  EXPECT_THAT(run_until_error(loader, &delivered), HasSubstr(why));
+  EXPECT_EQ(delivered, 6u);
 }
 
 TEST_F(Faults, TheLoaderStaysUsableAfterAFailedBatch) {

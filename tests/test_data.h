@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "formats/hdf5_writer.h"
@@ -29,6 +30,9 @@ Schema all_dtypes_schema(std::uint64_t n);
 
 void write_hdf5(const std::string& path, const Schema& schema, const formats::Hdf5WriteOptions& options);
 void write_lmdb(const std::string& path, const Schema& schema);
+// A database as py-lmdb writes one: keys and values in the main database, no stoker schema.
+void write_plain_lmdb(const std::string& path,
+                      const std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>>& records);
 // Overwrites the record of sample `index` in a stoker LMDB file with `value` (e.g. of a wrong size).
 void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::string_view value);
 

@@ -19,6 +19,10 @@ pid_t Env::fork() { return ::fork(); }
 
 int Env::mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value) { return ::mdb_get(txn, dbi, key, value); }
 
+int Env::mdb_cursor_get(MDB_cursor* cursor, MDB_val* key, MDB_val* value, MDB_cursor_op op) {
+  return ::mdb_cursor_get(cursor, key, value, op);
+}
+
 Env& Env::get() noexcept { return *g_env; }
 
 Env* Env::install(Env* env) noexcept {

@@ -1,7 +1,8 @@
 // Env: the calls that fail in production, behind one seam (LevelDB's Env, in small), so that tests
 // can make each fail on demand and check what the user gets: reserving shared memory
 // (posix_fallocate: ENOSPC), reading files (pread: EIO, short reads), reading LMDB records
-// (mdb_get), and starting worker processes (fork: EAGAIN). The default passes each call through.
+// (mdb_get, mdb_cursor_get), and starting worker processes (fork: EAGAIN). The default passes
+// each call through.
 //
 // Not synchronised: install an Env before any Loader exists and keep it until the last one is
 // gone. Worker processes are forked from the process that installed it and inherit it.
@@ -22,6 +23,7 @@ class Env {
   virtual ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
   virtual pid_t fork();
   virtual int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value);
+  virtual int mdb_cursor_get(MDB_cursor* cursor, MDB_val* key, MDB_val* value, MDB_cursor_op op);
 
   // The installed Env, or the default.
   static Env& get() noexcept;
