@@ -17,6 +17,7 @@
 #include "formats/lmdb_env.h"
 #include "formats/lmdb_reader.h"
 #include "loader/device_backend.h"
+#include "loader/ops/resize.h"
 #include "loader/sampler.h"
 #include "loader/segment_layout.h"
 #include "loader/shm_segment.h"
@@ -251,6 +252,21 @@ void BM_PinnedCopyToDevice(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kBatchBytes));
 }
 BENCHMARK(BM_PinnedCopyToDevice);
+
+// The pipeline's antialiased bilinear resize of an RGB u8 image to 224 x 224: from a region about
+// twice as large (random_resized_crop after the decoder's DCT scaling), and from a smaller one.
+void BM_ResizeRgbTo224(benchmark::State& state) {
+  const int in_h = static_cast<int>(state.range(0)), in_w = static_cast<int>(state.range(1));
+  std::vector<std::uint8_t> src(static_cast<std::size_t>(in_h) * in_w * 3), dst(224 * 224 * 3);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>((i * 131) ^ (i >> 7));
+  stoker::detail::Resizer resizer;
+  for (auto _ : state) {
+    resizer.run(src.data(), in_h, in_w, 3, static_cast<std::size_t>(in_w) * 3, dst.data(), 224, 224);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ResizeRgbTo224)->Args({448, 448})->Args({300, 420})->Args({160, 200});
 
 }  // namespace
 

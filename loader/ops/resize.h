@@ -30,9 +30,9 @@ class Resizer {
   void run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w);
 
   Taps horizontal_, vertical_;
-  std::vector<float> rows_;  // the horizontally resized rows: in_h x out_w x c
+  std::vector<float> rows_;  // the horizontally resized rows: in_h x out_w x c, + 1 float of slack
   std::vector<float> acc_;   // one output row
-  std::vector<float> line_;  // one input row, as floats
+  std::vector<float> line_;  // one input row, as floats, + 1 float of slack (0)
 };
 
 }  // namespace stoker::detail

@@ -1,0 +1,135 @@
+// The resizer against a plain transcription of its definition, PIL's antialiased bilinear resize in
+// float (the triangle filter's weights, normalised; rows, then columns; sums in tap order; u8 rounded
+// half up and clamped): the same numbers in the same order, so the same bytes, whatever vector code
+// the resizer runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "loader/ops/resize.h"
+
+namespace stoker::detail {
+namespace {
+
+struct Filter {
+  std::vector<int> first, count;
+  std::vector<std::vector<float>> weights;
+};
+
+Filter pil_bilinear(int in, int out) {
+  Filter f;
+  const double scale = static_cast<double>(in) / out, filter_scale = std::max(scale, 1.0), support = filter_scale;
+  const int most = static_cast<int>(std::ceil(support)) * 2 + 1;
+  for (int i = 0; i < out; ++i) {
+    const double center = (i + 0.5) * scale;
+    const int lo = std::max(static_cast<int>(center - support + 0.5), 0);
+    const int n = std::min(std::min(static_cast<int>(center + support + 0.5), in) - lo, most);
+    std::vector<float> w(static_cast<std::size_t>(n));
+    double total = 0;
+    for (int k = 0; k < n; ++k) {
+      const double tent = std::max(0.0, 1.0 - std::abs((lo + k - center + 0.5) / filter_scale));
+      w[k] = static_cast<float>(tent);
+      total += tent;
+    }
+    for (float& v : w) v = static_cast<float>(v / total);
+    f.first.push_back(lo);
+    f.count.push_back(n);
+    f.weights.push_back(std::move(w));
+  }
+  return f;
+}
+
+template <class T>
+std::vector<T> reference(const std::vector<T>& src, int in_h, int in_w, int c, int out_h, int out_w) {
+  const Filter h = pil_bilinear(in_w, out_w), v = pil_bilinear(in_h, out_h);
+  std::vector<float> rows(static_cast<std::size_t>(in_h) * out_w * c);
+  for (int y = 0; y < in_h; ++y) {
+    for (int x = 0; x < out_w; ++x) {
+      for (int ch = 0; ch < c; ++ch) {
+        float acc = 0;
+        for (int k = 0; k < h.count[x]; ++k) {
+          acc += h.weights[x][k] * static_cast<float>(src[(static_cast<std::size_t>(y) * in_w + h.first[x] + k) * c + ch]);
+        }
+        rows[(static_cast<std::size_t>(y) * out_w + x) * c + ch] = acc;
+      }
+    }
+  }
+  std::vector<T> out(static_cast<std::size_t>(out_h) * out_w * c);
+  for (int y = 0; y < out_h; ++y) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(out_w) * c; ++i) {
+      float acc = 0;
+      for (int k = 0; k < v.count[y]; ++k) {
+        acc += v.weights[y][k] * rows[static_cast<std::size_t>(v.first[y] + k) * out_w * c + i];
+      }
+      if constexpr (std::is_same_v<T, std::uint8_t>) {
+        out[static_cast<std::size_t>(y) * out_w * c + i] =
+            static_cast<std::uint8_t>(static_cast<std::int32_t>(std::clamp(acc, 0.0f, 255.0f) + 0.5f));
+      } else {
+        out[static_cast<std::size_t>(y) * out_w * c + i] = acc;
+      }
+    }
+  }
+  return out;
+}
+
+struct Case {
+  int in_h, in_w, out_h, out_w;
+};
+// Shrinking (many taps, the vector path's four pixels at a time and its tail), enlarging (2-3
+// taps), widths that are not a multiple of four, one-pixel rows and columns.
+const Case kCases[] = {{448, 448, 224, 224}, {300, 421, 224, 224}, {160, 200, 224, 224}, {37, 53, 19, 7},
+                       {5, 3, 17, 23},      {1, 9, 1, 5},         {9, 1, 4, 1},         {64, 64, 63, 65}};
+
+TEST(Resize, U8ImagesEqualPilsFilterComputedPlainlyForEveryChannelCount) {
+  std::mt19937 rng(7);
+  Resizer resizer;  // one resizer for every case: its kept buffers must not carry anything over
+  for (int c : {1, 3, 4}) {
+    for (const Case& k : kCases) {
+      std::vector<std::uint8_t> src(static_cast<std::size_t>(k.in_h) * k.in_w * c);
+      for (auto& b : src) b = static_cast<std::uint8_t>(rng());
+      std::vector<std::uint8_t> got(static_cast<std::size_t>(k.out_h) * k.out_w * c);
+      resizer.run(src.data(), k.in_h, k.in_w, c, static_cast<std::size_t>(k.in_w) * c, got.data(), k.out_h, k.out_w);
+      EXPECT_EQ(got, reference(src, k.in_h, k.in_w, c, k.out_h, k.out_w))
+          << k.in_h << "x" << k.in_w << "x" << c << " -> " << k.out_h << "x" << k.out_w;
+    }
+  }
+}
+
+TEST(Resize, FloatImagesEqualPilsFilterComputedPlainly) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> value(0.0f, 3.0f);
+  Resizer resizer;
+  for (int c : {1, 3, 4}) {
+    for (const Case& k : kCases) {
+      std::vector<float> src(static_cast<std::size_t>(k.in_h) * k.in_w * c);
+      for (auto& v : src) v = value(rng);
+      std::vector<float> got(static_cast<std::size_t>(k.out_h) * k.out_w * c);
+      resizer.run(src.data(), k.in_h, k.in_w, c, static_cast<std::size_t>(k.in_w) * c, got.data(), k.out_h, k.out_w);
+      EXPECT_EQ(got, reference(src, k.in_h, k.in_w, c, k.out_h, k.out_w))
+          << k.in_h << "x" << k.in_w << "x" << c << " -> " << k.out_h << "x" << k.out_w;
+    }
+  }
+}
+
+TEST(Resize, ReadsOnlyTheRowsOfItsRegionInALargerImage) {
+  // A region of a wider image (src_row larger than the region's row): the pixels beside it are
+  // never read, so changing them changes nothing.
+  const int h = 30, w = 40, c = 3, stride_px = 57;
+  std::vector<std::uint8_t> image(static_cast<std::size_t>(h) * stride_px * c), region(static_cast<std::size_t>(h) * w * c);
+  std::mt19937 rng(3);
+  for (auto& b : image) b = static_cast<std::uint8_t>(rng());
+  for (int y = 0; y < h; ++y) {
+    std::copy_n(&image[static_cast<std::size_t>(y) * stride_px * c], w * c, &region[static_cast<std::size_t>(y) * w * c]);
+  }
+  std::vector<std::uint8_t> got(16 * 24 * c);
+  Resizer resizer;
+  resizer.run(image.data(), h, w, c, static_cast<std::size_t>(stride_px) * c, got.data(), 16, 24);
+  EXPECT_EQ(got, reference(region, h, w, c, 16, 24));
+}
+
+}  // namespace
+}  // namespace stoker::detail
