@@ -2,7 +2,9 @@
 // same run as the comparison.
 //   --memcpy            memcpy bandwidth from a page-cache-sized buffer into a reused one, in 1 .. --procs
 //                       concurrent processes (the ceiling for that many workers copying at once)
-//   --lmdb PATH         random mdb_get + memcpy into a reused buffer, in --procs concurrent processes
+//   --lmdb PATH         random mdb_get + memcpy into a reused buffer, in --procs concurrent processes;
+//                       with --dest-bytes N, the copies go one after another through a buffer of N
+//                       bytes (as a loader's ring of slots takes them) instead of into one record's
 //   --inflate FILE.h5   every chunk of every gzip-compressed dataset read raw and inflated once, in order,
 //                       with libdeflate (what stoker uses), on one core: samples/s per core
 //   --random-read FILE  every --record-bytes record of the file read once, in a shuffled order, by
@@ -174,7 +176,7 @@ double random_read_mib_per_s(const std::string& path, std::size_t record, int de
   return static_cast<double>(n * record) / seconds / (1024.0 * 1024);
 }
 
-std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t seed) {
+std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t seed, std::size_t dest_bytes) {
   auto stored = stoker::formats::lmdb_stored_schema(path);
   const std::uint64_t n = stored.schema.num_samples;
   stoker::formats::LmdbEnv env;
@@ -185,7 +187,13 @@ std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t s
   stoker::formats::check_mdb(mdb_txn_begin(env.get(), nullptr, MDB_RDONLY, &txn), path);
   MDB_dbi dbi;
   stoker::formats::check_mdb(mdb_dbi_open(txn, stoker::formats::kSamplesDb, 0, &dbi), path);
-  std::vector<char> buf(stored.schema.bytes_per_sample());
+  const std::size_t record = stored.schema.bytes_per_sample();
+  std::vector<char> dest(std::max(dest_bytes / record, std::size_t{1}) * record);
+  std::size_t at = 0;  // where the next copy goes in dest
+  const auto copy = [&](const MDB_val& v) {
+    std::memcpy(dest.data() + at, v.mv_data, std::min(v.mv_size, record));
+    at = at + record == dest.size() ? 0 : at + record;
+  };
   stoker::detail::SplitMix64 rng(seed);
   std::uint64_t count = 0;
   // One untimed pass in key order first: this process's page tables, as a loader's warm epoch has.
@@ -194,7 +202,7 @@ std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t s
     stoker::formats::encode_key(i, key);
     MDB_val kv{8, key}, v;
     if (mdb_get(txn, dbi, &kv, &v) != 0) return 0;
-    std::memcpy(buf.data(), v.mv_data, std::min(v.mv_size, buf.size()));
+    copy(v);
   }
   auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
   while (Clock::now() < deadline) {
@@ -203,7 +211,7 @@ std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t s
       stoker::formats::encode_key(rng.next() % n, key);
       MDB_val kv{8, key}, v;
       if (mdb_get(txn, dbi, &kv, &v) != 0) return count;
-      std::memcpy(buf.data(), v.mv_data, std::min(v.mv_size, buf.size()));
+      copy(v);
     }
   }
   mdb_txn_abort(txn);
@@ -222,6 +230,9 @@ int main(int argc, char** argv) {
   app.add_option("--lmdb", lmdb, "Measure random mdb_get + memcpy on this stoker LMDB database");
   app.add_option("--procs", procs, "Concurrent processes for --lmdb (and the most for --memcpy)")->capture_default_str();
   app.add_option("--seconds", seconds, "Duration of the --lmdb loop")->capture_default_str();
+  std::size_t dest_bytes = 0;
+  app.add_option("--dest-bytes", dest_bytes,
+                 "For --lmdb: copy through a buffer of this many bytes, a record after another (default: one record)");
   std::string inflate;
   app.add_option("--inflate", inflate, "Measure inflating every gzip chunk of this HDF5 file once, on one core");
   std::string random_read;
@@ -257,7 +268,7 @@ int main(int argc, char** argv) {
       if (::pipe(fds) != 0) throw std::runtime_error("pipe");
       for (int p = 0; p < procs; ++p) {
         if (::fork() == 0) {
-          std::uint64_t c = lmdb_loop(lmdb, seconds, static_cast<std::uint64_t>(p) + 1);
+          std::uint64_t c = lmdb_loop(lmdb, seconds, static_cast<std::uint64_t>(p) + 1, dest_bytes);
           (void)!::write(fds[1], &c, sizeof c);
           ::_exit(0);
         }
@@ -272,6 +283,7 @@ int main(int argc, char** argv) {
       auto stored = stoker::formats::lmdb_stored_schema(lmdb);
       double sps = static_cast<double>(total) / seconds;
       out["lmdb_procs"] = procs;
+      out["lmdb_dest_bytes"] = std::max(dest_bytes, static_cast<std::size_t>(stored.schema.bytes_per_sample()));
       out["lmdb_samples_per_s"] = sps;
       out["lmdb_mib_per_s"] = sps * static_cast<double>(stored.schema.bytes_per_sample()) / (1024.0 * 1024);
     }

@@ -10,11 +10,14 @@
   cold cache       shuffled 147 KiB samples after dropping the page cache (root) before every run:
                    the first epoch against the device's sequential read of the same file and against
                    PyTorch's first epoch; for reference, the device's random reads of records of
-                   the sample's size, 8 and 32 in flight (the most any loader of this order can get).
+                   the sample's size, 8 and 32 in flight (the most any loader of this order can get),
+                   and the best random reads of any size (up to 4 MiB) and depth (up to 128) tried.
   auto             --workers auto --prefetch auto against the best of the hand-picked grid, on each
                    standard dataset: the grid's best configuration and auto, each run twice,
                    alternating (epochs 32-39: the tuner has had time to settle; an epoch here is 20-60 ms).
-  small LMDB       shuffled 3 KB samples against random mdb_get + memcpy in as many processes.
+  small LMDB       shuffled 3 KB samples against random mdb_get + memcpy in as many processes, in
+                   five alternating rounds of a second each (the median ratio); for reference, the
+                   same with the copies going through a buffer the size of a worker's share of the ring.
 
 Run by bench/perf_compare.sh (which builds and makes the datasets); `--only shm,gzip,cold,auto,lmdb`
 runs some rows. Units are binary (MiB). Exits 1 when a goal is missed; rows that cannot run here
@@ -160,6 +163,13 @@ def cold_rows(bench, ceilings, py, pt, data, rows, check):
                 drop_caches()
                 r = run_json([ceilings, "--random-read", path, "--record-bytes", str(sample_bytes), "--depth", str(depth)])
                 random_read = max(random_read, r[0]["random_read_mib_per_s"])
+            # What the device gives reads that are not in file order at all, however deep and large:
+            # a shuffled epoch cannot beat it, so a sequential ceiling above it is out of reach here.
+            any_random = random_read
+            for record, depth in ((sample_bytes, 128), (4 << 20, 8), (4 << 20, 32)):
+                drop_caches()
+                r = run_json([ceilings, "--random-read", path, "--record-bytes", str(record), "--depth", str(depth)])
+                any_random = max(any_random, r[0]["random_read_mib_per_s"])
             torch_best = 0
             for style in ("per-sample", "batched"):
                 drop_caches()
@@ -168,7 +178,9 @@ def cold_rows(bench, ceilings, py, pt, data, rows, check):
                 torch_best = max(torch_best, r["mib_per_s"])
             rows.append((f"cold cache {name}, shuffled", f"{best:.0f} MiB/s (first epoch)",
                          f"sequential read {seq:.0f} MiB/s; random {sample_bytes // 1024} KiB reads at depth 8-32 "
-                         f"{random_read:.0f} MiB/s; PyTorch first epoch {torch_best:.0f} MiB/s",
+                         f"{random_read:.0f} MiB/s; PyTorch first epoch {torch_best:.0f} MiB/s; the best random "
+                         f"reads of any size and depth tried ({sample_bytes // 1024} KiB-4 MiB, depth 8-128) "
+                         f"{any_random:.0f} MiB/s = {any_random / seq:.0%} of sequential",
                          f"{best / seq:.0%} of sequential, {best / random_read:.0%} of random reads",
                          f"{best / torch_best:.1f}x PyTorch"))
             check(f"cold {name} >= 80% of the sequential read", best / seq, 0.80, "%")
@@ -202,12 +214,32 @@ def auto_rows(bench, data, rows, check):
 
 def lmdb_row(bench, ceilings, data, rows, check):
     small = os.path.join(data, "small.lmdb")
-    lmdb_ceil = run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "3"])[0]["lmdb_samples_per_s"]
-    best = max(rate(run_json([bench, "--data", small, "--shuffle", "--json", "--batch-size", "256", "--workers", str(w),
-                              "--prefetch", str(p), "--epochs", "3"])[1:]) for w, p in GRID)
-    rows.append(("small LMDB, shuffled, 3 KB", f"{best:.0f}/s", f"mdb_get + memcpy, 2 processes: {lmdb_ceil:.0f}/s",
-                 f"{best / lmdb_ceil:.0%} of ceiling", ""))
-    check("small LMDB >= 80% of the mdb_get + memcpy ceiling", best / lmdb_ceil, 0.80, "%")
+    # The grid picks the configuration; then the ceiling and stoker run in turns, a second each, and
+    # the row is the median of the rounds' ratios: on a shared machine the memory bandwidth both
+    # depend on drifts within a minute, and a short run on one side against a long one on the other
+    # compares two moments, not two programs. For reference, the same ceiling copying through a
+    # buffer of each worker's share of stoker's ring instead of into one record that stays in the L1
+    # cache: what the batches' memory costs any loader whose ring is larger than the CPU's caches.
+    common = ["--data", small, "--shuffle", "--json", "--batch-size", "256"]
+    _, w, p = max((rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "3"])[1:]), w, p)
+                  for w, p in GRID)
+    ceil, ring_ceil, ours = [], [], []
+    for _ in range(5):
+        ceil.append(run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1"])[0]["lmdb_samples_per_s"])
+        run = run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "16"])
+        ours.append(rate(run[1:]))
+        share = str(run[0]["shm_bytes"] // w)
+        ring_ceil.append(run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1", "--dest-bytes", share])[0]
+                         ["lmdb_samples_per_s"])
+    ratios = sorted(a / b for a, b in zip(ours, ceil))
+    ring_ratios = sorted(a / b for a, b in zip(ours, ring_ceil))
+    ratio, ring_ratio = ratios[2], ring_ratios[2]
+    rows.append(("small LMDB, shuffled, 3 KB", f"{sorted(ours)[2]:.0f}/s (w={w},p={p})",
+                 f"mdb_get + memcpy, 2 processes: {sorted(ceil)[2]:.0f}/s; through a ring-sized buffer "
+                 f"({int(share) / MIB:.1f} MiB a process) {sorted(ring_ceil)[2]:.0f}/s",
+                 f"{ratio:.0%} of ceiling ({ratios[0]:.0%} .. {ratios[-1]:.0%}), {ring_ratio:.0%} of the ring-sized one",
+                 "(medians of 5 alternating rounds)"))
+    check("small LMDB >= 80% of the mdb_get + memcpy ceiling", ratio, 0.80, "%")
 
 
 def report(rows, checks):
