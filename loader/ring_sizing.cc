@@ -1,8 +1,10 @@
 #include "loader/ring_sizing.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "util/posix_error.h"
 
@@ -16,6 +18,30 @@ std::string docker_size(std::uint64_t bytes) {
   return fmt::format("{}m", (bytes + 64 * kMiB - 1) / (64 * kMiB) * 64);
 }
 
+// What raises `bound` so that `needed` bytes fit (`container`: the --shm-size to suggest); "" when
+// nothing is known.
+std::string raise_advice(BudgetBound bound, std::uint64_t needed, std::uint64_t container) {
+  switch (bound) {
+    case BudgetBound::shm_space:
+      return fmt::format("start the container with --shm-size={} or more", docker_size(container));
+    case BudgetBound::cgroup:
+      return "raise the container's memory limit (docker run --memory)";
+    case BudgetBound::option:
+      return fmt::format("raise the shm budget option (Options::shm_budget, --shm-budget) to {} or more",
+                         format_bytes(needed));
+    case BudgetBound::available_memory:
+      return "free memory on this machine";
+    case BudgetBound::unknown:
+      break;
+  }
+  return "";
+}
+
+// The container whose /dev/shm holds the whole ring within the default fraction.
+std::uint64_t container_for(const SegmentLayout& layout, const RingRequest& request) {
+  return static_cast<std::uint64_t>(static_cast<double>(layout.segment_bytes(request.wanted())) / request.shm_fraction);
+}
+
 }  // namespace
 
 std::optional<std::uint32_t> depth_within(const SegmentLayout& layout, const RingRequest& request,
@@ -26,15 +52,22 @@ std::optional<std::uint32_t> depth_within(const SegmentLayout& layout, const Rin
   return depth;
 }
 
-Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, const std::string& why) {
+Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, const std::string& why,
+                   std::initializer_list<BudgetBound> bounds) {
   const std::uint32_t least = request.least();
-  const auto container = static_cast<std::uint64_t>(static_cast<double>(layout.segment_bytes(request.wanted())) /
-                                                    request.shm_fraction);
-  return Error(fmt::format(
-      "stoker: not enough shared memory for {} workers: needs {} ({} batch slots of {} plus {} of control), {}. "
-      "Start the container with --shm-size={} or more, use fewer workers, or smaller batches",
-      request.num_workers, format_bytes(layout.segment_bytes(least)), least, format_bytes(layout.slot_bytes()),
-      format_bytes(layout.control_bytes(least)), why, docker_size(container)));
+  const std::uint64_t needed = layout.segment_bytes(least);
+  std::vector<std::string> fixes;
+  for (BudgetBound b : bounds) {
+    std::string fix = raise_advice(b, needed, container_for(layout, request));
+    if (!fix.empty() && std::find(fixes.begin(), fixes.end(), fix) == fixes.end()) fixes.push_back(std::move(fix));
+  }
+  fixes.push_back("use fewer workers, or smaller batches");
+  std::string advice = fmt::format("{}", fmt::join(fixes, "; or "));
+  advice[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(advice[0])));
+  return Error(fmt::format("stoker: not enough shared memory for {} workers: needs {} ({} batch slots of {} plus {} of "
+                           "control), {}. {}",
+                           request.num_workers, format_bytes(needed), least, format_bytes(layout.slot_bytes()),
+                           format_bytes(layout.control_bytes(least)), why, advice));
 }
 
 ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,
@@ -48,16 +81,22 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
     case ShmBacking::dev_shm:
       fits = in_shm;
       if (!fits) {
+        // Memory outside /dev/shm would hold it: not forcing the backing is a fix too.
+        const bool memfd_would = in_memory.has_value();
         throw ring_refusal(layout, request,
-                           fmt::format("but the budget is {} ({})", format_bytes(budget.bytes), budget.reason));
+                           fmt::format("but the budget is {} ({}){}", format_bytes(budget.bytes), budget.reason,
+                                       memfd_would ? "; memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)" : ""),
+                           {budget.bound});
       }
       break;
     case ShmBacking::memfd:
       used = ShmBacking::memfd;
       fits = in_memory;
       if (!fits) {
-        throw ring_refusal(layout, request, fmt::format("but the memory budget is {} ({})",
-                                                        format_bytes(budget.memory_bytes), budget.memory_reason));
+        throw ring_refusal(layout, request,
+                           fmt::format("but the memory budget is {} ({})", format_bytes(budget.memory_bytes),
+                                       budget.memory_reason),
+                           {budget.memory_bound});
       }
       break;
     case ShmBacking::automatic:
@@ -78,7 +117,8 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
         throw ring_refusal(layout, request,
                            fmt::format("but the budget is {} in /dev/shm ({}) and {} of memory ({})",
                                        format_bytes(budget.bytes), budget.reason, format_bytes(budget.memory_bytes),
-                                       budget.memory_reason));
+                                       budget.memory_reason),
+                           {budget.bound, budget.memory_bound});
       }
       break;
   }
@@ -94,16 +134,20 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
                          memfd ? fmt::format("but reserving it failed with ENOSPC/ENOMEM ({} of memory available)",
                                              format_bytes(budget.memory_available))
                                : fmt::format("but reserving it failed with ENOSPC ({} free in /dev/shm)",
-                                             format_bytes(budget.shm_free)));
+                                             format_bytes(budget.shm_free)),
+                         {memfd ? BudgetBound::available_memory : BudgetBound::shm_space});
     }
     depth = std::max(request.least(), depth * 3 / 4);
   }
   if (depth < request.wanted()) {
+    const std::string fix = raise_advice(memfd ? budget.memory_bound : budget.bound,
+                                         layout.segment_bytes(request.wanted()), container_for(layout, request));
     warnings.push_back(fmt::format(
         "ring lowered from {} to {} batches ({} workers x prefetch {} needs {}; the budget is {}: {}); workers may "
-        "wait for the training loop. More shared memory (--shm-size) restores it",
+        "wait for the training loop{}",
         request.wanted(), depth, request.num_workers, request.prefetch, format_bytes(layout.segment_bytes(request.wanted())),
-        format_bytes(memfd ? budget.memory_bytes : budget.bytes), memfd ? budget.memory_reason : budget.reason));
+        format_bytes(memfd ? budget.memory_bytes : budget.bytes), memfd ? budget.memory_reason : budget.reason,
+        fix.empty() ? "" : ". To restore it, " + fix));
   }
   return ReservedRing{std::move(*segment), depth, used, std::move(warnings)};
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,8 +36,10 @@ struct RingRequest {
 std::optional<std::uint32_t> depth_within(const SegmentLayout& layout, const RingRequest& request,
                                           std::uint64_t budget_bytes) noexcept;
 
-// The refusal: what is needed, `why` it is not there, and what to do.
-Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, const std::string& why);
+// The refusal: what is needed, `why` it is not there, and what to do: raise the `bounds` that held
+// it back (a container's --shm-size, its memory limit, the budget option, free memory), or ask for less.
+Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, const std::string& why,
+                   std::initializer_list<BudgetBound> bounds);
 
 struct ReservedRing {
   ShmSegment segment;

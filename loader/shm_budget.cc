@@ -95,6 +95,7 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
   if (cg < b.bytes) {
     b.bytes = cg;
     b.reason = fmt::format("the memory cgroup's headroom of {}", format_bytes(cg));
+    b.bound = BudgetBound::cgroup;
   }
   if (explicit_bytes) {
     // An explicit budget replaces the default fraction (a user may give the ring more than half of
@@ -103,8 +104,10 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
     if (explicit_bytes <= cap) {
       b.bytes = explicit_bytes;
       b.reason = fmt::format("the shm budget option of {}", format_bytes(explicit_bytes));
+      b.bound = BudgetBound::option;
     } else {
       b.bytes = cap;
+      b.bound = cap == cg ? BudgetBound::cgroup : BudgetBound::shm_space;
       b.reason = fmt::format("the shm budget option of {}, capped by {}", format_bytes(explicit_bytes),
                              cap == cg ? fmt::format("the memory cgroup's headroom of {}", format_bytes(cg))
                                        : fmt::format("the {} free in {}", format_bytes(b.shm_free), env.shm_dir));
@@ -116,13 +119,16 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
   if (b.memory_available == kUnlimited) {
     b.memory_bytes = 0;  // nothing known: do not move the ring out of /dev/shm
     b.memory_reason = "available memory unknown (no /proc/meminfo)";
+    b.memory_bound = BudgetBound::unknown;
   } else {
     b.memory_bytes = static_cast<std::uint64_t>(static_cast<double>(b.memory_available) * fraction);
     b.memory_reason = fmt::format("{:.0f}% of {} of available memory ({})", fraction * 100,
                                   format_bytes(b.memory_available),
                                   cg <= avail ? "the memory cgroup's headroom" : "MemAvailable");
+    b.memory_bound = cg <= avail ? BudgetBound::cgroup : BudgetBound::available_memory;
     if (explicit_bytes) {
       b.memory_bytes = std::min(explicit_bytes, b.memory_available);
+      if (explicit_bytes <= b.memory_available) b.memory_bound = BudgetBound::option;
       b.memory_reason = fmt::format("the shm budget option of {}{}", format_bytes(explicit_bytes),
                                     explicit_bytes > b.memory_available
                                         ? fmt::format(", capped by {} of available memory", format_bytes(b.memory_available))

@@ -12,16 +12,27 @@
 
 namespace stoker::detail {
 
+// What sets a budget: a refusal's advice is to raise that.
+enum class BudgetBound {
+  shm_space,         // the free space of the shm directory (a container's --shm-size)
+  cgroup,            // the memory cgroup's headroom (a container's memory limit)
+  option,            // Options::shm_budget
+  available_memory,  // MemAvailable
+  unknown,
+};
+
 struct ShmBudget {
   // /dev/shm (the shm directory): what a segment there may take.
   std::uint64_t bytes = 0;
   std::uint64_t shm_free = 0;  // free bytes in the shm directory
   std::string reason;          // which bound applies, in words: "50% of 1.0 GiB free in /dev/shm"
+  BudgetBound bound = BudgetBound::shm_space;
   // Memory not counted against /dev/shm (memfd_create): shm_fraction of the smaller of the memory
   // cgroup's headroom and MemAvailable, or the explicit option; divided among local ranks too.
   std::uint64_t memory_bytes = 0;
   std::uint64_t memory_available = 0;  // the smaller of MemAvailable and the cgroup's headroom
   std::string memory_reason;
+  BudgetBound memory_bound = BudgetBound::available_memory;
 };
 
 struct ShmEnvironment {

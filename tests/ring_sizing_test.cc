@@ -12,6 +12,7 @@ namespace stoker::detail {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class RingSizing : public ::testing::Test {
  protected:
@@ -73,20 +74,50 @@ TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
                                     format_bytes(layout_.segment_bytes(2))));
     EXPECT_THAT(e.what(), HasSubstr("in /dev/shm (test /dev/shm)"));
     EXPECT_THAT(e.what(), HasSubstr("of memory (test memory)"));
+    EXPECT_THAT(e.what(), HasSubstr("Start the container with --shm-size="));
+    EXPECT_THAT(e.what(), HasSubstr("or free memory on this machine; or use fewer workers, or smaller batches"));
   }
-  // With room in memory but not in /dev/shm, forcing /dev/shm refuses, naming its budget.
+  // With room in memory but not in /dev/shm, forcing /dev/shm refuses, naming its budget, the
+  // container's /dev/shm to grow and the backing that would hold it.
   try {
     reserve_ring(layout_, request_, budget(small, 1u << 30), ShmBacking::dev_shm);
     FAIL() << "no refusal";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("but the budget is"));
-    EXPECT_THAT(e.what(), HasSubstr("--shm-size="));
+    EXPECT_THAT(e.what(), HasSubstr("memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)"));
+    EXPECT_THAT(e.what(), HasSubstr("Start the container with --shm-size="));
   }
   // Neither holds the whole ring: the deeper one, lowered, with both warnings.
   ReservedRing r = reserve_ring(layout_, request_, budget(layout_.segment_bytes(3), layout_.segment_bytes(5)));
   EXPECT_EQ(r.backing, ShmBacking::memfd);
   EXPECT_EQ(r.depth, 5u);
   EXPECT_EQ(r.warnings.size(), 2u);
+}
+
+TEST_F(RingSizing, TheAdviceRaisesWhatHeldTheRingBack) {
+  const std::uint64_t small = layout_.segment_bytes(2) - 1;
+  const auto refusal = [&](BudgetBound shm, BudgetBound memory, ShmBacking backing) {
+    ShmBudget b = budget(small, small);
+    b.bound = shm;
+    b.memory_bound = memory;
+    try {
+      reserve_ring(layout_, request_, b, backing);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  const std::string option = "Raise the shm budget option (Options::shm_budget, --shm-budget) to " +
+                             format_bytes(layout_.segment_bytes(2)) + " or more; or use fewer workers";
+  EXPECT_THAT(refusal(BudgetBound::option, BudgetBound::option, ShmBacking::automatic), HasSubstr(option));
+  EXPECT_THAT(refusal(BudgetBound::option, BudgetBound::option, ShmBacking::automatic), Not(HasSubstr("--shm-size")));
+  EXPECT_THAT(refusal(BudgetBound::shm_space, BudgetBound::option, ShmBacking::memfd), HasSubstr(option));
+  EXPECT_THAT(refusal(BudgetBound::cgroup, BudgetBound::cgroup, ShmBacking::dev_shm),
+              HasSubstr("Raise the container's memory limit (docker run --memory); or use fewer workers"));
+  EXPECT_THAT(refusal(BudgetBound::shm_space, BudgetBound::available_memory, ShmBacking::memfd),
+              HasSubstr("Free memory on this machine; or use fewer workers"));
+  EXPECT_THAT(refusal(BudgetBound::shm_space, BudgetBound::unknown, ShmBacking::memfd),
+              HasSubstr("(test memory). Use fewer workers, or smaller batches"));
 }
 
 }  // namespace

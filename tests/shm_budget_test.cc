@@ -45,6 +45,15 @@ TEST_F(ShmBudget, TheMemoryCgroupV2HeadroomBoundsItAlongTheAncestors) {
   auto b = detail::compute_shm_budget(0.5, 0, env_);
   EXPECT_EQ(b.bytes, 60u << 20);
   EXPECT_THAT(b.reason, HasSubstr("memory cgroup's headroom of 60.0 MiB"));
+  EXPECT_EQ(b.bound, detail::BudgetBound::cgroup);  // a refusal asks for a larger memory limit
+  // memfd memory too: 60 MiB is less than this machine's MemAvailable.
+  EXPECT_EQ(b.memory_available, 60u << 20);
+  EXPECT_EQ(b.memory_bound, detail::BudgetBound::cgroup);
+  b = detail::compute_shm_budget(0.5, 32u << 20, env_);
+  EXPECT_EQ(b.memory_bound, detail::BudgetBound::option);
+  b = detail::compute_shm_budget(0.5, 128u << 20, env_);  // more than the headroom: capped by it
+  EXPECT_EQ(b.memory_bound, detail::BudgetBound::cgroup);
+  EXPECT_EQ(b.bound, detail::BudgetBound::cgroup);
 }
 
 TEST_F(ShmBudget, TheMemoryCgroupV1LimitCountsAndUnlimitedDoesNot) {
@@ -62,6 +71,7 @@ TEST_F(ShmBudget, TheOptionAndLocalWorldSizeLowerIt) {
   auto b = detail::compute_shm_budget(0.5, 64u << 20, env_);
   EXPECT_EQ(b.bytes, 64u << 20);
   EXPECT_THAT(b.reason, HasSubstr("shm budget option"));
+  EXPECT_EQ(b.bound, detail::BudgetBound::option);
   ::setenv("LOCAL_WORLD_SIZE", "4", 1);
   b = detail::compute_shm_budget(0.5, 64u << 20, env_);
   EXPECT_EQ(b.bytes, 16u << 20);
@@ -91,6 +101,7 @@ TEST_F(ShmBudget, AnExplicitBudgetMayExceedTheFractionButNotTheFreeSpace) {
   EXPECT_LE(b.bytes, free_space + (16u << 20));  // the free space may move a little between calls
   EXPECT_GE(b.bytes, free_space / 2);
   EXPECT_THAT(b.reason, HasSubstr("capped by the"));
+  EXPECT_EQ(b.bound, detail::BudgetBound::shm_space);  // the cap, not the option, holds it back
 }
 
 TEST_F(ShmBudget, WithoutLimitsItIsTheFractionOfTheFreeSpace) {
@@ -99,6 +110,7 @@ TEST_F(ShmBudget, WithoutLimitsItIsTheFractionOfTheFreeSpace) {
   EXPECT_GT(b.shm_free, 0u);
   EXPECT_NEAR(static_cast<double>(b.bytes), 0.25 * static_cast<double>(b.shm_free), 1 << 20);
   EXPECT_THAT(b.reason, HasSubstr("25% of"));
+  EXPECT_EQ(b.bound, detail::BudgetBound::shm_space);
 }
 
 }  // namespace
