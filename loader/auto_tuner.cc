@@ -33,12 +33,19 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
   const double best_recent = std::max(recent_[0], recent_[1]);
   if (pending_ != Step::none) {
     const Step judged = std::exchange(pending_, Step::none);
-    if (best_recent < before_ * kGainToKeep) {
-      // The step did not help: take it back, and stop.
+    if (best_recent < before_) {
+      // The step made it slower: take it back, and stop.
       if (judged == Step::worker) --workers_;
       if (judged == Step::prefetch) --prefetch_;
       settled_ = true;
       return true;
+    }
+    if (best_recent < before_ * kGainToGrow) {
+      // No slower, but not clearly faster either: a gain this small is as likely as not the
+      // measurement's noise. Keep the step (taking back a real gain would cost the training
+      // loop; keeping a useless one costs little while the loop waits for data) and stop.
+      settled_ = true;
+      return false;
     }
   }
   if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now

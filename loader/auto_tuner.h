@@ -6,8 +6,11 @@
 // first, when workers open the dataset and caches fill, is not counted): the share of
 // the time it waited for data (stall) and the batches per second. While the stall is above 5% it
 // tries one step: one more worker while there are idle forked ones, else one more batch in flight
-// per worker while the ring has room. If the better of the next two intervals is not 5% faster
-// than the better of the two before, it takes the step back and settles: more does not help. A new
+// per worker while the ring has room. The better of the next two intervals is compared with the
+// better of the two before: slower, and the step is taken back; less than 5% faster, and the step
+// is kept (on a shared machine intervals vary by 10% and more, so a small gain cannot be told from
+// noise, and taking back a real one would cost more than keeping a useless one while the loop
+// waits); either way the tuner settles: more does not help. At least 5% faster, it goes on. A new
 // worker's first interval is not judged: the worker opens the dataset then and, on a memory-mapped
 // one, fills its page tables (its first pass runs well below its pace). Pure logic, fed
 // measurements: unit-tested without processes or clocks.
@@ -51,7 +54,7 @@ class AutoTuner {
   static constexpr std::uint64_t kMinBatches = 16;
   static constexpr double kMinSeconds = 0.05;
   static constexpr double kStallToGrow = 0.05;
-  static constexpr double kGainToKeep = 1.05;
+  static constexpr double kGainToGrow = 1.05;
   static constexpr std::uint64_t kWorkerWarmupIntervals = 1;
 
  private:

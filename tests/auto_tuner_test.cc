@@ -24,11 +24,27 @@ TEST(AutoTuner, AddsWorkersWhileTheyHelpThenSettles) {
   EXPECT_TRUE(t.observe(180, 1.0, 0.2));   // ...the better one counts: 80% faster, still waiting: a third
   EXPECT_EQ(t.workers(), 3u);
   EXPECT_FALSE(t.observe(60, 1.0, 0.6));   // warm-up
-  EXPECT_FALSE(t.observe(182, 1.0, 0.2));
-  EXPECT_TRUE(t.observe(181, 1.0, 0.2));   // no better: back to 2, settled
+  EXPECT_FALSE(t.observe(150, 1.0, 0.2));
+  EXPECT_TRUE(t.observe(170, 1.0, 0.2));   // slower than 180: back to 2, settled
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_TRUE(t.settled());
   EXPECT_FALSE(t.observe(10, 1.0, 0.9));  // settled stays settled
+  EXPECT_EQ(t.describe(), "2 workers, prefetch 2 (auto: settled)");
+}
+
+// A step that gains less than 5% is kept, not taken back, and the tuner stops there: on a shared
+// machine such a gain cannot be told from the intervals' noise, and a real one is worth keeping.
+TEST(AutoTuner, ASmallGainIsKeptAndEndsTheTuning) {
+  AutoTuner t(limits(4, 16));
+  t.observe(100, 1.0, 0.5);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5));
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_FALSE(t.observe(60, 1.0, 0.6));  // warm-up
+  EXPECT_FALSE(t.observe(95, 1.0, 0.5));
+  EXPECT_FALSE(t.observe(103, 1.0, 0.5));  // 3% faster: kept, settled
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_EQ(t.prefetch(), 2u);
+  EXPECT_TRUE(t.settled());
   EXPECT_EQ(t.describe(), "2 workers, prefetch 2 (auto: settled)");
 }
 
