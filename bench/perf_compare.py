@@ -227,16 +227,16 @@ def lmdb_row(bench, ceilings, data, rows, check):
     # buffer of each worker's share of stoker's ring instead of into one record that stays in the L1
     # cache: what the batches' memory costs any loader whose ring is larger than the CPU's caches.
     common = ["--data", small, "--shuffle", "--json", "--batch-size", "256"]
-    _, w, p = max((rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "3"])[1:]), w, p)
-                  for w, p in GRID)
+    _, w, p = max((rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "3"])[1:]),
+                   w, p) for w, p in GRID)
     ceil, ring_ceil, ours = [], [], []
     for _ in range(ROUNDS):
         ceil.append(run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1"])[0]["lmdb_samples_per_s"])
         run = run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "16"])
         ours.append(rate(run[1:]))
         share = str(run[0]["shm_bytes"] // w)
-        ring_ceil.append(run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1", "--dest-bytes", share])[0]
-                         ["lmdb_samples_per_s"])
+        ring_ceil.append(run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1",
+                                   "--dest-bytes", share])[0]["lmdb_samples_per_s"])
     ratios = sorted(a / b for a, b in zip(ours, ceil))
     ring_ratios = sorted(a / b for a, b in zip(ours, ring_ceil))
     mid = ROUNDS // 2
@@ -244,7 +244,8 @@ def lmdb_row(bench, ceilings, data, rows, check):
     rows.append(("small LMDB, shuffled, 3 KB", f"{sorted(ours)[mid]:.0f}/s (w={w},p={p})",
                  f"mdb_get + memcpy, 2 processes: {sorted(ceil)[mid]:.0f}/s; through a ring-sized buffer "
                  f"({int(share) / MIB:.1f} MiB a process) {sorted(ring_ceil)[mid]:.0f}/s",
-                 f"{ratio:.0%} of ceiling ({ratios[0]:.0%} .. {ratios[-1]:.0%}), {ring_ratio:.0%} of the ring-sized one",
+                 f"{ratio:.0%} of ceiling ({ratios[0]:.0%} .. {ratios[-1]:.0%}), "
+                 f"{ring_ratio:.0%} of the ring-sized one",
                  f"(medians of {ROUNDS} alternating rounds)"))
     check("small LMDB >= 80% of the mdb_get + memcpy ceiling", ratio, 0.80, "%")
 

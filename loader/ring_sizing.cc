@@ -82,10 +82,11 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
       fits = in_shm;
       if (!fits) {
         // Memory outside /dev/shm would hold it: not forcing the backing is a fix too.
-        const bool memfd_would = in_memory.has_value();
+        const char* memfd_would =
+            in_memory ? "; memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)" : "";
         throw ring_refusal(layout, request,
                            fmt::format("but the budget is {} ({}){}", format_bytes(budget.bytes), budget.reason,
-                                       memfd_would ? "; memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)" : ""),
+                                       memfd_would),
                            {budget.bound});
       }
       break;

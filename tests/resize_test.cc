@@ -52,7 +52,8 @@ std::vector<T> reference(const std::vector<T>& src, int in_h, int in_w, int c, i
       for (int ch = 0; ch < c; ++ch) {
         float acc = 0;
         for (int k = 0; k < h.count[x]; ++k) {
-          acc += h.weights[x][k] * static_cast<float>(src[(static_cast<std::size_t>(y) * in_w + h.first[x] + k) * c + ch]);
+          const std::size_t at = (static_cast<std::size_t>(y) * in_w + h.first[x] + k) * c + ch;
+          acc += h.weights[x][k] * static_cast<float>(src[at]);
         }
         rows[(static_cast<std::size_t>(y) * out_w + x) * c + ch] = acc;
       }
@@ -119,11 +120,13 @@ TEST(Resize, ReadsOnlyTheRowsOfItsRegionInALargerImage) {
   // A region of a wider image (src_row larger than the region's row): the pixels beside it are
   // never read, so changing them changes nothing.
   const int h = 30, w = 40, c = 3, stride_px = 57;
-  std::vector<std::uint8_t> image(static_cast<std::size_t>(h) * stride_px * c), region(static_cast<std::size_t>(h) * w * c);
+  std::vector<std::uint8_t> image(static_cast<std::size_t>(h) * stride_px * c);
+  std::vector<std::uint8_t> region(static_cast<std::size_t>(h) * w * c);
   std::mt19937 rng(3);
   for (auto& b : image) b = static_cast<std::uint8_t>(rng());
   for (int y = 0; y < h; ++y) {
-    std::copy_n(&image[static_cast<std::size_t>(y) * stride_px * c], w * c, &region[static_cast<std::size_t>(y) * w * c]);
+    const std::size_t row = static_cast<std::size_t>(y);
+    std::copy_n(&image[row * stride_px * c], w * c, &region[row * w * c]);
   }
   std::vector<std::uint8_t> got(16 * 24 * c);
   Resizer resizer;
