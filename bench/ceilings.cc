@@ -283,7 +283,8 @@ int main(int argc, char** argv) {
       auto stored = stoker::formats::lmdb_stored_schema(lmdb);
       double sps = static_cast<double>(total) / seconds;
       out["lmdb_procs"] = procs;
-      out["lmdb_dest_bytes"] = std::max(dest_bytes, static_cast<std::size_t>(stored.schema.bytes_per_sample()));
+      const std::size_t record = stored.schema.bytes_per_sample();
+      out["lmdb_dest_bytes"] = std::max(dest_bytes / record, std::size_t{1}) * record;  // as lmdb_loop sizes it
       out["lmdb_samples_per_s"] = sps;
       out["lmdb_mib_per_s"] = sps * static_cast<double>(stored.schema.bytes_per_sample()) / (1024.0 * 1024);
     }

@@ -162,18 +162,15 @@ def cold_rows(bench, ceilings, py, pt, data, rows, check):
                               "--json", "--batch-size", "32"])[0]
                 best = max(best, r["mib_per_s"])
             sample_bytes = round(r["mib_per_s"] * MIB / r["samples_per_s"])
-            random_read = 0
-            for depth in (8, 32):
+            def random_read_at(record, depth):
                 drop_caches()
-                r = run_json([ceilings, "--random-read", path, "--record-bytes", str(sample_bytes), "--depth", str(depth)])
-                random_read = max(random_read, r[0]["random_read_mib_per_s"])
+                return run_json([ceilings, "--random-read", path, "--record-bytes", str(record),
+                                 "--depth", str(depth)])[0]["random_read_mib_per_s"]
+            random_read = max(random_read_at(sample_bytes, depth) for depth in (8, 32))
             # What the device gives reads that are not in file order at all, however deep and large:
             # a shuffled epoch cannot beat it, so a sequential ceiling above it is out of reach here.
-            any_random = random_read
-            for record, depth in ((sample_bytes, 128), (4 << 20, 8), (4 << 20, 32)):
-                drop_caches()
-                r = run_json([ceilings, "--random-read", path, "--record-bytes", str(record), "--depth", str(depth)])
-                any_random = max(any_random, r[0]["random_read_mib_per_s"])
+            any_random = max([random_read] + [random_read_at(record, depth)
+                                              for record, depth in ((sample_bytes, 128), (4 << 20, 8), (4 << 20, 32))])
             torch_best = 0
             for style in ("per-sample", "batched"):
                 drop_caches()
