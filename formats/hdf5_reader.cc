@@ -30,7 +30,8 @@ H5::H5File open_file(const std::string& path) {
     H5Eclear2(H5E_DEFAULT);
   }
   if (!is_hdf5) throw Error(fmt::format("{}: not an HDF5 file (no HDF5 signature)", path));
-  return hdf5_call([&] { return path + ": cannot open"; }, [&] {
+  const auto context = [&] { return path + ": cannot open"; };
+  return hdf5_call(context, [&] {
     H5::FileAccPropList fapl;
     fapl.setStdio();
     // No C++ call for file locking: a read-only loader must not take (or wait for) the file lock.
@@ -50,7 +51,8 @@ std::string group_label(const std::string& group) {
 }
 
 GroupListing list_group(const H5::H5File& file, const std::string& group, const std::string& path) {
-  return hdf5_call([&] { return fmt::format("{}: listing {}", path, group_label(group)); }, [&] {
+  const auto context = [&] { return fmt::format("{}: listing {}", path, group_label(group)); };
+  return hdf5_call(context, [&] {
     const H5::Group g = file.openGroup(group.empty() ? "/" : group);
     GroupListing out;
     const hsize_t n = g.getNumObjs();
@@ -232,9 +234,12 @@ struct Inspected {
 // Reads rank, dims and dtype of dataset `name`; throws for anything stoker cannot deliver.
 Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::string& path) {
   const std::string ctx = fmt::format("{}: dataset '{}'", path, name);
-  return hdf5_call([&] { return ctx; }, [&] {
+  const auto context = [&] { return ctx; };
+  return hdf5_call(context, [&] {
     TypeMatch m = match_type(dset);
-    if (!m.dtype && !m.vlen_bytes) throw Error(fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupported));
+    if (!m.dtype && !m.vlen_bytes) {
+      throw Error(fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupported));
+    }
     const H5::DataSpace space = dset.getSpace();
     const int rank = space.getSimpleExtentNdims();
     if (rank < 1) throw Error(fmt::format("{}: is a scalar; a field needs a leading sample dimension", ctx));
@@ -271,7 +276,8 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
 // A group whose members are named "0" .. "N-1" (decimal, no leading zeros): one sample each. The
 // number of members, or 0 when the names are anything else.
 std::uint64_t sample_group_size(const H5::H5File& file, const std::string& group, const std::string& path) {
-  return hdf5_call([&] { return fmt::format("{}: listing group '{}'", path, group); }, [&]() -> std::uint64_t {
+  const auto context = [&] { return fmt::format("{}: listing group '{}'", path, group); };
+  return hdf5_call(context, [&]() -> std::uint64_t {
     const H5::Group g = file.openGroup(group);
     const hsize_t n = g.getNumObjs();
     for (hsize_t i = 0; i < n; ++i) {
@@ -291,7 +297,8 @@ std::uint64_t sample_group_size(const H5::H5File& file, const std::string& group
 Inspected inspect_members(const H5::H5File& file, const std::string& group, const std::string& name,
                           std::uint64_t n, const std::string& path, DType& member_dtype) {
   const std::string ctx = fmt::format("{}: group '{}'", path, group);
-  return hdf5_call([&] { return ctx; }, [&] {
+  const auto context = [&] { return ctx; };
+  return hdf5_call(context, [&] {
     const H5::DataSet first = file.openDataSet(group + "/0");
     const TypeMatch m = match_type(first);
     if (!m.numeric) {
@@ -495,7 +502,8 @@ void Hdf5Reader::Impl::open_column(const FieldSource& src, Hdf5Path mode) {
   if (c.field.is_bytes()) {
     c.source = Column::Source::vlen;
     c.where = ctx;
-    hdf5_call([&] { return ctx; }, [&] {
+    const auto context = [&] { return ctx; };
+    hdf5_call(context, [&] {
       c.dset = file.openDataSet(name);
       c.file_space = c.dset.getSpace();
       c.mem_type = H5::VarLenType(H5::PredType::NATIVE_UINT8);
@@ -505,7 +513,8 @@ void Hdf5Reader::Impl::open_column(const FieldSource& src, Hdf5Path mode) {
   }
   c.sample_bytes = c.field.bytes_per_sample();
   c.where = ctx;
-  hdf5_call([&] { return ctx; }, [&] {
+  const auto context = [&] { return ctx; };
+  hdf5_call(context, [&] {
     const H5D_layout_t layout = dcpl.getLayout();
     const int nfilters = dcpl.getNfilters();
     const int rank = static_cast<int>(c.dims.size());
@@ -796,7 +805,8 @@ void Hdf5Reader::Impl::read_vlen(Column& c, std::uint64_t start, std::uint64_t c
 }
 
 std::uint64_t Hdf5Reader::Impl::member_bytes(Column& c, std::uint64_t i) {
-  return hdf5_call([&] { return fmt::format("{}: sample {}", c.where, i); }, [&]() -> std::uint64_t {
+  const auto context = [&] { return fmt::format("{}: sample {}", c.where, i); };
+  return hdf5_call(context, [&]() -> std::uint64_t {
     const H5::DataSet d = file.openDataSet(fmt::format("{}/{}", c.object, i));
     return static_cast<std::uint64_t>(d.getSpace().getSimpleExtentNpoints()) * dtype_size(c.member_dtype);
   });

@@ -72,7 +72,8 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
   impl_->file = hdf5_call([&] { return path + ": cannot create"; }, [&] { return H5::H5File(path, H5F_ACC_TRUNC); });
   impl_->open = true;
   for (const auto& f : schema.fields) {
-    hdf5_call([&] { return fmt::format("{}: dataset '{}': cannot create", path, f.name); }, [&] {
+    const auto context = [&] { return fmt::format("{}: dataset '{}': cannot create", path, f.name); };
+    hdf5_call(context, [&] {
       std::vector<hsize_t> dims{schema.num_samples};
       for (auto d : f.shape) dims.push_back(static_cast<hsize_t>(d));
       const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
@@ -119,7 +120,8 @@ void Hdf5Writer::close() {
   impl_->dsets.clear();
   impl_->types.clear();
   if (impl_->open) {
-    hdf5_call([&] { return impl_->path + ": flush"; }, [&] {
+    const auto context = [&] { return impl_->path + ": flush"; };
+    hdf5_call(context, [&] {
       impl_->file.flush(H5F_SCOPE_LOCAL);
       impl_->file.close();
     });

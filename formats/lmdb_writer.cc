@@ -154,7 +154,9 @@ void LmdbWriter::scan_max_bytes() {
     const std::span<const std::byte> record(static_cast<const std::byte*>(val.mv_data), val.mv_size);
     if (!m.layout->check(record).empty()) continue;  // the reader names it
     for (std::size_t f = 0; f < m.schema.fields.size(); ++f) {
-      if (m.schema.fields[f].is_bytes()) m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], m.layout->field(record, f).size());
+      if (m.schema.fields[f].is_bytes()) {
+        m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], m.layout->field(record, f).size());
+      }
     }
   }
   mdb_cursor_close(cursor);
@@ -202,7 +204,9 @@ void LmdbWriter::append_record(std::span<const std::byte> record) {
     throw Error(fmt::format("{}: record {} {}", m.path, next_index(), why));
   }
   for (std::size_t f = 0; f < m.schema.fields.size(); ++f) {
-    if (m.schema.fields[f].is_bytes()) m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], m.layout->field(record, f).size());
+    if (m.schema.fields[f].is_bytes()) {
+      m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], m.layout->field(record, f).size());
+    }
   }
   m.pending.insert(m.pending.end(), record.begin(), record.end());
   m.record_appended();

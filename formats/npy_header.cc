@@ -59,7 +59,9 @@ NpyHeader parse_npy_header(std::span<const std::byte> value) {
   const auto* p = reinterpret_cast<const unsigned char*>(value.data());
   const unsigned major = p[6];
   std::size_t len_bytes = major == 1 ? 2 : (major == 2 || major == 3) ? 4 : 0;
-  if (len_bytes == 0) throw Error(fmt::format(".npy format version {}.{} is not one stoker reads (1, 2 or 3)", major, p[7]));
+  if (len_bytes == 0) {
+    throw Error(fmt::format(".npy format version {}.{} is not one stoker reads (1, 2 or 3)", major, p[7]));
+  }
   if (value.size() < 8 + len_bytes) throw Error(".npy header is truncated");
   std::size_t dict_len = p[8] | (p[9] << 8);
   if (len_bytes == 4) dict_len |= (std::size_t{p[10]} << 16) | (std::size_t{p[11]} << 24);

@@ -19,7 +19,9 @@ std::byte* VarBytes::append(std::size_t n) {
   if (n > capacity_ - size_) {
     // Doubling keeps a warm reader allocation-free; the limit keeps a hostile length from
     // asking for more than a sample may hold.
-    if (n > kMaxSampleBytes) throw Error(fmt::format("a sample of {} bytes is more than {} (kMaxSampleBytes)", n, kMaxSampleBytes));
+    if (n > kMaxSampleBytes) {
+      throw Error(fmt::format("a sample of {} bytes is more than {} (kMaxSampleBytes)", n, kMaxSampleBytes));
+    }
     const std::size_t want = std::max({size_ + n, capacity_ * 2, std::size_t{64} << 10});
     if (owned_capacity_ < want) {
       auto grown = std::make_unique<std::byte[]>(want);

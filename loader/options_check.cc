@@ -13,7 +13,9 @@ void check_options(const Options& o) {
   if (o.num_workers > 1024 && o.num_workers != kAuto) {
     throw Error(fmt::format("options: num_workers {} is more than 1024", o.num_workers));
   }
-  if (o.prefetch > 1024 && o.prefetch != kAuto) throw Error(fmt::format("options: prefetch {} is more than 1024", o.prefetch));
+  if (o.prefetch > 1024 && o.prefetch != kAuto) {
+    throw Error(fmt::format("options: prefetch {} is more than 1024", o.prefetch));
+  }
   if (o.prefetch == kAuto && o.num_workers == 0) {
     throw Error("options: prefetch is kAuto but num_workers is 0: automatic prefetch tunes worker processes");
   }

@@ -46,7 +46,9 @@ std::vector<std::uint8_t> pixels(int h, int w, int seed) {
   std::vector<std::uint8_t> p(static_cast<std::size_t>(h) * w * 3);
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
-      for (int c = 0; c < 3; ++c) p[(static_cast<std::size_t>(y) * w + x) * 3 + c] = static_cast<std::uint8_t>((x * 5 + y * 3 + c * 80 + seed * 11) & 0xff);
+      for (int c = 0; c < 3; ++c) {
+        p[(static_cast<std::size_t>(y) * w + x) * 3 + c] = static_cast<std::uint8_t>((x * 5 + y * 3 + c * 80 + seed * 11) & 0xff);
+      }
     }
   }
   return p;

@@ -459,7 +459,9 @@ void make_data(const std::string& dir, bool quiet) {
     auto schema = stoker::tools::image_schema(s.n, s.side);
     auto p = [&](const std::string& suffix) { return (fs::path(dir) / (std::string(s.name) + suffix)).string(); };
     auto prog = [&](const std::string& f) { return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n); };
-    if (!fs::exists(p(".h5"))) stoker::tools::write_synthetic_hdf5(p(".h5"), schema, {Layout::chunked, s.chunk, 0}, prog(p(".h5")));
+    if (!fs::exists(p(".h5"))) {
+      stoker::tools::write_synthetic_hdf5(p(".h5"), schema, {Layout::chunked, s.chunk, 0}, prog(p(".h5")));
+    }
     if (std::string(s.name) == "small" && !fs::exists(p("-gzip.h5"))) {
       stoker::tools::write_synthetic_hdf5(p("-gzip.h5"), schema, {Layout::chunked, s.chunk, 4}, prog(p("-gzip.h5")));
     }

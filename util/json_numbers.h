@@ -25,7 +25,9 @@ std::optional<T> json_integer(const nlohmann::json& v) {
     const std::int64_t i = v.get<std::int64_t>();
     if constexpr (std::is_unsigned_v<T>) {
       if (i < 0) return std::nullopt;
-      if (static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+      if (static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+        return std::nullopt;
+      }
     } else {
       if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
           i > static_cast<std::int64_t>(std::numeric_limits<T>::max())) {

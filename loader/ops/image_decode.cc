@@ -132,7 +132,9 @@ SpngCtx open_png(std::span<const std::byte> data) {
   spng_set_image_limits(ctx.get(), 1u << 20, 1u << 20);
   spng_set_chunk_limits(ctx.get(), 64u << 20, 64u << 20);
   spng_set_crc_action(ctx.get(), SPNG_CRC_ERROR, SPNG_CRC_ERROR);
-  if (int rc = spng_set_png_buffer(ctx.get(), data.data(), data.size())) throw Error(fmt::format("PNG: {}", spng_strerror(rc)));
+  if (int rc = spng_set_png_buffer(ctx.get(), data.data(), data.size())) {
+    throw Error(fmt::format("PNG: {}", spng_strerror(rc)));
+  }
   return ctx;
 }
 
@@ -174,7 +176,9 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
     spng_ihdr ihdr;
     if (int rc = spng_get_ihdr(ctx.get(), &ihdr)) throw Error(fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
     std::size_t size = 0;
-    if (int rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size)) throw Error(fmt::format("PNG: {}", spng_strerror(rc)));
+    if (int rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size)) {
+      throw Error(fmt::format("PNG: {}", spng_strerror(rc)));
+    }
     out.resize(static_cast<std::size_t>(region.width) * region.height * 3);
     const std::size_t row = static_cast<std::size_t>(region.width) * 3;
     if (ihdr.interlace_method != SPNG_INTERLACE_NONE) {

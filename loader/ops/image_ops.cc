@@ -354,7 +354,9 @@ class ToChwOp final : public Op {
       return;
     }
     for (std::int64_t ch = 0; ch < c; ++ch) {
-      for (std::int64_t i = 0; i < h * w; ++i) std::memcpy(o + (ch * h * w + i) * el, in.data.data() + (i * c + ch) * el, el);
+      for (std::int64_t i = 0; i < h * w; ++i) {
+        std::memcpy(o + (ch * h * w + i) * el, in.data.data() + (i * c + ch) * el, el);
+      }
     }
   }
 
