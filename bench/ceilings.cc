@@ -12,6 +12,7 @@
 //                       read bandwidth for records of that size (drop the page cache first to measure
 //                       the storage rather than memory)
 // Prints one JSON object.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <hdf5.h>
 #include <libdeflate.h>
@@ -20,18 +21,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <numeric>
-#include <random>
-#include <thread>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "formats/lmdb_env.h"
@@ -182,7 +181,8 @@ std::uint64_t lmdb_loop(const std::string& path, double seconds, std::uint64_t s
   stoker::formats::LmdbEnv env;
   mdb_env_set_maxdbs(env.get(), 4);
   stoker::formats::check_mdb(
-      mdb_env_open(env.get(), path.c_str(), MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK | MDB_NORDAHEAD | MDB_NOTLS, 0644), path);
+      mdb_env_open(env.get(), path.c_str(), MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK | MDB_NORDAHEAD | MDB_NOTLS, 0644),
+      path);
   MDB_txn* txn;
   stoker::formats::check_mdb(mdb_txn_begin(env.get(), nullptr, MDB_RDONLY, &txn), path);
   MDB_dbi dbi;
@@ -228,7 +228,8 @@ int main(int argc, char** argv) {
   double seconds = 2;
   app.add_flag("--memcpy", memcpy_flag, "Measure memcpy bandwidth in 1 .. --procs concurrent processes");
   app.add_option("--lmdb", lmdb, "Measure random mdb_get + memcpy on this stoker LMDB database");
-  app.add_option("--procs", procs, "Concurrent processes for --lmdb (and the most for --memcpy)")->capture_default_str();
+  app.add_option("--procs", procs, "Concurrent processes for --lmdb (and the most for --memcpy)")
+      ->capture_default_str();
   app.add_option("--seconds", seconds, "Duration of the --lmdb loop")->capture_default_str();
   std::size_t dest_bytes = 0;
   app.add_option("--dest-bytes", dest_bytes,

@@ -135,7 +135,8 @@ Run run(const Options& base, stoker::Staging staging, double step_ms, bool verif
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"stoker-gpu-check: the CUDA staging path measured on a GPU (see tests/gpu/check.sh)", "stoker-gpu-check"};
+  CLI::App app{"stoker-gpu-check: the CUDA staging path measured on a GPU (see tests/gpu/check.sh)",
+               "stoker-gpu-check"};
   std::string device = "cuda:0", json_out, scratch_dir = std::filesystem::temp_directory_path().string();
   std::uint64_t samples = 4000;
   std::int64_t side = 224;
@@ -156,7 +157,8 @@ int main(int argc, char** argv) {
     auto backend = detail::make_device_backend(dev);  // throws when there is no driver or device
     backend->bind_thread();
     std::filesystem::create_directories(scratch_dir);
-    const std::string data = (std::filesystem::path(scratch_dir) / fmt::format("gpu-check-{}.lmdb", ::getpid())).string();
+    const std::string data =
+        (std::filesystem::path(scratch_dir) / fmt::format("gpu-check-{}.lmdb", ::getpid())).string();
     struct Cleanup {
       std::string path;
       ~Cleanup() { std::filesystem::remove(path); }
@@ -166,7 +168,9 @@ int main(int argc, char** argv) {
     auto source = stoker::formats::open_reader(data, {});
 
     out["device"] = dev.str();
-    out["dataset"] = {{"samples", samples}, {"bytes_per_sample", schema.bytes_per_sample()}, {"batch_size", batch_size},
+    out["dataset"] = {{"samples", samples},
+                      {"bytes_per_sample", schema.bytes_per_sample()},
+                      {"batch_size", batch_size},
                       {"workers", workers}};
     out["host_memcpy_gb_per_s"] = host_memcpy_gb_per_s();
     out["pinned_h2d_gb_per_s"] = pinned_h2d_gb_per_s(*backend);
@@ -197,18 +201,20 @@ int main(int argc, char** argv) {
       if (fell_back) {
         fmt::print("end to end, {}: the slots could not be page-locked, so this row measured pinned_copy\n", name);
       }
-      fmt::print("end to end, {:<15} {:.2f} GB/s ({:.0f}% of pinned H2D, {:.0f}% of host memcpy), {:.2f} ms/batch, "
-                 "copy engine {:.2f} GB/s\n",
-                 name, r.gb_per_s, 100 * r.gb_per_s / out["pinned_h2d_gb_per_s"].get<double>(),
-                 100 * r.gb_per_s / out["host_memcpy_gb_per_s"].get<double>(), r.batch_ms, r.h2d_gb_per_s);
+      fmt::print(
+          "end to end, {:<15} {:.2f} GB/s ({:.0f}% of pinned H2D, {:.0f}% of host memcpy), {:.2f} ms/batch, "
+          "copy engine {:.2f} GB/s\n",
+          name, r.gb_per_s, 100 * r.gb_per_s / out["pinned_h2d_gb_per_s"].get<double>(),
+          100 * r.gb_per_s / out["host_memcpy_gb_per_s"].get<double>(), r.batch_ms, r.h2d_gb_per_s);
       if (load_ms == 0 || r.batch_ms < load_ms) load_ms = r.batch_ms;
     }
 
-    for (auto [regime, factor] : {std::pair{"loader_much_faster", 8.0}, {"loader_about_step_rate", 1.0},
-                                  {"loader_slower", 0.25}}) {
+    for (auto [regime, factor] :
+         {std::pair{"loader_much_faster", 8.0}, {"loader_about_step_rate", 1.0}, {"loader_slower", 0.25}}) {
       double step_ms = load_ms * factor;
       Run r = run(o, stoker::Staging::pinned_copy, step_ms, false, *backend, compute, step, nullptr);
-      out["gpu_idle"][regime] = {{"step_ms", step_ms}, {"gpu_idle_pct", r.gpu_idle_pct}, {"host_wait_pct", r.host_wait_pct}};
+      out["gpu_idle"][regime] = {
+          {"step_ms", step_ms}, {"gpu_idle_pct", r.gpu_idle_pct}, {"host_wait_pct", r.host_wait_pct}};
       fmt::print("gpu idle, {:<23} step {:6.2f} ms: GPU idle {:5.1f}% between steps (events), host waited {:5.1f}%\n",
                  regime, step_ms, r.gpu_idle_pct, r.host_wait_pct);
     }
@@ -220,7 +226,8 @@ int main(int argc, char** argv) {
       mismatches += r.mismatches;
     }
     out["checksum"] = {{"arrays_checked", checked}, {"mismatches", mismatches}};
-    fmt::print("checksum: {} field arrays copied back from the device, {} differ from the source\n", checked, mismatches);
+    fmt::print("checksum: {} field arrays copied back from the device, {} differ from the source\n", checked,
+               mismatches);
     backend->destroy_stream(compute);
     if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
     return mismatches == 0 ? 0 : 1;

@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <cstring>
-#include <new>
 #include <filesystem>
+#include <new>
 #include <numeric>
 #include <random>
 

@@ -38,7 +38,8 @@ void write_demo_dataset(const std::string& path) {
   hid_t is = H5Screate_simple(4, idims, nullptr), ls = H5Screate_simple(1, ldims, nullptr);
   hid_t id = H5Dcreate2(file, "image", H5T_STD_U8LE, is, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   hid_t ld = H5Dcreate2(file, "label", H5T_STD_I64LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  if (file < 0 || id < 0 || ld < 0 || H5Dwrite(id, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data()) < 0 ||
+  if (file < 0 || id < 0 || ld < 0 ||
+      H5Dwrite(id, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data()) < 0 ||
       H5Dwrite(ld, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()) < 0) {
     throw std::runtime_error("cannot write " + path);
   }
@@ -81,7 +82,8 @@ int main(int argc, char** argv) {
       }
     } remove_scratch{scratch};
     if (data.empty()) {
-      scratch = (std::filesystem::temp_directory_path() / ("stoker-train-" + std::to_string(::getpid()) + ".h5")).string();
+      scratch =
+          (std::filesystem::temp_directory_path() / ("stoker-train-" + std::to_string(::getpid()) + ".h5")).string();
       write_demo_dataset(scratch);
       data = scratch;
     }

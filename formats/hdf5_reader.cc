@@ -165,8 +165,12 @@ TypeMatch match_type(const H5::DataSet& dset) {
     case H5T_STRING: m.why = "strings, not numbers"; break;
     case H5T_VLEN: {
       const H5::DataType base = dset.getVarLenType().getSuper();
-      m.why = fmt::format("variable-length data of {}-byte {} elements; stoker reads variable-length u8 as a bytes field",
-                          base.getSize(), base.getClass() == H5T_INTEGER ? "integer" : base.getClass() == H5T_FLOAT ? "float" : "non-numeric");
+      m.why =
+          fmt::format("variable-length data of {}-byte {} elements; stoker reads variable-length u8 as a bytes field",
+                      base.getSize(),
+                      base.getClass() == H5T_INTEGER ? "integer"
+                      : base.getClass() == H5T_FLOAT ? "float"
+                                                     : "non-numeric");
       break;
     }
     case H5T_COMPOUND: m.why = "a compound type, not numbers"; break;
@@ -206,7 +210,7 @@ constexpr std::string_view kSupported =
 struct Column {
   enum class Source { array, vlen, members };
   Source source = Source::array;
-  std::string object;  // the dataset's or group's path in the file
+  std::string object;              // the dataset's or group's path in the file
   DType member_dtype = DType::u8;  // members: the dtype every member must have
   Field field;
   std::string where;  // "FILE: dataset 'NAME'", for errors: made once, not per read
@@ -218,8 +222,8 @@ struct Column {
   bool direct = false;
   bool chunked = false;
   haddr_t contiguous_offset = HADDR_UNDEF;
-  hsize_t rows_per_chunk = 0;  // direct path only
-  hsize_t chunk_rows = 0;      // any chunked dataset
+  hsize_t rows_per_chunk = 0;       // direct path only
+  hsize_t chunk_rows = 0;           // any chunked dataset
   std::vector<haddr_t> chunk_addr;  // per chunk along dim 0, kNotLookedUp until first use
   std::vector<std::byte> fill_sample;
   // Deflate-only chunks: read raw and inflated by libdeflate (formats/inflated_chunks.h).
@@ -249,9 +253,10 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
     if (out.dims[0] == 0) throw Error(fmt::format("{}: is empty (0 samples)", ctx));
     if (m.vlen_bytes) {
       if (rank != 1) {
-        throw Error(fmt::format("{}: a variable-length dataset of rank {}; a bytes field is one-dimensional (one "
-                                "element per sample)",
-                                ctx, rank));
+        throw Error(
+            fmt::format("{}: a variable-length dataset of rank {}; a bytes field is one-dimensional (one "
+                        "element per sample)",
+                        ctx, rank));
       }
       out.field = Field::bytes_field(name);
       return out;
@@ -294,8 +299,8 @@ std::uint64_t sample_group_size(const H5::H5File& file, const std::string& group
 
 // The field made of a sample group's members: bytes, each member's elements in C order and
 // little-endian, all members of member "0"'s dtype.
-Inspected inspect_members(const H5::H5File& file, const std::string& group, const std::string& name,
-                          std::uint64_t n, const std::string& path, DType& member_dtype) {
+Inspected inspect_members(const H5::H5File& file, const std::string& group, const std::string& name, std::uint64_t n,
+                          const std::string& path, DType& member_dtype) {
   const std::string ctx = fmt::format("{}: group '{}'", path, group);
   const auto context = [&] { return ctx; };
   return hdf5_call(context, [&] {
@@ -355,7 +360,8 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
   if (!wanted.empty()) {
     for (std::size_t i = 0; i < wanted.size(); ++i) {
       const auto& w = wanted[i];
-      if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), w) != wanted.begin() + static_cast<std::ptrdiff_t>(i)) {
+      if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), w) !=
+          wanted.begin() + static_cast<std::ptrdiff_t>(i)) {
         throw Error(fmt::format("{}: field '{}' is selected twice", path, w));
       }
       const std::string full = base + w;
@@ -371,9 +377,10 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
       if (std::find(here.groups.begin(), here.groups.end(), leaf) != here.groups.end()) {
         const std::uint64_t n = sample_group_size(file, full, path);
         if (n == 0) {
-          throw Error(fmt::format("{}: field '{}' is a group whose members are not named 0 .. N-1 (a sample group); "
-                                  "name the datasets in it instead ({})",
-                                  path, w, describe_listing(list_group(file, full, path), full)));
+          throw Error(
+              fmt::format("{}: field '{}' is a group whose members are not named 0 .. N-1 (a sample group); "
+                          "name the datasets in it instead ({})",
+                          path, w, describe_listing(list_group(file, full, path), full)));
         }
         out.push_back({w, full, n});
         continue;
@@ -386,7 +393,8 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
   std::vector<std::string> cannot;
   for (const auto& n : here.datasets) {
     const H5::DataSet dset = open_dataset(file, base + n, path);
-    const TypeMatch m = hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, base + n); }, [&] { return match_type(dset); });
+    const TypeMatch m =
+        hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, base + n); }, [&] { return match_type(dset); });
     if (!m.deliverable()) cannot.push_back(fmt::format("'{}' ({})", n, m.why));
     out.push_back({n, base + n, 0});
   }
@@ -399,9 +407,10 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
     }
   }
   if (!cannot.empty()) {
-    throw Error(fmt::format("{}: cannot deliver every dataset of {}: {}; name the fields to load "
-                            "(--fields / Options::fields) from: {}",
-                            path, group_label(group), fmt::join(cannot, ", "), describe_listing(here, group)));
+    throw Error(
+        fmt::format("{}: cannot deliver every dataset of {}: {}; name the fields to load "
+                    "(--fields / Options::fields) from: {}",
+                    path, group_label(group), fmt::join(cannot, ", "), describe_listing(here, group)));
   }
   if (out.empty()) {
     std::string example;
@@ -542,8 +551,8 @@ void Hdf5Reader::Impl::open_column(const FieldSource& src, Hdf5Path mode) {
     c.mem_type = little_endian_type_of(c.dset);
     const H5::DataType file_type = c.dset.getDataType();
 
-    const bool eligible = mode == Hdf5Path::automatic && nfilters == 0 && file_type == c.mem_type &&
-                          dcpl.getExternalCount() == 0;
+    const bool eligible =
+        mode == Hdf5Path::automatic && nfilters == 0 && file_type == c.mem_type && dcpl.getExternalCount() == 0;
     if (eligible && layout == H5D_CONTIGUOUS) {
       try {
         c.contiguous_offset = c.dset.getOffset();
@@ -561,8 +570,8 @@ void Hdf5Reader::Impl::open_column(const FieldSource& src, Hdf5Path mode) {
         unsigned flags = 0, config = 0;
         std::size_t nelmts = 0;
         char filter_name[64];
-        deflate_only = dcpl.getFilter(0, flags, nelmts, nullptr, sizeof filter_name, filter_name, config) ==
-                       H5Z_FILTER_DEFLATE;
+        deflate_only =
+            dcpl.getFilter(0, flags, nelmts, nullptr, sizeof filter_name, filter_name, config) == H5Z_FILTER_DEFLATE;
       }
       if (whole_samples && (nfilters == 0 || deflate_only)) {
         c.chunked = true;
@@ -661,7 +670,9 @@ void Hdf5Reader::Impl::read_hdf5(Column& c, std::uint64_t start, std::uint64_t c
   offset[0] = start;
   extent[0] = count;
   hdf5_call(
-      [&] { return fmt::format("{}: dataset '{}': reading samples {}..{}", path, c.field.name, start, start + count - 1); },
+      [&] {
+        return fmt::format("{}: dataset '{}': reading samples {}..{}", path, c.field.name, start, start + count - 1);
+      },
       [&] {
         c.file_space.selectHyperslab(H5S_SELECT_SET, extent.data(), offset.data());
         const H5::DataSpace mem_space(static_cast<int>(extent.size()), extent.data());
@@ -776,29 +787,29 @@ void Hdf5Reader::Impl::read_vlen(Column& c, std::uint64_t start, std::uint64_t c
   hvl_t staged[64];  // read in runs of at most 64 samples: no allocation per batch
   while (count > 0) {
     const hsize_t n = std::min<std::uint64_t>(count, std::size(staged));
-    hdf5_call(
-        [&] { return fmt::format("{}: reading samples {}..{}", c.where, start, start + n - 1); },
-        [&] {
-          hsize_t offset = start, extent = n;
-          c.file_space.selectHyperslab(H5S_SELECT_SET, &extent, &offset);
-          const H5::DataSpace mem_space(1, &extent);
-          c.dset.read(staged, c.mem_type, mem_space, c.file_space);
-          // HDF5 allocated each sample's bytes: give them back even when copying fails.
-          struct Reclaim {
-            const H5::DataType& type;
-            const H5::DataSpace& space;
-            hvl_t* buf;
-            ~Reclaim() { H5Dvlen_reclaim(type.getId(), space.getId(), H5P_DEFAULT, buf); }
-          } reclaim{c.mem_type, mem_space, staged};
-          for (hsize_t k = 0; k < n; ++k) {
-            if (staged[k].len > kMaxSampleBytes) {
-              throw Error(fmt::format("{}: sample {} holds {} bytes, more than a sample may ({} bytes, kMaxSampleBytes)",
-                                      c.where, start + k, staged[k].len, kMaxSampleBytes));
-            }
-            std::byte* dst = out.append(staged[k].len);
-            if (staged[k].len) std::memcpy(dst, staged[k].p, staged[k].len);
-          }
-        });
+    hdf5_call([&] { return fmt::format("{}: reading samples {}..{}", c.where, start, start + n - 1); },
+              [&] {
+                hsize_t offset = start, extent = n;
+                c.file_space.selectHyperslab(H5S_SELECT_SET, &extent, &offset);
+                const H5::DataSpace mem_space(1, &extent);
+                c.dset.read(staged, c.mem_type, mem_space, c.file_space);
+                // HDF5 allocated each sample's bytes: give them back even when copying fails.
+                struct Reclaim {
+                  const H5::DataType& type;
+                  const H5::DataSpace& space;
+                  hvl_t* buf;
+                  ~Reclaim() { H5Dvlen_reclaim(type.getId(), space.getId(), H5P_DEFAULT, buf); }
+                } reclaim{c.mem_type, mem_space, staged};
+                for (hsize_t k = 0; k < n; ++k) {
+                  if (staged[k].len > kMaxSampleBytes) {
+                    throw Error(
+                        fmt::format("{}: sample {} holds {} bytes, more than a sample may ({} bytes, kMaxSampleBytes)",
+                                    c.where, start + k, staged[k].len, kMaxSampleBytes));
+                  }
+                  std::byte* dst = out.append(staged[k].len);
+                  if (staged[k].len) std::memcpy(dst, staged[k].p, staged[k].len);
+                }
+              });
     start += n;
     count -= n;
   }
@@ -820,7 +831,8 @@ void Hdf5Reader::Impl::read_member(Column& c, std::uint64_t i, VarBytes& out) {
     throw Error(fmt::format("{} is {}, but the group's member '0' is {}: a sample group's members share one dtype",
                             where(), m.dtype ? std::string(dtype_name(*m.dtype)) : m.why, dtype_name(c.member_dtype)));
   }
-  const auto elements = hdf5_call(where, [&] { return static_cast<std::uint64_t>(d.getSpace().getSimpleExtentNpoints()); });
+  const auto elements =
+      hdf5_call(where, [&] { return static_cast<std::uint64_t>(d.getSpace().getSimpleExtentNpoints()); });
   if (elements > kMaxSampleBytes / dtype_size(c.member_dtype)) {
     throw Error(fmt::format("{} holds {} elements, more than a sample may ({} bytes, kMaxSampleBytes)", where(),
                             elements, kMaxSampleBytes));

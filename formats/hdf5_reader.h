@@ -16,12 +16,11 @@
 // through fork).
 #pragma once
 
-#include "stoker/export.h"
-
 #include <memory>
 #include <string>
 
 #include "formats/reader.h"
+#include "stoker/export.h"
 
 namespace stoker::formats {
 

@@ -101,7 +101,8 @@ void Hdf5Writer::write(std::size_t f, std::uint64_t start, std::uint64_t count, 
   const Field& field = impl_->schema.fields.at(f);
   hdf5_call(
       [&] {
-        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, field.name, start, start + count - 1);
+        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, field.name, start,
+                           start + count - 1);
       },
       [&] {
         const H5::DataSet& dset = impl_->dsets[f];

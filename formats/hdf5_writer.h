@@ -2,12 +2,11 @@
 // dimension = samples), for the demo data of loader-bench and for tests. Single-threaded.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "stoker/export.h"
 #include "stoker/schema.h"
 
 namespace stoker::formats {

@@ -48,8 +48,8 @@ const std::byte* InflatedChunks::get(hid_t dataset, std::uint64_t index, std::sp
   if (filters & 1u) {
     // The deflate filter was skipped for this chunk (it did not shrink it): stored as is.
     if (stored != chunk_bytes_) {
-      throw Error(fmt::format("{}: chunk {} is stored unfiltered with {} bytes, not {}", context, index, stored,
-                              chunk_bytes_));
+      throw Error(
+          fmt::format("{}: chunk {} is stored unfiltered with {} bytes, not {}", context, index, stored, chunk_bytes_));
     }
     std::memcpy(e.bytes.data(), raw_.data(), chunk_bytes_);
   } else {
@@ -59,10 +59,10 @@ const std::byte* InflatedChunks::get(hid_t dataset, std::uint64_t index, std::sp
     if (rc != LIBDEFLATE_SUCCESS || out != chunk_bytes_) {
       throw Error(fmt::format("{}: chunk {} does not inflate to {} bytes ({}): the file is damaged", context, index,
                               chunk_bytes_,
-                              rc == LIBDEFLATE_BAD_DATA            ? "bad deflate data"
+                              rc == LIBDEFLATE_BAD_DATA             ? "bad deflate data"
                               : rc == LIBDEFLATE_INSUFFICIENT_SPACE ? "more data than a chunk holds"
-                              : rc == LIBDEFLATE_SHORT_OUTPUT      ? fmt::format("only {} bytes", out)
-                                                                   : "libdeflate error"));
+                              : rc == LIBDEFLATE_SHORT_OUTPUT       ? fmt::format("only {} bytes", out)
+                                                                    : "libdeflate error"));
     }
   }
   ++inflated_;

@@ -2,14 +2,14 @@
 // reporting, and the on-disk layout of docs/lmdb-layout.md.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <lmdb.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "stoker/export.h"
 
 namespace stoker::formats {
 

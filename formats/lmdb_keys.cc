@@ -72,7 +72,8 @@ std::optional<std::uint64_t> PlainKeys::parse(const MDB_val& k) const {
 std::string PlainKeys::describe() const {
   switch (style) {
     case KeyStyle::decimal: return "decimal (b'0', b'1', ...)";
-    case KeyStyle::zero_padded: return fmt::format("zero-padded decimal of {} digits (b'{:0{}}', ...)", width, 0, width);
+    case KeyStyle::zero_padded:
+      return fmt::format("zero-padded decimal of {} digits (b'{:0{}}', ...)", width, 0, width);
     case KeyStyle::big_endian: break;
   }
   return "8-byte big-endian integers";

@@ -53,14 +53,16 @@ MDB_dbi open_db(MDB_txn* txn, const char* name, const std::string& path) {
   MDB_dbi dbi;
   int rc = mdb_dbi_open(txn, name, 0, &dbi);
   if (rc == MDB_NOTFOUND) {
-    throw Error(fmt::format("{}: LMDB database without a stoker schema (no '{}' sub-database); write it with "
-                            "h5-to-lmdb or as docs/lmdb-layout.md describes",
-                            path, name));
+    throw Error(
+        fmt::format("{}: LMDB database without a stoker schema (no '{}' sub-database); write it with "
+                    "h5-to-lmdb or as docs/lmdb-layout.md describes",
+                    path, name));
   }
   if (rc == MDB_INCOMPATIBLE) {
-    throw Error(fmt::format("{}: LMDB database without a stoker schema ('{}' is a plain key, not a sub-database); "
-                            "write it with h5-to-lmdb or as docs/lmdb-layout.md describes",
-                            path, name));
+    throw Error(
+        fmt::format("{}: LMDB database without a stoker schema ('{}' is a plain key, not a sub-database); "
+                    "write it with h5-to-lmdb or as docs/lmdb-layout.md describes",
+                    path, name));
   }
   check_mdb(rc, fmt::format("{}: opening sub-database '{}'", path, name));
   return dbi;
@@ -71,8 +73,8 @@ StoredSchema read_stored_schema(MDB_txn* txn, const std::string& path) {
   MDB_val key{kSchemaKey.size(), const_cast<char*>(kSchemaKey.data())}, val;
   int rc = mdb_get(txn, meta, &key, &val);
   if (rc == MDB_NOTFOUND) {
-    throw Error(fmt::format("{}: LMDB database without a stoker schema (no key 'schema' in sub-database '{}')", path,
-                            kMetaDb));
+    throw Error(
+        fmt::format("{}: LMDB database without a stoker schema (no key 'schema' in sub-database '{}')", path, kMetaDb));
   }
   check_mdb(rc, path + ": reading the schema");
   return schema_from_json(std::string(static_cast<const char*>(val.mv_data), val.mv_size), path);
@@ -86,9 +88,7 @@ StoredSchema lmdb_stored_schema(const std::string& path) {
   return read_stored_schema(txn.get(), path);
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 struct LmdbReader::Impl {
   std::string path;
@@ -97,7 +97,7 @@ struct LmdbReader::Impl {
   MDB_dbi samples = 0;
   Schema full;
   Schema selected;
-  std::vector<std::size_t> full_index;  // per selected field: its index in `full`
+  std::vector<std::size_t> full_index;   // per selected field: its index in `full`
   std::vector<std::uint64_t> max_bytes;  // per selected field: exact bound of a bytes field, 0 unknown
   std::unique_ptr<RecordLayout> layout;  // stoker's layout
   // A database without a stoker schema: its keys, and the .npy header every value carries (fixed "data").
@@ -183,9 +183,10 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
     const auto missing = std::find(seen.begin(), seen.end(), false);
     if (missing != seen.end()) {
       const auto i = static_cast<std::uint64_t>(missing - seen.begin());
-      throw Error(fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
-                              "({})",
-                              path, i, key_text(i), n, n - 1, keys.describe()));
+      throw Error(
+          fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
+                      "({})",
+                      path, i, key_text(i), n, n - 1, keys.describe()));
     }
     full.num_samples = n;
     full.fields = {data};
@@ -212,9 +213,10 @@ LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& 
   } else {
     StoredSchema stored = read_stored_schema(m.txn, path);
     if (!stored.complete) {
-      throw Error(fmt::format("{}: incomplete database (an interrupted conversion?); finish it with "
-                              "h5-to-lmdb --resume",
-                              path));
+      throw Error(
+          fmt::format("{}: incomplete database (an interrupted conversion?); finish it with "
+                      "h5-to-lmdb --resume",
+                      path));
     }
     if (stored.schema.num_samples == 0) throw Error(fmt::format("{}: dataset is empty (0 samples)", path));
     m.full = stored.schema;
@@ -223,15 +225,17 @@ LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& 
     MDB_stat st;
     check_mdb(mdb_stat(m.txn, m.samples, &st), path + ": stat of 'samples'");
     if (st.ms_entries != m.full.num_samples) {
-      throw Error(fmt::format("{}: sub-database 'samples' holds {} records but the schema says {} samples (damaged "
-                              "database?)",
-                              path, st.ms_entries, m.full.num_samples));
+      throw Error(
+          fmt::format("{}: sub-database 'samples' holds {} records but the schema says {} samples (damaged "
+                      "database?)",
+                      path, st.ms_entries, m.full.num_samples));
     }
     m.layout = std::make_unique<RecordLayout>(m.full);
   }
   m.selected = select_fields(m.full, fields, path);
   for (const auto& f : m.selected.fields) {
-    const auto at = static_cast<std::size_t>(std::find(m.full.fields.begin(), m.full.fields.end(), f) - m.full.fields.begin());
+    const auto at =
+        static_cast<std::size_t>(std::find(m.full.fields.begin(), m.full.fields.end(), f) - m.full.fields.begin());
     m.full_index.push_back(at);
   }
   m.max_bytes.clear();
@@ -285,7 +289,8 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
     if (rc == MDB_NOTFOUND) {
       throw Error(fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
     }
-    if (rc != MDB_SUCCESS) check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
+    if (rc != MDB_SUCCESS)
+      check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
     const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
     if (m.plain) {
       if (!m.npy) {
@@ -320,7 +325,8 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
     }
     for (std::size_t f = 0; f < nf; ++f) {
       const std::span<const std::byte> src = m.layout->field(rec, m.full_index[f]);
-      std::byte* dst = m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
+      std::byte* dst =
+          m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
       if (!src.empty()) std::memcpy(dst, src.data(), src.size());
     }
   }

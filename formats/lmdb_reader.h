@@ -8,13 +8,12 @@
 // many ranks and workers read one database. One read transaction, reset between batches.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <memory>
 #include <string>
 
 #include "formats/reader.h"
 #include "formats/schema_json.h"
+#include "stoker/export.h"
 
 namespace stoker::formats {
 

@@ -38,7 +38,8 @@ std::span<const std::byte> RecordLayout::field(std::span<const std::byte> record
 std::string RecordLayout::check(std::span<const std::byte> record) const {
   if (!variable()) {
     if (record.size() == fixed_bytes_) return {};
-    return fmt::format("has {} bytes, the schema says {} ({})", record.size(), fixed_bytes_, schema_->describe_fields());
+    return fmt::format("has {} bytes, the schema says {} ({})", record.size(), fixed_bytes_,
+                       schema_->describe_fields());
   }
   if (record.size() < fixed_part()) {
     return fmt::format("has {} bytes, less than the {} of its fixed fields and {} length(s) ({})", record.size(),

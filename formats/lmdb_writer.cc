@@ -1,13 +1,12 @@
 #include "formats/lmdb_writer.h"
 
 #include <fmt/format.h>
-
 #include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cstring>
-#include <span>
 #include <filesystem>
+#include <span>
 #include <vector>
 
 #include "formats/lmdb_env.h"
@@ -25,8 +24,8 @@ struct LmdbWriter::Impl {
   MDB_dbi samples = 0;
   MDB_dbi meta = 0;
   std::uint64_t map_size = 0;
-  std::uint64_t committed = 0;           // records durable in the database
-  std::vector<std::byte> pending;        // records appended since the last commit, back to back
+  std::uint64_t committed = 0;            // records durable in the database
+  std::vector<std::byte> pending;         // records appended since the last commit, back to back
   std::vector<std::size_t> pending_ends;  // where each pending record ends in `pending`
   std::size_t record_bytes = 0;           // of a record without bytes fields; the least otherwise
   std::unique_ptr<RecordLayout> layout;
@@ -118,7 +117,8 @@ LmdbWriter::LmdbWriter(const std::string& path, const Schema& schema, const Lmdb
   m.map_size = (m.map_size + 4095) / 4096 * 4096;
   check_mdb(mdb_env_set_maxdbs(m.env.get(), 4), path);
   check_mdb(mdb_env_set_mapsize(m.env.get(), m.map_size), path);
-  check_mdb(mdb_env_open(m.env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOMETASYNC, 0644), path + ": cannot create");
+  check_mdb(mdb_env_open(m.env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOMETASYNC, 0644),
+            path + ": cannot create");
   MDB_envinfo info;
   check_mdb(mdb_env_info(m.env.get(), &info), path);
   if (info.me_mapsize > m.map_size) m.map_size = info.me_mapsize;  // an existing, larger database

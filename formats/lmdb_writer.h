@@ -7,8 +7,6 @@
 // commit but never breaks the database, and finish() syncs everything. Single-threaded.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +15,7 @@
 #include <string>
 
 #include "formats/schema_json.h"
+#include "stoker/export.h"
 
 namespace stoker::formats {
 

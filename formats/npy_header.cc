@@ -72,7 +72,8 @@ NpyHeader parse_npy_header(std::span<const std::byte> value) {
   }
   const std::string_view dict(reinterpret_cast<const char*>(p) + 8 + len_bytes, dict_len);
   const auto descr_at = value_of(dict, "descr");
-  if (descr_at == std::string_view::npos || descr_at >= dict.size() || (dict[descr_at] != '\'' && dict[descr_at] != '"')) {
+  if (descr_at == std::string_view::npos || descr_at >= dict.size() ||
+      (dict[descr_at] != '\'' && dict[descr_at] != '"')) {
     throw Error(fmt::format(".npy header has no 'descr' string: {}", dict));
   }
   const auto descr_end = dict.find(dict[descr_at], descr_at + 1);
@@ -80,9 +81,10 @@ NpyHeader parse_npy_header(std::span<const std::byte> value) {
   const std::string_view descr = dict.substr(descr_at + 1, descr_end - descr_at - 1);
   const auto dtype = dtype_of_descr(descr);
   if (!dtype) {
-    throw Error(fmt::format(".npy dtype '{}' is not one stoker delivers (little-endian bool, u8 .. u64, i8 .. i64, "
-                            "f16, f32, f64)",
-                            descr));
+    throw Error(
+        fmt::format(".npy dtype '{}' is not one stoker delivers (little-endian bool, u8 .. u64, i8 .. i64, "
+                    "f16, f32, f64)",
+                    descr));
   }
   h.dtype = *dtype;
   const auto fortran_at = value_of(dict, "fortran_order");

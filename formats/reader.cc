@@ -112,8 +112,8 @@ std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions
     return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group, options.sequential);
   }
   if (!options.group.empty()) {
-    throw Error(fmt::format("{}: is an LMDB database; a group (Options::group, --group) names a place in an HDF5 file",
-                            path));
+    throw Error(
+        fmt::format("{}: is an LMDB database; a group (Options::group, --group) names a place in an HDF5 file", path));
   }
   return std::make_unique<LmdbReader>(path, options.fields, options.sequential,
                                       options.known ? &*options.known : nullptr);

@@ -4,8 +4,6 @@
 // one thread at a time.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "stoker/export.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
 

@@ -67,17 +67,19 @@ void Schema::validate(const std::string& context) const {
     for (std::int64_t d : f.shape) {
       if (d < 1) throw Error(fmt::format("{}: field '{}' has a dimension {} (at least 1)", context, f.name, d));
       if (static_cast<std::uint64_t>(d) > kMaxSampleBytes / bytes) {
-        throw Error(fmt::format("{}: field '{}' ({}[{}]) would be more than {} bytes a sample, the most stoker "
-                                "accepts (kMaxSampleBytes)",
-                                context, f.name, dtype_name(f.dtype), fmt::join(f.shape, ","), kMaxSampleBytes));
+        throw Error(
+            fmt::format("{}: field '{}' ({}[{}]) would be more than {} bytes a sample, the most stoker "
+                        "accepts (kMaxSampleBytes)",
+                        context, f.name, dtype_name(f.dtype), fmt::join(f.shape, ","), kMaxSampleBytes));
       }
       bytes *= static_cast<std::uint64_t>(d);
     }
     total += bytes;
     if (total > kMaxSampleBytes) {
-      throw Error(fmt::format("{}: a sample of all fields would be more than {} bytes (at field '{}'), the most "
-                              "stoker accepts (kMaxSampleBytes)",
-                              context, kMaxSampleBytes, f.name));
+      throw Error(
+          fmt::format("{}: a sample of all fields would be more than {} bytes (at field '{}'), the most "
+                      "stoker accepts (kMaxSampleBytes)",
+                      context, kMaxSampleBytes, f.name));
     }
   }
 }

@@ -52,9 +52,10 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
     };
     const std::int64_t version = integer(j.at("version"), "version");
     if (version < 1 || version > kSchemaFormatVersion) {
-      throw Error(fmt::format("{}: schema version {} is not supported (this stoker reads versions 1 to {}); "
-                              "upgrade stoker",
-                              context, version, kSchemaFormatVersion));
+      throw Error(
+          fmt::format("{}: schema version {} is not supported (this stoker reads versions 1 to {}); "
+                      "upgrade stoker",
+                      context, version, kSchemaFormatVersion));
     }
     out.schema.num_samples = count(j.at("num_samples"), "num_samples");
     out.complete = j.at("complete").get<bool>();
@@ -72,8 +73,8 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
         continue;
       }
       if (kind != "fixed") {
-        throw Error(fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)",
-                                context, f.name, kind));
+        throw Error(fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)", context,
+                                f.name, kind));
       }
       auto dtype = jf.at("dtype").get<std::string>();
       auto parsed = parse_dtype(dtype);

@@ -1,12 +1,11 @@
 // Schema <-> JSON, the form in which an LMDB database stores its schema (docs/lmdb-layout.md).
 #pragma once
 
-#include "stoker/export.h"
-
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "stoker/export.h"
 #include "stoker/schema.h"
 
 namespace stoker::formats {

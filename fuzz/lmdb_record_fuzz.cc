@@ -15,7 +15,8 @@ std::vector<stoker::Schema> schemas() {
   using stoker::Field;
   using stoker::FieldKind;
   std::vector<stoker::Schema> out(4);
-  out[0].fields = {Field{"image", FieldKind::fixed, DType::u8, {3, 4, 4}}, Field{"label", FieldKind::fixed, DType::i64, {}}};
+  out[0].fields = {Field{"image", FieldKind::fixed, DType::u8, {3, 4, 4}},
+                   Field{"label", FieldKind::fixed, DType::i64, {}}};
   out[1].fields = {Field::bytes_field("jpeg"), Field{"label", FieldKind::fixed, DType::i64, {}}};
   out[2].fields = {Field::bytes_field("a"), Field::bytes_field("b"), Field::bytes_field("c")};
   out[3].fields = {Field{"x", FieldKind::fixed, DType::f32, {2}}, Field::bytes_field("y")};

@@ -61,11 +61,11 @@ class AutoTuner {
   enum class Step { none, worker, prefetch };
   Limits limits_;
   std::uint32_t workers_, prefetch_;
-  Step pending_ = Step::none;     // the step being judged
-  double before_ = 0;             // throughput before it (the better of two intervals)
-  double recent_[2] = {0, 0};     // the last two intervals' throughputs
-  std::uint64_t seen_ = 0;        // intervals since the last step
-  std::uint64_t skip_ = 0;        // intervals still to be ignored (a new worker warming up)
+  Step pending_ = Step::none;  // the step being judged
+  double before_ = 0;          // throughput before it (the better of two intervals)
+  double recent_[2] = {0, 0};  // the last two intervals' throughputs
+  std::uint64_t seen_ = 0;     // intervals since the last step
+  std::uint64_t skip_ = 0;     // intervals still to be ignored (a new worker warming up)
   bool settled_ = false;
 };
 

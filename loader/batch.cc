@@ -1,3 +1,5 @@
+#include "stoker/batch.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -7,7 +9,6 @@
 #include <utility>
 
 #include "loader/batch_owner.h"
-#include "stoker/batch.h"
 #include "stoker/error.h"
 
 namespace stoker {

@@ -109,7 +109,8 @@ class CudaBackend final : public DeviceBackend {
   void* alloc_pinned(std::size_t bytes) override {
     Current c(*this);
     void* p = nullptr;
-    check(d_.cuMemHostAlloc(&p, bytes, kMemHostAllocPortable), ctx(fmt::format("pinning {} bytes of host memory", bytes)));
+    check(d_.cuMemHostAlloc(&p, bytes, kMemHostAllocPortable),
+          ctx(fmt::format("pinning {} bytes of host memory", bytes)));
     return p;
   }
   void free_pinned(void* p) noexcept override {

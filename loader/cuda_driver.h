@@ -9,11 +9,11 @@
 // (STOKER_HAVE_CUDA_H), else loader/cuda_driver_fallback.h's, which the tests check against cuda.h.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "stoker/export.h"
 
 #if STOKER_HAVE_CUDA_H
 #include <cuda.h>
@@ -47,13 +47,39 @@ inline constexpr CUdriverProcAddressQueryResult kGetProcAddressSuccess = CU_GET_
 #endif
 
 // Every entry point stoker resolves, by its plain name.
-#define STOKER_CUDA_ENTRY_POINTS(X)                                                                                  \
-  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc)   \
-  X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreate) X(cuStreamDestroy)                 \
-  X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)   \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuModuleLoadData)              \
-  X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString)
+#define STOKER_CUDA_ENTRY_POINTS(X) \
+  X(cuInit)                         \
+  X(cuDriverGetVersion)             \
+  X(cuDeviceGetCount)               \
+  X(cuDeviceGet)                    \
+  X(cuDeviceGetName)                \
+  X(cuDevicePrimaryCtxRetain)       \
+  X(cuDevicePrimaryCtxRelease)      \
+  X(cuCtxSetCurrent)                \
+  X(cuCtxGetCurrent)                \
+  X(cuMemAlloc)                     \
+  X(cuMemFree)                      \
+  X(cuMemHostAlloc)                 \
+  X(cuMemFreeHost)                  \
+  X(cuMemHostRegister)              \
+  X(cuMemHostUnregister)            \
+  X(cuStreamCreate)                 \
+  X(cuStreamDestroy)                \
+  X(cuStreamSynchronize)            \
+  X(cuStreamWaitEvent)              \
+  X(cuEventCreate)                  \
+  X(cuEventDestroy)                 \
+  X(cuEventRecord)                  \
+  X(cuEventQuery)                   \
+  X(cuEventSynchronize)             \
+  X(cuEventElapsedTime)             \
+  X(cuMemcpyHtoDAsync)              \
+  X(cuMemcpyDtoH)                   \
+  X(cuModuleLoadData)               \
+  X(cuModuleGetFunction)            \
+  X(cuLaunchKernel)                 \
+  X(cuGetErrorName)                 \
+  X(cuGetErrorString)
 
 namespace stoker::detail::cuda {
 

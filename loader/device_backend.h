@@ -7,14 +7,13 @@
 // any thread; implementations make their device current themselves.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "stoker/device.h"
+#include "stoker/export.h"
 
 namespace stoker::detail {
 

@@ -105,7 +105,8 @@ std::uint64_t DeviceFeeder::start_epoch(std::uint64_t epoch, std::uint64_t start
 
 std::optional<Batch> DeviceFeeder::next(std::uint64_t generation) {
   std::deque<StagedQueue::Item> stale;
-  std::optional<StagedQueue::Item> item = queue_->pop(generation, pool_->size(), [&] { return pool_->all_held(); }, stale);
+  std::optional<StagedQueue::Item> item = queue_->pop(
+      generation, pool_->size(), [&] { return pool_->all_held(); }, stale);
   stale.clear();
   if (!item) return std::nullopt;
   if (item->error) std::rethrow_exception(item->error);

@@ -3,11 +3,10 @@
 // there is no GPU. Handles are interchangeable between emulated backend instances.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <functional>
 
 #include "loader/device_backend.h"
+#include "stoker/export.h"
 
 namespace stoker::detail {
 

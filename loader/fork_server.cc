@@ -1,5 +1,6 @@
 #include "loader/fork_server.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -9,7 +10,6 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,7 +30,13 @@ namespace {
 // the fork server itself). setup_failed: the exec'd server could not use its setup; a packet with
 // the reason follows.
 enum class MsgType : std::uint32_t {
-  spawned = 1, exited = 2, shutdown = 3, shutdown_done = 4, spawn = 5, spawn_failed = 6, setup_failed = 7
+  spawned = 1,
+  exited = 2,
+  shutdown = 3,
+  shutdown_done = 4,
+  spawn = 5,
+  spawn_failed = 6,
+  setup_failed = 7
 };
 constexpr std::uint32_t kServer = 0xffffffffu;
 
@@ -224,8 +230,8 @@ std::string spawn_failure(std::uint32_t worker, int err) {
   if (err == EAGAIN) hint = ": the limit on processes (ulimit -u, or the container's pids limit) is reached";
   if (err == ENOMEM) hint = ": out of memory";
   const char* name = strerrorname_np(err);
-  return fmt::format("stoker: could not start worker {}: fork: {} ({}){}; lower num_workers or raise the limit",
-                     worker, std::strerror(err), name ? name : "?", hint);
+  return fmt::format("stoker: could not start worker {}: fork: {} ({}){}; lower num_workers or raise the limit", worker,
+                     std::strerror(err), name ? name : "?", hint);
 }
 
 }  // namespace
@@ -389,7 +395,8 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
       ::waitpid(pid_, &st, 0);
       pid_ = -1;
       shut_down_ = true;
-      throw Error(fmt::format("stoker: the fork server {} while starting workers{}", describe_wait_status(st), exec_hint));
+      throw Error(
+          fmt::format("stoker: the fork server {} while starting workers{}", describe_wait_status(st), exec_hint));
     }
     if (m.type == MsgType::setup_failed) {
       std::string why(4096, '\0');
@@ -398,9 +405,9 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
       give_up("stoker: the fork server could not start its workers: " + why);
     }
     if (m.type == MsgType::spawn_failed) {
-      give_up(m.worker == kServer
-                  ? fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}", std::strerror(m.status))
-                  : spawn_failure(m.worker, m.status));
+      give_up(m.worker == kServer ? fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}",
+                                                std::strerror(m.status))
+                                  : spawn_failure(m.worker, m.status));
     }
     if (m.type == MsgType::spawned) {
       worker_pids_.at(m.worker) = m.pid;

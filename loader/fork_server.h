@@ -21,8 +21,8 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>

@@ -94,8 +94,8 @@ std::vector<Found> present(const EnvLookup& env) {
       local = number(env, f.local_var);
     }
     if (local && (*local == 0 || *local > *size)) {
-      throw Error(fmt::format("launcher environment: {} ranks on this node ({}) is not between 1 and {}={}",
-                              f.name, *local, f.size_var, *size));
+      throw Error(fmt::format("launcher environment: {} ranks on this node ({}) is not between 1 and {}={}", f.name,
+                              *local, f.size_var, *size));
     }
     info.local_size = local;
     out.push_back({&f, info});
@@ -121,9 +121,10 @@ std::optional<LaunchInfo> launch_info_from_env(const EnvLookup& env) {
           found.front().family->rank_var, chosen.rank, found[i].family->rank_var, other.rank));
     }
     if (chosen.local_size && other.local_size && *chosen.local_size != *other.local_size) {
-      throw Error(fmt::format("launcher environment: {} says {} ranks on this node but {} says {}: the variables "
-                              "conflict; unset the stale ones",
-                              chosen.launcher, *chosen.local_size, other.launcher, *other.local_size));
+      throw Error(
+          fmt::format("launcher environment: {} says {} ranks on this node but {} says {}: the variables "
+                      "conflict; unset the stale ones",
+                      chosen.launcher, *chosen.local_size, other.launcher, *other.local_size));
     }
     if (!chosen.local_size) chosen.local_size = other.local_size;
   }

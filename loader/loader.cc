@@ -4,29 +4,30 @@
 //   -> Batches, through the DeviceFeeder's staging thread when the device is staged.
 // Data flows one way: workers fill slots, the source hands filled slots over in order, take()
 // turns a slot into a Batch (or raises the error a worker stored in it).
+#include "stoker/loader.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <iostream>
 #include <mutex>
 #include <ostream>
+#include <thread>
 
 #include "formats/reader.h"
 #include "loader/device_feeder.h"
 #include "loader/epoch_plan.h"
 #include "loader/inline_source.h"
 #include "loader/options_check.h"
+#include "loader/pipeline.h"
 #include "loader/quasi_random.h"
 #include "loader/ring_sizing.h"
 #include "loader/sampler.h"
 #include "loader/shm_budget.h"
 #include "loader/slot_pool.h"
-#include "loader/pipeline.h"
 #include "loader/worker_source.h"
-#include "stoker/loader.h"
 #include "util/posix_error.h"
 
 namespace stoker {
@@ -71,7 +72,7 @@ class LoaderImpl final : public HostSource {
   Batch take(std::uint32_t slot);
 
   Options opt_;
-  Schema schema_;            // delivered: the reader's, with the pipelines' outputs
+  Schema schema_;  // delivered: the reader's, with the pipelines' outputs
   std::string source_description_;
   WorkerPool::Dataset dataset_;  // what workers open, and what the consumer opens for a too-large batch
   std::unique_ptr<BatchFiller> overflow_filler_;  // the consumer's, made on the first too-large batch
@@ -89,7 +90,7 @@ class LoaderImpl final : public HostSource {
     bool ended = false;  // next() returned the end
   } progress_;
   std::uint64_t user_generation_ = 0;
-  EpochPlan plan_;  // the host pipeline's epoch (the staging thread's, when there is one)
+  EpochPlan plan_;                // the host pipeline's epoch (the staging thread's, when there is one)
   std::uint64_t handed_out_ = 0;  // batches of plan_ taken from the source
   mutable std::mutex stats_mu_;   // stats_ is written by the staging thread, read by the user's
   Stats stats_;
@@ -128,9 +129,10 @@ LoaderImpl::LoaderImpl(Options options)
     for (const auto& f : schema_.fields) {
       if (f.is_bytes()) names.push_back(f.name);
     }
-    throw Error(fmt::format("{}: field(s) {} are variable-length bytes, which stoker delivers on the CPU only: decode "
-                            "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
-                            opt_.source, fmt::join(names, ", ")));
+    throw Error(
+        fmt::format("{}: field(s) {} are variable-length bytes, which stoker delivers on the CPU only: decode "
+                    "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
+                    opt_.source, fmt::join(names, ", ")));
   }
   dataset_ = WorkerPool::Dataset{opt_.source, reader_options, source_schema, opt_.pipeline, opt_.seed};
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, order, opt_.seed, opt_.shard, opt_.drop_last,
@@ -259,9 +261,10 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
                             fmt::join(differ, "; ")));
   }
   if (state.epoch_finished || state.consumed >= state.num_samples) {
-    throw Error(fmt::format("stoker: the loader state's epoch {} is finished (all its batches were delivered): start "
-                            "epoch {} instead of resuming",
-                            state.epoch, state.epoch + 1));
+    throw Error(
+        fmt::format("stoker: the loader state's epoch {} is finished (all its batches were delivered): start "
+                    "epoch {} instead of resuming",
+                    state.epoch, state.epoch + 1));
   }
   return start_epoch(state.epoch, 0, state.consumed);
 }
@@ -284,9 +287,9 @@ Batch LoaderImpl::take(std::uint32_t s) {
     // A bytes field outgrew its region: read the batch here, into memory of this process.
     try {
       if (!overflow_filler_) {
-        overflow_filler_ = std::make_unique<BatchFiller>(
-            LazyReader(dataset_.path, dataset_.reader_options, dataset_.expected),
-            SamplePipelines(dataset_.pipeline, dataset_.expected, dataset_.seed));
+        overflow_filler_ =
+            std::make_unique<BatchFiller>(LazyReader(dataset_.path, dataset_.reader_options, dataset_.expected),
+                                          SamplePipelines(dataset_.pipeline, dataset_.expected, dataset_.seed));
       }
       if (!warned_overflow_) {
         warned_overflow_ = true;
@@ -296,10 +299,11 @@ Batch LoaderImpl::take(std::uint32_t s) {
             regions.push_back(fmt::format("'{}' {}", schema_.fields[f].name, format_bytes(v.data_capacity(f))));
           }
         }
-        warn(fmt::format("batch {} of epoch {} needs {} for a bytes field, more than its region in shared memory holds "
-                         "({}, sized from a few samples): such batches are read by the training process instead, "
-                         "which is slower (docs/shm-layout.md)",
-                         h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
+        warn(
+            fmt::format("batch {} of epoch {} needs {} for a bytes field, more than its region in shared memory holds "
+                        "({}, sized from a few samples): such batches are read by the training process instead, "
+                        "which is slower (docs/shm-layout.md)",
+                        h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
       }
       overflow = std::make_shared<std::vector<formats::VarBytes>>();
       overflow_filler_->fill_overflow(v, s, *overflow);
@@ -396,8 +400,8 @@ std::ostream& operator<<(std::ostream& os, const Stats& s) {
   return os << fmt::format(
              "batches {} samples {} bytes {} wait {:.3f}s worker busy {:.3f}s worker cpu {:.3f}s workers {} depth {} "
              "shm {}",
-             s.batches, s.samples, format_bytes(s.bytes), s.wait_seconds, s.worker_busy_seconds,
-             s.worker_cpu_seconds, s.workers, s.depth, format_bytes(s.shm_bytes));
+             s.batches, s.samples, format_bytes(s.bytes), s.wait_seconds, s.worker_busy_seconds, s.worker_cpu_seconds,
+             s.workers, s.depth, format_bytes(s.shm_bytes));
 }
 
 }  // namespace stoker

@@ -1,3 +1,5 @@
+#include "stoker/options.h"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -6,18 +8,18 @@
 #include <string_view>
 
 #include "loader/launcher_env.h"
-#include "stoker/error.h"
 #include "stoker/device.h"
-#include "stoker/options.h"
+#include "stoker/error.h"
 
 namespace stoker {
 
 Shard Shard::from_env() {
   auto info = detail::launch_info_from_env([](const char* name) { return std::getenv(name); });
   if (!info) {
-    throw Error("Shard::from_env: no launcher's variables are set (RANK/WORLD_SIZE from torchrun, "
-                "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE from Open MPI, PMI_RANK/PMI_SIZE, or "
-                "SLURM_PROCID/SLURM_NTASKS); set Options::shard explicitly for a single process");
+    throw Error(
+        "Shard::from_env: no launcher's variables are set (RANK/WORLD_SIZE from torchrun, "
+        "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE from Open MPI, PMI_RANK/PMI_SIZE, or "
+        "SLURM_PROCID/SLURM_NTASKS); set Options::shard explicitly for a single process");
   }
   return Shard{info->rank, info->world_size};
 }

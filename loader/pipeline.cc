@@ -65,7 +65,8 @@ std::string known_ops() {
 }  // namespace
 
 bool register_op(const std::string& name, UserOp op) {
-  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; })) {
+  if (name.empty() || !std::all_of(name.begin(), name.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; })) {
     throw Error(fmt::format("register_op: '{}' is not a valid operation name (letters, digits and _)", name));
   }
   if (detail::is_builtin_op(name) || user_ops().count(name)) {
@@ -195,7 +196,8 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
     }
     auto chain = std::make_unique<Chain>();
     chain->field = static_cast<std::size_t>(field - source.fields.data());
-    chain->input = field->is_bytes() ? Spec{true, DType::u8, {}, false} : Spec{false, field->dtype, field->shape, false};
+    chain->input =
+        field->is_bytes() ? Spec{true, DType::u8, {}, false} : Spec{false, field->dtype, field->shape, false};
     Spec spec = chain->input;
     std::vector<std::string> texts;
     std::vector<std::unique_ptr<Op>> bound;
@@ -223,10 +225,11 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
     }
     chain->text = fmt::format("{}={}", fp.field, fmt::join(texts, ","));
     if (spec.bytes || std::any_of(spec.shape.begin(), spec.shape.end(), [](std::int64_t d) { return d < 0; })) {
-      throw Error(fmt::format("pipeline: field '{}' ends in {}, whose size differs per sample: end it with an operation "
-                              "of a fixed output size (resize(H,W), center_crop(H,W), random_resized_crop(H,W)), or "
-                              "declare the size every image has with decode(H,W)",
-                              fp.field, detail::describe(spec)));
+      throw Error(
+          fmt::format("pipeline: field '{}' ends in {}, whose size differs per sample: end it with an operation "
+                      "of a fixed output size (resize(H,W), center_crop(H,W), random_resized_crop(H,W)), or "
+                      "declare the size every image has with decode(H,W)",
+                      fp.field, detail::describe(spec)));
     }
     chain->output_shape = spec.shape;
     Field& out = output_.fields[chain->field];
@@ -260,8 +263,8 @@ void SamplePipelines::run(std::size_t f, std::span<const std::byte> in, std::uin
     current = SampleIn{false, out->dtype(), out->shape(), std::as_const(*out).data()};
     out = out == &c.a ? &c.b : &c.a;
   }
-  if (current.dtype != field.dtype || !std::equal(current.shape.begin(), current.shape.end(), c.output_shape.begin(),
-                                                   c.output_shape.end())) {
+  if (current.dtype != field.dtype ||
+      !std::equal(current.shape.begin(), current.shape.end(), c.output_shape.begin(), c.output_shape.end())) {
     throw Error(fmt::format("the pipeline made {}[{}], not the declared {}", dtype_name(current.dtype),
                             fmt::join(current.shape, ","), field.describe()));
   }

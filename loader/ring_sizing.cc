@@ -24,15 +24,12 @@ std::string raise_advice(BudgetBound bound, std::uint64_t needed, std::uint64_t 
   switch (bound) {
     case BudgetBound::shm_space:
       return fmt::format("start the container with --shm-size={} or more", docker_size(container));
-    case BudgetBound::cgroup:
-      return "raise the container's memory limit (docker run --memory)";
+    case BudgetBound::cgroup: return "raise the container's memory limit (docker run --memory)";
     case BudgetBound::option:
       return fmt::format("raise the shm budget option (Options::shm_budget, --shm-budget) to {} or more",
                          format_bytes(needed));
-    case BudgetBound::available_memory:
-      return "free memory on this machine";
-    case BudgetBound::unknown:
-      break;
+    case BudgetBound::available_memory: return "free memory on this machine";
+    case BudgetBound::unknown: break;
   }
   return "";
 }
@@ -64,10 +61,11 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
   fixes.push_back("use fewer workers, or smaller batches");
   std::string advice = fmt::format("{}", fmt::join(fixes, "; or "));
   advice[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(advice[0])));
-  return Error(fmt::format("stoker: not enough shared memory for {} workers: needs {} ({} batch slots of {} plus {} of "
-                           "control), {}. {}",
-                           request.num_workers, format_bytes(needed), least, format_bytes(layout.slot_bytes()),
-                           format_bytes(layout.control_bytes(least)), why, advice));
+  return Error(
+      fmt::format("stoker: not enough shared memory for {} workers: needs {} ({} batch slots of {} plus {} of "
+                  "control), {}. {}",
+                  request.num_workers, format_bytes(needed), least, format_bytes(layout.slot_bytes()),
+                  format_bytes(layout.control_bytes(least)), why, advice));
 }
 
 ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,
@@ -84,20 +82,20 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
         // Memory outside /dev/shm would hold it: not forcing the backing is a fix too.
         const char* memfd_would =
             in_memory ? "; memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)" : "";
-        throw ring_refusal(layout, request,
-                           fmt::format("but the budget is {} ({}){}", format_bytes(budget.bytes), budget.reason,
-                                       memfd_would),
-                           {budget.bound});
+        throw ring_refusal(
+            layout, request,
+            fmt::format("but the budget is {} ({}){}", format_bytes(budget.bytes), budget.reason, memfd_would),
+            {budget.bound});
       }
       break;
     case ShmBacking::memfd:
       used = ShmBacking::memfd;
       fits = in_memory;
       if (!fits) {
-        throw ring_refusal(layout, request,
-                           fmt::format("but the memory budget is {} ({})", format_bytes(budget.memory_bytes),
-                                       budget.memory_reason),
-                           {budget.memory_bound});
+        throw ring_refusal(
+            layout, request,
+            fmt::format("but the memory budget is {} ({})", format_bytes(budget.memory_bytes), budget.memory_reason),
+            {budget.memory_bound});
       }
       break;
     case ShmBacking::automatic:
@@ -115,11 +113,11 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
         fits = in_shm;
       }
       if (!fits) {
-        throw ring_refusal(layout, request,
-                           fmt::format("but the budget is {} in /dev/shm ({}) and {} of memory ({})",
-                                       format_bytes(budget.bytes), budget.reason, format_bytes(budget.memory_bytes),
-                                       budget.memory_reason),
-                           {budget.bound, budget.memory_bound});
+        throw ring_refusal(
+            layout, request,
+            fmt::format("but the budget is {} in /dev/shm ({}) and {} of memory ({})", format_bytes(budget.bytes),
+                        budget.reason, format_bytes(budget.memory_bytes), budget.memory_reason),
+            {budget.bound, budget.memory_bound});
       }
       break;
   }
@@ -146,9 +144,9 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
     warnings.push_back(fmt::format(
         "ring lowered from {} to {} batches ({} workers x prefetch {} needs {}; the budget is {}: {}); workers may "
         "wait for the training loop{}",
-        request.wanted(), depth, request.num_workers, request.prefetch, format_bytes(layout.segment_bytes(request.wanted())),
-        format_bytes(memfd ? budget.memory_bytes : budget.bytes), memfd ? budget.memory_reason : budget.reason,
-        fix.empty() ? "" : ". To restore it, " + fix));
+        request.wanted(), depth, request.num_workers, request.prefetch,
+        format_bytes(layout.segment_bytes(request.wanted())), format_bytes(memfd ? budget.memory_bytes : budget.bytes),
+        memfd ? budget.memory_reason : budget.reason, fix.empty() ? "" : ". To restore it, " + fix));
   }
   return ReservedRing{std::move(*segment), depth, used, std::move(warnings)};
 }

@@ -80,8 +80,7 @@ std::string Sampler::order_description() const {
   switch (order_) {
     case Order::sequential: return "sequential";
     case Order::random: return "random";
-    case Order::quasi_random:
-      return fmt::format("quasi_random(group={},window={})", group_, kQuasiRandomWindowGroups);
+    case Order::quasi_random: return fmt::format("quasi_random(group={},window={})", group_, kQuasiRandomWindowGroups);
   }
   return "?";
 }

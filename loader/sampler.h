@@ -3,12 +3,10 @@
 // another language, reproduces it. Immutable after construction; thread-safe.
 #pragma once
 
-#include "stoker/export.h"
-#include "stoker/options.h"
-
 #include <cstdint>
 #include <vector>
 
+#include "stoker/export.h"
 #include "stoker/options.h"
 
 namespace stoker::detail {

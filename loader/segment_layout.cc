@@ -60,7 +60,8 @@ SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::
       off = align_up(off + (batch_size + 1) * sizeof(std::uint64_t), kLine);
       data_offsets_.push_back(off);
       // The bound is at most kMaxSampleBytes, so this cannot overflow for any batch size that fits memory.
-      const std::uint64_t bound = std::clamp<std::uint64_t>(i < sample_bound.size() ? sample_bound[i] : 0, 1, kMaxSampleBytes);
+      const std::uint64_t bound =
+          std::clamp<std::uint64_t>(i < sample_bound.size() ? sample_bound[i] : 0, 1, kMaxSampleBytes);
       data_capacity_.push_back(align_up(bound * batch_size, kLine));
       off += data_capacity_.back();
     } else {

@@ -46,8 +46,8 @@ struct SegmentHeader {
 static_assert(sizeof(SegmentHeader) == 128);
 
 struct FieldLayout {
-  std::uint8_t kind;    // FieldKind
-  std::uint8_t dtype;   // DType
+  std::uint8_t kind;   // FieldKind
+  std::uint8_t dtype;  // DType
   std::uint8_t reserved[6];
   std::uint64_t offset;            // of the field's array within a slot
   std::uint64_t bytes_per_sample;  // fixed fields
@@ -67,7 +67,7 @@ struct SlotHeader {
   std::uint32_t status;  // SlotStatus
   std::uint32_t worker;
   std::uint32_t error_bytes;
-  std::uint64_t busy_ns;  // time the worker spent filling this slot
+  std::uint64_t busy_ns;       // time the worker spent filling this slot
   std::uint64_t needed_bytes;  // too_large: what the field that did not fit needed
   std::uint64_t reserved;
 };
@@ -92,7 +92,9 @@ class SlotRing {
   std::uint64_t write_position() const noexcept { return write_->load(std::memory_order_acquire); }
   std::uint32_t item_at(std::uint64_t position) const noexcept { return items_[position % capacity_]; }
   // Producer only, and only while no consumer exists (its process died): empties the ring.
-  void clear_from_producer() noexcept { read_->store(write_->load(std::memory_order_relaxed), std::memory_order_release); }
+  void clear_from_producer() noexcept {
+    read_->store(write_->load(std::memory_order_relaxed), std::memory_order_release);
+  }
 
  private:
   std::atomic<std::uint64_t>* write_ = nullptr;
@@ -103,8 +105,8 @@ class SlotRing {
 
 // The rings between the consumer and one worker, and that worker's counters.
 struct WorkerChannel {
-  SlotRing tasks;  // consumer -> worker
-  SlotRing done;   // worker -> consumer
+  SlotRing tasks;                                // consumer -> worker
+  SlotRing done;                                 // worker -> consumer
   std::atomic<std::uint64_t>* cpu_ns = nullptr;  // the worker's CPU time, updated after each task
 };
 

@@ -122,17 +122,18 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
     b.memory_bound = BudgetBound::unknown;
   } else {
     b.memory_bytes = static_cast<std::uint64_t>(static_cast<double>(b.memory_available) * fraction);
-    b.memory_reason = fmt::format("{:.0f}% of {} of available memory ({})", fraction * 100,
-                                  format_bytes(b.memory_available),
-                                  cg <= avail ? "the memory cgroup's headroom" : "MemAvailable");
+    b.memory_reason =
+        fmt::format("{:.0f}% of {} of available memory ({})", fraction * 100, format_bytes(b.memory_available),
+                    cg <= avail ? "the memory cgroup's headroom" : "MemAvailable");
     b.memory_bound = cg <= avail ? BudgetBound::cgroup : BudgetBound::available_memory;
     if (explicit_bytes) {
       b.memory_bytes = std::min(explicit_bytes, b.memory_available);
       if (explicit_bytes <= b.memory_available) b.memory_bound = BudgetBound::option;
-      b.memory_reason = fmt::format("the shm budget option of {}{}", format_bytes(explicit_bytes),
-                                    explicit_bytes > b.memory_available
-                                        ? fmt::format(", capped by {} of available memory", format_bytes(b.memory_available))
-                                        : "");
+      b.memory_reason =
+          fmt::format("the shm budget option of {}{}", format_bytes(explicit_bytes),
+                      explicit_bytes > b.memory_available
+                          ? fmt::format(", capped by {} of available memory", format_bytes(b.memory_available))
+                          : "");
     }
   }
   if (const std::uint32_t n = local_ranks_from_env(env.getenv); n > 1) {

@@ -10,11 +10,11 @@
 #pragma once
 
 #include <boost/interprocess/mapped_region.hpp>
-
-#include "util/unique_fd.h"
 #include <cstddef>
 #include <optional>
 #include <string>
+
+#include "util/unique_fd.h"
 
 namespace stoker::detail {
 

@@ -1,13 +1,13 @@
+#include "stoker/state.h"
+
 #include <fmt/format.h>
 #include <xxhash.h>
 
 #include <nlohmann/json.hpp>
-
 #include <type_traits>
 
 #include "stoker/error.h"
 #include "util/json_numbers.h"
-#include "stoker/state.h"
 
 namespace stoker {
 namespace {
@@ -17,23 +17,16 @@ constexpr int kStateVersion = 1;
 // XXH64 (seed 0) of the canonical line "v1|epoch|consumed|finished|seed|order|num_samples|fields".
 std::string fingerprint(const LoaderState& s) {
   const std::string canonical = fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed,
-                                            s.epoch_finished ? 1 : 0, s.seed, s.order, s.num_samples,
-                                            s.fields);
+                                            s.epoch_finished ? 1 : 0, s.seed, s.order, s.num_samples, s.fields);
   return fmt::format("{:016x}", XXH64(canonical.data(), canonical.size(), 0));
 }
 
 }  // namespace
 
 std::string LoaderState::to_json() const {
-  nlohmann::json j = {{"stoker_state", kStateVersion},
-                      {"epoch", epoch},
-                      {"consumed", consumed},
-                      {"epoch_finished", epoch_finished},
-                      {"seed", seed},
-                      {"order", order},
-                      {"num_samples", num_samples},
-                      {"fields", fields},
-                      {"fingerprint", fingerprint(*this)}};
+  nlohmann::json j = {{"stoker_state", kStateVersion},    {"epoch", epoch},   {"consumed", consumed},
+                      {"epoch_finished", epoch_finished}, {"seed", seed},     {"order", order},
+                      {"num_samples", num_samples},       {"fields", fields}, {"fingerprint", fingerprint(*this)}};
   return j.dump();
 }
 
@@ -46,8 +39,8 @@ LoaderState LoaderState::from_json(std::string_view text) {
   }
   if (!j.is_object() || !j.contains("stoker_state")) throw Error("loader state: not a stoker loader state");
   if (j["stoker_state"] != kStateVersion) {
-    throw Error(fmt::format("loader state: version {} is not the version {} this stoker reads", j["stoker_state"].dump(),
-                            kStateVersion));
+    throw Error(fmt::format("loader state: version {} is not the version {} this stoker reads",
+                            j["stoker_state"].dump(), kStateVersion));
   }
   LoaderState s;
   auto get = [&](const char* key, auto& out) {
@@ -75,9 +68,10 @@ LoaderState LoaderState::from_json(std::string_view text) {
   get("fields", s.fields);
   get("fingerprint", stored);
   if (stored != fingerprint(s)) {
-    throw Error(fmt::format("loader state: the fingerprint {} does not match the contents ({}): the state was edited "
-                            "or damaged",
-                            stored, fingerprint(s)));
+    throw Error(
+        fmt::format("loader state: the fingerprint {} does not match the contents ({}): the state was edited "
+                    "or damaged",
+                    stored, fingerprint(s)));
   }
   if (s.consumed > s.num_samples) {
     throw Error(fmt::format("loader state: consumed {} is more than num_samples {}", s.consumed, s.num_samples));

@@ -1,12 +1,11 @@
 // The only translation unit that includes LibTorch.
-#include "stoker/torch.h"
-
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <cstring>
 #include <memory>
 
 #include "stoker/error.h"
+#include "stoker/torch.h"
 
 namespace stoker {
 namespace {
@@ -64,17 +63,19 @@ TensorMap to_tensors(Batch&& batch) {
   for (const FieldView& f : holder->fields()) {
     if (f.kind == FieldKind::bytes) {
       // Offsets are u64 in the slot; they are below 2^63, so the same words read as int64.
-      out.insert(std::string(f.name), torch::from_blob(const_cast<std::byte*>(f.data), {static_cast<std::int64_t>(f.bytes)},
-                                                       [holder](void*) {}, torch::kUInt8));
-      out.insert(offsets_name(f), torch::from_blob(const_cast<std::uint64_t*>(f.offsets.data()),
-                                                   {static_cast<std::int64_t>(f.offsets.size())}, [holder](void*) {},
-                                                   torch::kInt64));
+      out.insert(std::string(f.name), torch::from_blob(
+                                          const_cast<std::byte*>(f.data), {static_cast<std::int64_t>(f.bytes)},
+                                          [holder](void*) {}, torch::kUInt8));
+      out.insert(offsets_name(f),
+                 torch::from_blob(
+                     const_cast<std::uint64_t*>(f.offsets.data()), {static_cast<std::int64_t>(f.offsets.size())},
+                     [holder](void*) {}, torch::kInt64));
       continue;
     }
     auto options = torch::TensorOptions().dtype(torch_dtype(f.dtype)).device(torch_device(f.device));
     // Every tensor's deleter holds the batch; the batch goes when the last tensor does.
-    out.insert(std::string(f.name),
-               torch::from_blob(const_cast<std::byte*>(f.data), sizes(f), [holder](void*) {}, options));
+    out.insert(std::string(f.name), torch::from_blob(
+                                        const_cast<std::byte*>(f.data), sizes(f), [holder](void*) {}, options));
   }
   return out;
 }

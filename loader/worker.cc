@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <vector>
 
 #include "stoker/error.h"
@@ -39,7 +39,8 @@ formats::Reader& LazyReader::get() {
   return *reader_;
 }
 
-std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>* overflow) {
+std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
+                                     std::vector<formats::VarBytes>* overflow) {
   const SlotHeader& h = view.slot_header(s);
   formats::Reader& r = reader_.get();
   const Schema& source = r.schema();
@@ -73,11 +74,13 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s, s
   for (std::size_t f = 0; f < nf; ++f) {
     const Field& field = source.fields[f];
     if (pipelines_.transforms(f)) {
-      const std::size_t in_bytes = field.bytes_per_sample(), out_bytes = pipelines_.output().fields[f].bytes_per_sample();
+      const std::size_t in_bytes = field.bytes_per_sample(),
+                        out_bytes = pipelines_.output().fields[f].bytes_per_sample();
       std::byte* dst = view.slot_field(s, f);
       for (std::size_t k = 0; k < indices.size(); ++k) {
         const std::span<const std::byte> in =
-            field.is_bytes() ? bytes_[f].sample(k) : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
+            field.is_bytes() ? bytes_[f].sample(k)
+                             : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
         try {
           pipelines_.run(f, in, h.epoch, indices[k], dst + k * out_bytes);
         } catch (const std::exception& e) {

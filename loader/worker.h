@@ -40,7 +40,8 @@ class LazyReader {
 // writes the fields into the slot. Keeps its buffers between batches. One per process.
 class BatchFiller {
  public:
-  BatchFiller(LazyReader reader, SamplePipelines pipelines) : reader_(std::move(reader)), pipelines_(std::move(pipelines)) {}
+  BatchFiller(LazyReader reader, SamplePipelines pipelines)
+      : reader_(std::move(reader)), pipelines_(std::move(pipelines)) {}
 
   // Fills slot s and sets its status: ok; error, with the text (prefixed with `who`) in the slot;
   // or too_large, when a bytes field did not fit its region. Never throws.
@@ -67,7 +68,7 @@ class BatchFiller {
 
   LazyReader reader_;
   SamplePipelines pipelines_;
-  std::vector<formats::VarBytes> bytes_;            // per field: a bytes field as read
+  std::vector<formats::VarBytes> bytes_;             // per field: a bytes field as read
   std::vector<std::vector<std::byte>> pipeline_in_;  // per field: a fixed field going into a pipeline
   std::vector<formats::FieldOut> out_;
   std::uint64_t sample_bytes_ = 0;
@@ -77,7 +78,6 @@ class BatchFiller {
 // storage read is worth a hint; for small ones the hint's lookups would cost more than they save
 // on page-cached data.
 inline constexpr std::size_t kReadAheadMinSampleBytes = 16 << 10;
-
 
 struct WorkerContext {
   SegmentView view;

@@ -82,7 +82,8 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     for (const auto& t : task_events_) exec->fds.push_back(t.get());
     exec->argv = program_arguments();
   }
-  server_ = std::make_unique<ForkServer>(num_workers_, worker_main, keep, lifeline_.read_end(), exec ? &*exec : nullptr);
+  server_ =
+      std::make_unique<ForkServer>(num_workers_, worker_main, keep, lifeline_.read_end(), exec ? &*exec : nullptr);
 }
 
 void serve_exec_fork_server(int sock) {
@@ -141,8 +142,8 @@ void WorkerPool::assign(std::uint32_t worker, std::uint32_t slot) {
 }
 
 WorkerPool::Wake WorkerPool::wait(std::chrono::milliseconds timeout) {
-  pollfd fds[3] = {{done_event_.get(), POLLIN, 0}, {server_->report_fd(), POLLIN, 0},
-                   {interrupt_event_.get(), POLLIN, 0}};
+  pollfd fds[3] = {
+      {done_event_.get(), POLLIN, 0}, {server_->report_fd(), POLLIN, 0}, {interrupt_event_.get(), POLLIN, 0}};
   const int timeout_ms = timeout.count() < 0 ? -1 : static_cast<int>(timeout.count());
   int r = ::poll(fds, 3, timeout_ms);
   if (r < 0 && errno != EINTR) throw_errno("poll for worker results");
@@ -165,7 +166,8 @@ void WorkerPool::bury_workers() noexcept {
     UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
     if (!fd) continue;  // ESRCH: gone already
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd p{fd.get(), POLLIN, 0};
       const int r = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
       if (r > 0) break;

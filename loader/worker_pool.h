@@ -10,8 +10,8 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,8 +31,8 @@ class WorkerPool {
   struct Dataset {
     std::string path;
     formats::ReaderOptions reader_options;
-    Schema expected;        // the reader's schema
-    std::string pipeline;   // Options::pipeline, built again in each worker
+    Schema expected;       // the reader's schema
+    std::string pipeline;  // Options::pipeline, built again in each worker
     std::uint64_t seed = 0;
   };
 
@@ -107,7 +107,7 @@ class WorkerPool {
   std::unique_ptr<ForkServer> server_;
   std::function<void(std::uint32_t)> worker_main_;  // the fork-only path's
   std::vector<int> keep_;
-  std::optional<ExecStart> exec_;  // how the fork server was started by exec, to start another
+  std::optional<ExecStart> exec_;     // how the fork server was started by exec, to start another
   std::uint64_t retired_cpu_ns_ = 0;  // CPU time of workers that died and were replaced
 };
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
 #include <signal.h>
 
 #include <algorithm>
@@ -17,8 +16,11 @@ using Clock = std::chrono::steady_clock;
 
 WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
                            WorkerPool::Dataset dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn)
-    : slots_(slots), workers_(std::move(slots), num_workers, std::move(dataset)), tasks_(depth, num_workers),
-      timeout_(timeout), respawn_(std::move(respawn)) {}
+    : slots_(slots),
+      workers_(std::move(slots), num_workers, std::move(dataset)),
+      tasks_(depth, num_workers),
+      timeout_(timeout),
+      respawn_(std::move(respawn)) {}
 
 void WorkerSource::fail(std::string message) {
   broken_ = std::move(message);
@@ -73,10 +75,10 @@ void WorkerSource::restart_fork_server(const std::string& what) {
   }
   ++respawns_;
   if (respawn_.warn) {
-    respawn_.warn(fmt::format("{}; a new fork server (pid {}) and {} workers replace it (respawn {} of at most {}), and "
-                              "load the {} unfinished batch{} again",
-                              death, workers_.server_pid(), workers_.size(), respawns_, respawn_.max, batches,
-                              batches == 1 ? "" : "es"));
+    respawn_.warn(fmt::format(
+        "{}; a new fork server (pid {}) and {} workers replace it (respawn {} of at most {}), and "
+        "load the {} unfinished batch{} again",
+        death, workers_.server_pid(), workers_.size(), respawns_, respawn_.max, batches, batches == 1 ? "" : "es"));
   }
 }
 
@@ -105,7 +107,8 @@ void WorkerSource::check_exits() {
   deaths_.push_back(death);
   if (respawns_ >= respawn_.max) {
     fail(fmt::format("stoker: {}; the loader cannot continue{}", death,
-                     deaths_.size() > 1 ? fmt::format(" (all {} worker deaths: {})", deaths_.size(), fmt::join(deaths_, "; "))
+                     deaths_.size() > 1
+                         ? fmt::format(" (all {} worker deaths: {})", deaths_.size(), fmt::join(deaths_, "; "))
                      : respawn_.max > 0 ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
                                         : ""));
   }
@@ -120,9 +123,10 @@ void WorkerSource::check_exits() {
   }
   ++respawns_;
   if (respawn_.warn) {
-    respawn_.warn(fmt::format("{}; replaced by pid {} (respawn {} of at most {}), which loads its {} unfinished "
-                              "batch{} again",
-                              death, pid, respawns_, respawn_.max, slots.size(), slots.size() == 1 ? "" : "es"));
+    respawn_.warn(
+        fmt::format("{}; replaced by pid {} (respawn {} of at most {}), which loads its {} unfinished "
+                    "batch{} again",
+                    death, pid, respawns_, respawn_.max, slots.size(), slots.size() == 1 ? "" : "es"));
   }
 }
 
@@ -138,8 +142,7 @@ void WorkerSource::wait_for(std::uint64_t t) {
                       timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
     }
     switch (workers_.wait(left)) {
-      case WorkerPool::Wake::interrupted:
-        throw Error("stoker: the loader is shutting down");
+      case WorkerPool::Wake::interrupted: throw Error("stoker: the loader is shutting down");
       case WorkerPool::Wake::timeout: {
         collect();
         if (tasks_.at(t).arrived) return;
@@ -147,21 +150,21 @@ void WorkerSource::wait_for(std::uint64_t t) {
         if (respawns_ < respawn_.max) {
           // Stuck: killed, then replaced like a worker that died (its exit report comes next).
           killed_stuck_.emplace(workers_.pid(w),
-                                     fmt::format("worker {} (pid {}) had not delivered batch {} of epoch {} within {} ms "
-                                                 "and was killed",
-                                                 w, workers_.pid(w), t, plan_->epoch, timeout_.count()));
+                                fmt::format("worker {} (pid {}) had not delivered batch {} of epoch {} within {} ms "
+                                            "and was killed",
+                                            w, workers_.pid(w), t, plan_->epoch, timeout_.count()));
           // ESRCH (it died meanwhile) needs nothing more: its exit report comes either way.
           (void)::kill(workers_.pid(w), SIGKILL);
           start = Clock::now();
           break;
         }
-        fail(fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
-                         "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
-                         "legitimately that slow",
-                         w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w)));
+        fail(
+            fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
+                        "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
+                        "legitimately that slow",
+                        w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w)));
       }
-      case WorkerPool::Wake::activity:
-        break;
+      case WorkerPool::Wake::activity: break;
     }
   }
 }

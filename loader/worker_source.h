@@ -69,7 +69,7 @@ class WorkerSource final : public SlotSource {
   std::optional<std::string> broken_;  // the loader cannot continue: why
   RespawnPolicy respawn_;
   std::uint64_t respawns_ = 0;
-  std::vector<std::string> deaths_;  // every worker death so far, for the final error
+  std::vector<std::string> deaths_;            // every worker death so far, for the final error
   std::map<pid_t, std::string> killed_stuck_;  // killed by us for being stuck, until its exit report: why
   // Auto-tuning: the tuner and the consumer's current interval.
   std::unique_ptr<AutoTuner> tuner_;

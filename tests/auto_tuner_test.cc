@@ -23,9 +23,9 @@ TEST(AutoTuner, AddsWorkersWhileTheyHelpThenSettles) {
   EXPECT_FALSE(t.observe(120, 1.0, 0.2));  // an interval across an epoch's end reads low...
   EXPECT_TRUE(t.observe(180, 1.0, 0.2));   // ...the better one counts: 80% faster, still waiting: a third
   EXPECT_EQ(t.workers(), 3u);
-  EXPECT_FALSE(t.observe(60, 1.0, 0.6));   // warm-up
+  EXPECT_FALSE(t.observe(60, 1.0, 0.6));  // warm-up
   EXPECT_FALSE(t.observe(150, 1.0, 0.2));
-  EXPECT_TRUE(t.observe(170, 1.0, 0.2));   // slower than 180: back to 2, settled
+  EXPECT_TRUE(t.observe(170, 1.0, 0.2));  // slower than 180: back to 2, settled
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_TRUE(t.settled());
   EXPECT_FALSE(t.observe(10, 1.0, 0.9));  // settled stays settled

@@ -28,8 +28,8 @@ namespace stoker {
 namespace {
 
 using test::error_of;
-using test::write_plain_lmdb;
 using test::TempDir;
+using test::write_plain_lmdb;
 using ::testing::HasSubstr;
 
 using Bytes = std::vector<std::byte>;
@@ -47,7 +47,8 @@ std::vector<std::uint8_t> pixels(int h, int w, int seed) {
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       for (int c = 0; c < 3; ++c) {
-        p[(static_cast<std::size_t>(y) * w + x) * 3 + c] = static_cast<std::uint8_t>((x * 5 + y * 3 + c * 80 + seed * 11) & 0xff);
+        p[(static_cast<std::size_t>(y) * w + x) * 3 + c] =
+            static_cast<std::uint8_t>((x * 5 + y * 3 + c * 80 + seed * 11) & 0xff);
       }
     }
   }
@@ -179,7 +180,8 @@ TEST(BytesFields, SampleGroupIsOneFieldAndGroupsNameFieldsRelatively) {
 
   Options missing = o;
   missing.group = "test";
-  EXPECT_THAT(error_of([&] { Loader l(missing); }), HasSubstr("no group 'test' (datasets in the root group: none; groups: train)"));
+  EXPECT_THAT(error_of([&] { Loader l(missing); }),
+              HasSubstr("no group 'test' (datasets in the root group: none; groups: train)"));
   Options unknown = o;
   unknown.fields = {"images"};
   EXPECT_THAT(error_of([&] { Loader l(unknown); }),
@@ -210,7 +212,9 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
   o.batch_size = 2;
   {
     Loader l(o);
-    EXPECT_THAT(error_of([&] { for (Batch& b : l.epoch(0)) (void)b; }),
+    EXPECT_THAT(error_of([&] {
+                  for (Batch& b : l.epoch(0)) (void)b;
+                }),
                 HasSubstr("group 'data': sample 1 (member '1') is i16, but the group's member '0' is u8"));
   }
   {
@@ -220,7 +224,8 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
     f.array("misc/first", H5T_NATIVE_UINT8, {2}, a);
   }
   o.fields = {"misc"};
-  EXPECT_THAT(error_of([&] { Loader bad(o); }), HasSubstr("field 'misc' is a group whose members are not named 0 .. N-1"));
+  EXPECT_THAT(error_of([&] { Loader bad(o); }),
+              HasSubstr("field 'misc' is a group whose members are not named 0 .. N-1"));
 }
 
 TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {
@@ -275,8 +280,11 @@ TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {
   o.shuffle = false;
   o.num_workers = 0;
   Loader l(o);
-  EXPECT_THAT(error_of([&] { for (Batch& b : l.epoch(0)) (void)b; }),
-              HasSubstr("sample 5 (key 0000000000000005) has 5 bytes, less than the 16 of its fixed fields and 1 length(s)"));
+  EXPECT_THAT(
+      error_of([&] {
+        for (Batch& b : l.epoch(0)) (void)b;
+      }),
+      HasSubstr("sample 5 (key 0000000000000005) has 5 bytes, less than the 16 of its fixed fields and 1 length(s)"));
 }
 
 TEST(BytesFields, DatabasesWithoutASchemaAreReadByTheirKeys) {
@@ -347,8 +355,9 @@ TEST(BytesFields, NpyValuesOfOneHeaderBecomeAFixedField) {
   std::vector<std::pair<Bytes, Bytes>> records;
   for (std::uint64_t i = 0; i < n; ++i) {
     std::vector<float> v(6, static_cast<float>(i));
-    records.emplace_back(text(std::to_string(i)), npy("<f4", "(2, 3)", Bytes(reinterpret_cast<std::byte*>(v.data()),
-                                                                             reinterpret_cast<std::byte*>(v.data()) + 24)));
+    records.emplace_back(text(std::to_string(i)), npy("<f4", "(2, 3)",
+                                                      Bytes(reinterpret_cast<std::byte*>(v.data()),
+                                                            reinterpret_cast<std::byte*>(v.data()) + 24)));
   }
   write_plain_lmdb(p, records);
   Options o;
@@ -378,8 +387,10 @@ TEST(BytesFields, NpyValuesOfOneHeaderBecomeAFixedField) {
     Loader l(one);
     const std::string e = error_of([&] { l.epoch(0, bad).next(); });
     EXPECT_THAT(e, HasSubstr(fmt::format("sample {} (key b'{}')", bad, bad)));
-    EXPECT_THAT(e, HasSubstr(bad == 17 ? "its .npy header says 24 bytes of data, the value holds 20"
-                                       : "its .npy header (i64[3]) differs from sample 0's, which made the field data: f32[2,3]"));
+    EXPECT_THAT(
+        e,
+        HasSubstr(bad == 17 ? "its .npy header says 24 bytes of data, the value holds 20"
+                            : "its .npy header (i64[3]) differs from sample 0's, which made the field data: f32[2,3]"));
   }
 }
 
@@ -432,8 +443,9 @@ TEST(BytesFields, BytesFieldsStayOnTheCpu) {
   Options o;
   o.source = p;
   o.device = Device::emulated();
-  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr("field(s) blob are variable-length bytes, which stoker delivers "
-                                                        "on the CPU only: decode them in the workers with a pipeline"));
+  EXPECT_THAT(error_of([&] { Loader l(o); }),
+              HasSubstr("field(s) blob are variable-length bytes, which stoker delivers "
+                        "on the CPU only: decode them in the workers with a pipeline"));
 }
 
 // ---- pipelines ----
@@ -464,19 +476,29 @@ TEST(Pipelines, BadPipelinesAreRefusedNamingWhatIsWrong) {
   TempDir tmp;
   Options o;
   o.source = jpeg_dataset(tmp, 5);
-  EXPECT_THAT(pipeline_error("jpeg=decode,blur(3)", o), HasSubstr("field 'jpeg', operation 2: unknown operation 'blur' (operations: decode, "));
+  EXPECT_THAT(pipeline_error("jpeg=decode,blur(3)", o),
+              HasSubstr("field 'jpeg', operation 2: unknown operation 'blur' (operations: decode, "));
   EXPECT_THAT(pipeline_error("jpeg=decode,random_resized_crop(0)", o),
               HasSubstr("'random_resized_crop(0)': the height must be a whole number from 1 to 65536, not 0"));
-  EXPECT_THAT(pipeline_error("jpeg=decode,resize(32)", o), HasSubstr("'resize(32)': takes (height, width) (got 1 argument)"));
-  EXPECT_THAT(pipeline_error("jpeg=decode,center_crop(a)", o), HasSubstr("'center_crop(a)': argument 1 ('a') is not a number"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,resize(32)", o),
+              HasSubstr("'resize(32)': takes (height, width) (got 1 argument)"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,center_crop(a)", o),
+              HasSubstr("'center_crop(a)': argument 1 ('a') is not a number"));
   EXPECT_THAT(pipeline_error("jpeg=decode,center_crop(8", o), HasSubstr("unbalanced '('"));
-  EXPECT_THAT(pipeline_error("image=decode,resize(8,8)", o), HasSubstr("pipeline: no field 'image' to run it on (fields: jpeg: bytes, label: i64[])"));
-  EXPECT_THAT(pipeline_error("jpeg=decode", o), HasSubstr("field 'jpeg' ends in u8[?,?,3], whose size differs per sample"));
-  EXPECT_THAT(pipeline_error("jpeg=resize(8,8)", o), HasSubstr("'resize(8,8)' needs an image, and its input is encoded bytes: decode first"));
-  EXPECT_THAT(pipeline_error("jpeg=decode,to_chw,resize(8,8)", o), HasSubstr("'resize(8,8)' works on HWC images: put it before to_chw"));
-  EXPECT_THAT(pipeline_error("jpeg=decode,resize(8,8),normalize(1,2)", o), HasSubstr("1 means and stds for an image of 3 channels"));
-  EXPECT_THAT(pipeline_error("label=decode,resize(8,8)", o), HasSubstr("decodes encoded images (a bytes field), and its input is i64[]"));
-  EXPECT_THAT(error_of([] { check_pipeline("jpeg=decode,flip(2)"); }), HasSubstr("'flip(2)': the probability must be within [0, 1]"));
+  EXPECT_THAT(pipeline_error("image=decode,resize(8,8)", o),
+              HasSubstr("pipeline: no field 'image' to run it on (fields: jpeg: bytes, label: i64[])"));
+  EXPECT_THAT(pipeline_error("jpeg=decode", o),
+              HasSubstr("field 'jpeg' ends in u8[?,?,3], whose size differs per sample"));
+  EXPECT_THAT(pipeline_error("jpeg=resize(8,8)", o),
+              HasSubstr("'resize(8,8)' needs an image, and its input is encoded bytes: decode first"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,to_chw,resize(8,8)", o),
+              HasSubstr("'resize(8,8)' works on HWC images: put it before to_chw"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,resize(8,8),normalize(1,2)", o),
+              HasSubstr("1 means and stds for an image of 3 channels"));
+  EXPECT_THAT(pipeline_error("label=decode,resize(8,8)", o),
+              HasSubstr("decodes encoded images (a bytes field), and its input is i64[]"));
+  EXPECT_THAT(error_of([] { check_pipeline("jpeg=decode,flip(2)"); }),
+              HasSubstr("'flip(2)': the probability must be within [0, 1]"));
   EXPECT_THAT(error_of([] { check_pipeline("jpeg decode"); }), HasSubstr("is not FIELD=operations"));
 }
 
@@ -533,7 +555,8 @@ TEST(Pipelines, LosslessImagesComeThroughExactly) {
     Loader l(o);
     Batch b = *l.epoch(0).next();
     const auto s = b["img"];
-    return std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(s.data), reinterpret_cast<const std::uint8_t*>(s.data) + s.bytes);
+    return std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(s.data),
+                                     reinterpret_cast<const std::uint8_t*>(s.data) + s.bytes);
   };
   const std::size_t per = static_cast<std::size_t>(h) * w * 3;
   // decode: the pixels.
@@ -568,7 +591,7 @@ TEST(Pipelines, CorruptImagesAreErrorsAtTheirBatchNamingSampleAndField) {
   const std::string p = tmp.path("bad.h5");
   std::vector<Bytes> images;
   for (int i = 0; i < 12; ++i) images.push_back(jpeg(pixels(32, 32, i), 32, 32));
-  images[9].resize(images[9].size() / 2);        // truncated
+  images[9].resize(images[9].size() / 2);           // truncated
   images[10] = text("GIF89a not an image at all");  // neither JPEG nor PNG
   {
     test::H5Builder f(p);
@@ -657,7 +680,9 @@ TEST(Pipelines, UserOperationsRunInTheWorkersByName) {
   const auto v = b["img"].as<std::uint8_t>();
   for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<std::uint8_t>(~rgb[i % rgb.size()]));
   EXPECT_THAT(pipeline_error("img=invert", o), HasSubstr("operation 1: invert takes u8 arrays"));
-  EXPECT_THAT(error_of([] { register_op("invert", UserOp{invert_spec, invert}); }),
+  EXPECT_THAT(error_of([] {
+                register_op("invert", UserOp{invert_spec, invert});
+              }),
               HasSubstr("an operation named 'invert' is already registered"));
   EXPECT_THAT(error_of([] { register_op("decode", UserOp{invert_spec, invert}); }), HasSubstr("already registered"));
 }

@@ -21,15 +21,15 @@ std::tuple<A...> params_of(R (*)(A...));
 // CUresult and CUdriverProcAddressQueryResult are enums in cuda.h and ints (of the same size) in
 // the fallback: compare everything else exactly.
 template <class T>
-using Normalized = std::conditional_t<
-    std::is_same_v<T, ::CUresult>, int,
-    std::conditional_t<std::is_same_v<T, ::CUdriverProcAddressQueryResult*>, int*, T>>;
+using Normalized =
+    std::conditional_t<std::is_same_v<T, ::CUresult>, int,
+                       std::conditional_t<std::is_same_v<T, ::CUdriverProcAddressQueryResult*>, int*, T>>;
 template <class... A>
 std::tuple<Normalized<A>...> normalized(std::tuple<A...>);
 
-#define STOKER_SAME_PARAMS(name)                                                                              \
-  static_assert(std::is_same_v<decltype(normalized(params_of(std::declval<cu::fallback_fn::name>()))),      \
-                               decltype(normalized(params_of(&::name)))>,                                   \
+#define STOKER_SAME_PARAMS(name)                                                                       \
+  static_assert(std::is_same_v<decltype(normalized(params_of(std::declval<cu::fallback_fn::name>()))), \
+                               decltype(normalized(params_of(&::name)))>,                              \
                 "loader/cuda_driver_fallback.h: " #name " does not match cuda.h");
 STOKER_SAME_PARAMS(cuInit)
 STOKER_SAME_PARAMS(cuDriverGetVersion)

@@ -2,7 +2,7 @@
 // CUDA device where there is one.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
+#include <lmdb.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,8 +11,6 @@
 #include <future>
 #include <set>
 #include <thread>
-
-#include <lmdb.h>
 
 #include "formats/lmdb_env.h"
 #include "loader/device_backend.h"

@@ -28,11 +28,11 @@ using ::testing::HasSubstr;
 // calls of the process they are in.
 class FaultEnv : public detail::Env {
  public:
-  std::function<int(int call)> fallocate_error;                  // 0: pass through
-  std::function<int(off_t offset, std::size_t n)> pread_error;   // 0: pass through; -1: end of file
-  std::function<int(int call)> fork_error;                       // 0: pass through
-  std::function<int(const MDB_val& key)> mdb_error;              // 0: pass through
-  std::function<std::size_t(const MDB_val& key)> value_size;     // a size to report; 0: the value's
+  std::function<int(int call)> fallocate_error;                 // 0: pass through
+  std::function<int(off_t offset, std::size_t n)> pread_error;  // 0: pass through; -1: end of file
+  std::function<int(int call)> fork_error;                      // 0: pass through
+  std::function<int(const MDB_val& key)> mdb_error;             // 0: pass through
+  std::function<std::size_t(const MDB_val& key)> value_size;    // a size to report; 0: the value's
 
   int posix_fallocate(int fd, off_t offset, off_t len) override {
     if (int e = fallocate_error ? fallocate_error(++fallocates_) : 0) return e;
@@ -115,10 +115,10 @@ class Faults : public ::testing::Test {
 // Faults inside worker processes or the fork server: they inherit the test's Env only when forked
 // from it. With stoker::init they start from a fresh exec, so these tests run on the fork-only
 // path (the ForkOnlyPath.WorkerProcessTests entry of ctest).
-#define SKIP_UNLESS_FORKED_WORKERS()                                                                 \
-  if (clean_workers()) GTEST_SKIP() << "injects faults into worker processes: runs on the fork-only " \
-                                       "path (ctest's ForkOnlyPath.WorkerProcessTests)"
-
+#define SKIP_UNLESS_FORKED_WORKERS()                                             \
+  if (clean_workers())                                                           \
+  GTEST_SKIP() << "injects faults into worker processes: runs on the fork-only " \
+                  "path (ctest's ForkOnlyPath.WorkerProcessTests)"
 
 TEST_F(Faults, SharedMemoryThatCannotBeReservedIsRefusedClearly) {
   env_.fallocate_error = [](int) { return ENOSPC; };
@@ -182,8 +182,9 @@ TEST_F(Faults, AnLmdbValueLargerThanASampleMayBeIsNamedWithItsKey) {
   const auto seven_is_huge = [](const MDB_val& key) -> std::size_t {
     return key.mv_size == 1 && *static_cast<const char*>(key.mv_data) == '7' ? kMaxSampleBytes + 1 : 0;
   };
-  const std::string why = "plain.lmdb: sample 7 (key b'7') holds 1073741825 bytes, more than a sample may "
-                          "(1073741824 bytes, kMaxSampleBytes)";
+  const std::string why =
+      "plain.lmdb: sample 7 (key b'7') holds 1073741825 bytes, more than a sample may "
+      "(1073741824 bytes, kMaxSampleBytes)";
   Options o = options("plain.lmdb", 0);
   o.batch_size = 2;
   env_.value_size = seven_is_huge;

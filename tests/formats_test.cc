@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <lmdb.h>
@@ -6,18 +7,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <tuple>
 #include <functional>
-#include <gmock/gmock.h>
+#include <tuple>
 
 #include "formats/hdf5_reader.h"
 #include "formats/lmdb_env.h"
 #include "formats/lmdb_reader.h"
 #include "formats/lmdb_writer.h"
 #include "formats/reader.h"
-#include "stoker/error.h"
 #include "loader/quasi_random.h"
 #include "loader/sampler.h"
+#include "stoker/error.h"
 #include "tests/test_data.h"
 
 namespace stoker::test {
@@ -106,19 +106,19 @@ TEST_P(Hdf5Layouts, EveryDtypeReadsExactly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Formats, Hdf5Layouts,
-    ::testing::Values(Layout{"contiguous", {Hdf5WriteOptions::Layout::contiguous, 0, 0}, true},
-                      Layout{"chunked", {Hdf5WriteOptions::Layout::chunked, 7, 0}, true},
-                      Layout{"chunked_gzip", {Hdf5WriteOptions::Layout::chunked, 16, 4}, false}),
-    [](const auto& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Formats, Hdf5Layouts,
+                         ::testing::Values(Layout{"contiguous", {Hdf5WriteOptions::Layout::contiguous, 0, 0}, true},
+                                           Layout{"chunked", {Hdf5WriteOptions::Layout::chunked, 7, 0}, true},
+                                           Layout{"chunked_gzip", {Hdf5WriteOptions::Layout::chunked, 16, 4}, false}),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // Raw HDF5 helpers for files stoker's writer would never make.
 struct RawH5 {
   hid_t file;
   explicit RawH5(const std::string& path) : file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {}
   ~RawH5() { H5Fclose(file); }
-  void dataset(const char* name, hid_t type, std::vector<hsize_t> dims, const void* data = nullptr, hid_t dcpl = H5P_DEFAULT) {
+  void dataset(const char* name, hid_t type, std::vector<hsize_t> dims, const void* data = nullptr,
+               hid_t dcpl = H5P_DEFAULT) {
     hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
     hid_t d = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (data) H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
@@ -259,7 +259,8 @@ TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
   EXPECT_EQ(r.schema().num_samples, 10u);
   std::vector<std::int64_t> labels(2);
   std::vector<std::uint8_t> images(6);
-  std::vector<std::byte*> dest{reinterpret_cast<std::byte*>(labels.data()), reinterpret_cast<std::byte*>(images.data())};
+  std::vector<std::byte*> dest{reinterpret_cast<std::byte*>(labels.data()),
+                               reinterpret_cast<std::byte*>(images.data())};
   const std::vector<std::uint64_t> idx{7, 2};
   r.read(idx, dest);
   EXPECT_EQ(labels, (std::vector<std::int64_t>{107, 102}));
@@ -270,7 +271,6 @@ TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
   expect_error([&] { formats::hdf5_schema(p, {"test/images"}); },
                {"unknown field 'test/images': no group 'test' (datasets in the root group: none; groups: train)"});
 }
-
 
 TEST(Hdf5Reader, BadInputsGiveClearErrors) {
   TempDir tmp;
@@ -364,8 +364,9 @@ TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
     formats::Hdf5Reader fast(p, {"image"}, formats::Hdf5Path::automatic);
     ASSERT_TRUE(fast.inflates(0));
     fast.read(good, dest);
-    expect_error([&] { fast.read(bad, dest); },
-                 {p + ": dataset 'image': chunk 3 does not inflate to 960 bytes (bad deflate data): the file is damaged"});
+    expect_error(
+        [&] { fast.read(bad, dest); },
+        {p + ": dataset 'image': chunk 3 does not inflate to 960 bytes (bad deflate data): the file is damaged"});
   }  // closed: HDF5 shares one open file among its handles, and the next part changes the file
   // A file cut short in the middle of image's last chunk (samples 384..399): reading there fails,
   // naming the file.

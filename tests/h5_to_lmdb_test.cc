@@ -154,7 +154,7 @@ TEST(H5ToLmdb, SelectedFieldsKeepTheirOrder) {
   auto stored = formats::lmdb_stored_schema(tmp.path("out.lmdb"));
   ASSERT_EQ(stored.schema.fields.size(), 2u);
   EXPECT_EQ(stored.schema.fields[0].name, "weight");  // records in the selected order
-  Schema delivered = schema;  // a reader's default order is alphabetical
+  Schema delivered = schema;                          // a reader's default order is alphabetical
   delivered.fields = {schema.fields[0], schema.fields[2]};
   expect_lmdb_content(tmp.path("out.lmdb"), delivered);
 }
@@ -211,7 +211,8 @@ TEST(H5ToLmdb, KilledMidwayLeavesNoOutputAndResumeCompletesIdentically) {
 
   RunResult fresh = convert({in, tmp.path("fresh.lmdb"), "--quiet"});
   ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
-  EXPECT_EQ(formats::lmdb_stored_schema(out).content_digest, formats::lmdb_stored_schema(tmp.path("fresh.lmdb")).content_digest);
+  EXPECT_EQ(formats::lmdb_stored_schema(out).content_digest,
+            formats::lmdb_stored_schema(tmp.path("fresh.lmdb")).content_digest);
   EXPECT_EQ(formats::lmdb_stored_schema(out).content_digest, loader_digest(in));
 }
 

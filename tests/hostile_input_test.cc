@@ -18,7 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-
 std::string schema_with(const std::string& fields) {
   return R"({"format": "stoker", "version": )" + std::to_string(formats::kSchemaFormatVersion) +
          R"(, "num_samples": 10, "complete": true, "fields": [)" + fields + "]}";
@@ -65,7 +64,8 @@ TEST(HostileInput, LoaderStateNumbersAreWholeAndInRange) {
   const auto at = bad.find("\"epoch\":");
   ASSERT_NE(at, std::string::npos);
   bad.insert(at + 8, "1e300,\"x\":");
-  EXPECT_THAT(error_of([&] { LoaderState::from_json(bad); }), HasSubstr("'epoch' is 1e+300, not a whole number in range"));
+  EXPECT_THAT(error_of([&] { LoaderState::from_json(bad); }),
+              HasSubstr("'epoch' is 1e+300, not a whole number in range"));
 }
 
 TEST(HostileInput, AnHdf5DatasetLargerThanASampleMayBeIsRefusedBeforeAnyRead) {

@@ -80,7 +80,10 @@ TEST(LauncherEnv, NestedLaunchersTheInnermostWins) {
 TEST(LauncherEnv, TheSameProcessesDescribedTwiceMustAgree) {
   FakeEnv env;
   // srun --mpi=pmi2: PMI and SLURM describe the same tasks.
-  env.vars = {{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"},
+  env.vars = {{"PMI_RANK", "2"},
+              {"PMI_SIZE", "4"},
+              {"SLURM_PROCID", "2"},
+              {"SLURM_NTASKS", "4"},
               {"SLURM_NTASKS_PER_NODE", "2"}};
   auto info = launch_info_from_env(env.lookup());
   EXPECT_EQ(info->launcher, "PMI");

@@ -1,6 +1,5 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,9 +8,9 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "tests/run_process.h"
 #include "tests/test_data.h"
@@ -49,8 +48,9 @@ TEST_F(LoaderBench, ContentDigestIsTheSameForFormatsWorkersAndShuffle) {
   for (const char* file : {"d.h5", "d.lmdb"}) {
     for (int workers : {0, 1, 2, 3}) {
       for (bool shuffle : {false, true}) {
-        std::vector<std::string> args{"--data", tmp_.path(file), "--workers", std::to_string(workers), "--digest",
-                                      "--batch-size", "33", "--epochs", "1"};
+        std::vector<std::string> args{"--data",   tmp_.path(file), "--workers", std::to_string(workers),
+                                      "--digest", "--batch-size",  "33",        "--epochs",
+                                      "1"};
         if (shuffle) args.push_back("--shuffle");
         auto epochs = bench_json(args);
         ASSERT_EQ(epochs.size(), 1u);
@@ -174,18 +174,18 @@ TEST_F(LoaderBench, ACudaDeviceRunsOrIsRefusedNamingWhatIsMissing) {
 TEST_F(LoaderBench, TheFirstLineNamesTheFieldsAndAnEmptyStepIsExplained) {
   RunResult r = run_program({kBench, "--data", tmp_.path("d.h5"), "--epochs", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr(tmp_.path("d.h5") + ": 1000 samples, fields image: u8[3,4,5], label: i64[], weight: f32[2]"));
+  EXPECT_THAT(r.out,
+              HasSubstr(tmp_.path("d.h5") + ": 1000 samples, fields image: u8[3,4,5], label: i64[], weight: f32[2]"));
   EXPECT_THAT(r.out, HasSubstr("no --step-ms: the training step is empty"));
   RunResult stepped = run_program({kBench, "--data", tmp_.path("d.h5"), "--epochs", "1", "--step-ms", "0.01"});
   ASSERT_EQ(stepped.exit_code, 0) << stepped.err;
   EXPECT_THAT(stepped.out, Not(HasSubstr("no --step-ms")));
 }
 
-
 TEST_F(LoaderBench, AWorkerKilledMidEpochChangesNoDigestAndIsOneWarning) {
-  const std::vector<std::string> args{kBench,        "--data",   tmp_.path("d.lmdb"), "--workers", "2", "--batch-size",
-                                      "16",          "--shuffle", "--epochs",          "2",         "--step-ms", "10",
-                                      "--digest",    "--json"};
+  const std::vector<std::string> args{kBench,         "--data", tmp_.path("d.lmdb"), "--workers", "2",
+                                      "--batch-size", "16",     "--shuffle",         "--epochs",  "2",
+                                      "--step-ms",    "10",     "--digest",          "--json"};
   RunResult undisturbed = run_program(args);
   ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.err;
   RunResult disturbed;

@@ -1,3 +1,5 @@
+#include "stoker/loader.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -13,10 +15,9 @@
 #include "formats/lmdb_env.h"
 #include "loader/sampler.h"
 #include "loader/segment_layout.h"
-#include "util/posix_error.h"
 #include "stoker/digest.h"
-#include "stoker/loader.h"
 #include "tests/test_data.h"
+#include "util/posix_error.h"
 
 namespace stoker::test {
 namespace {

@@ -2,11 +2,6 @@
 // Scenarios that must not disturb the test process run in a forked harness with a watchdog.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <fstream>
-#include <iostream>
-#include <thread>
-#include <sstream>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -16,7 +11,11 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iostream>
+#include <sstream>
+#include <thread>
 
 #include "stoker/digest.h"
 #include "stoker/init.h"
@@ -51,12 +50,12 @@ int run_in_child(const std::function<int()>& body, unsigned watchdog_s = 60) {
   return st;
 }
 
-#define HARNESS_CHECK(cond)                                                   \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
+#define HARNESS_CHECK(cond)                                                            \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
       std::fprintf(stderr, "harness: check failed at line %d: %s\n", __LINE__, #cond); \
-      return 3;                                                               \
-    }                                                                         \
+      return 3;                                                                        \
+    }                                                                                  \
   } while (0)
 
 class Processes : public ::testing::Test {
@@ -205,8 +204,8 @@ TEST_F(Processes, PastMaxRespawnsTheErrorNamesEveryDeath) {
   } catch (const Error& e) {
     message = e.what();
   }
-  EXPECT_THAT(message, HasSubstr("the loader cannot continue (all 2 worker deaths: worker 0 (pid " +
-                                 std::to_string(first)));
+  EXPECT_THAT(message,
+              HasSubstr("the loader cannot continue (all 2 worker deaths: worker 0 (pid " + std::to_string(first)));
   EXPECT_THAT(message, HasSubstr("worker 0 (pid " + std::to_string(second) + ") was killed by signal SIGKILL"));
   ::alarm(0);
 }
@@ -234,7 +233,6 @@ TEST_F(Processes, AStuckWorkerIsKilledAndReplaced) {
   EXPECT_THAT(warnings[0], HasSubstr("within 300 ms and was killed; replaced by pid"));
   ::alarm(0);
 }
-
 
 // With stoker::init a dead fork server is replaced, as a worker is; on the fork-only path it is
 // not (a new one would be forked from this multi-threaded process), and the error says so.
@@ -283,7 +281,8 @@ TEST_F(Processes, AKilledForkServerIsReplacedWhenWorkersStartClean) {
     EXPECT_EQ(got.indices, want.indices);
     EXPECT_EQ(got.labels, want.labels);
     ASSERT_EQ(warnings.size(), 1u);
-    EXPECT_THAT(warnings[0], HasSubstr("the fork server (pid " + std::to_string(server) + ") was killed by signal SIGKILL"));
+    EXPECT_THAT(warnings[0],
+                HasSubstr("the fork server (pid " + std::to_string(server) + ") was killed by signal SIGKILL"));
     EXPECT_THAT(warnings[0], HasSubstr("a new fork server (pid "));
     EXPECT_EQ(loader.stats().respawns, 1u);
     // The new workers deliver the next epoch too.
@@ -407,7 +406,7 @@ TEST(SmallDevShm, MovesToMemfdLowersDepthOrRefusesAndNeverDiesOfSigbus) {
     o.source = tmp.path("big.lmdb");
     o.batch_size = 16;  // 4 MiB a batch
     o.num_workers = 2;
-    o.prefetch = 8;     // wants 16 slots = 64 MiB; half of 64 MiB fits 7
+    o.prefetch = 8;  // wants 16 slots = 64 MiB; half of 64 MiB fits 7
     o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
     // Automatic backing: /dev/shm cannot hold 64 MiB, memfd memory can, at full depth.
     {

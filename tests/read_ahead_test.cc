@@ -9,14 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <thread>
-#include <cstddef>
-#include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "loader/pipeline.h"
@@ -94,8 +94,8 @@ std::vector<std::size_t> sample_offsets(const std::string& path, const Schema& s
   for (std::uint64_t i = 0; i < schema.num_samples; ++i) {
     const std::vector<std::byte> sample = test::expected_field(schema.fields[0], i);
     const char* begin = reinterpret_cast<const char*>(sample.data());
-    const auto at = std::search(file.begin(), file.end(),
-                                std::boyer_moore_horspool_searcher(begin, begin + sample.size()));
+    const auto at =
+        std::search(file.begin(), file.end(), std::boyer_moore_horspool_searcher(begin, begin + sample.size()));
     if (at == file.end()) throw std::runtime_error("sample not found in " + path);
     offsets.push_back(static_cast<std::size_t>(at - file.begin()));
   }

@@ -2,6 +2,8 @@
 // float (the triangle filter's weights, normalised; rows, then columns; sums in tap order; u8 rounded
 // half up and clamped): the same numbers in the same order, so the same bytes, whatever vector code
 // the resizer runs.
+#include "loader/ops/resize.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +11,6 @@
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include "loader/ops/resize.h"
 
 namespace stoker::detail {
 namespace {
@@ -83,7 +83,7 @@ struct Case {
 // Shrinking (many taps, the vector path's four pixels at a time and its tail), enlarging (2-3
 // taps), widths that are not a multiple of four, one-pixel rows and columns.
 const Case kCases[] = {{448, 448, 224, 224}, {300, 421, 224, 224}, {160, 200, 224, 224}, {37, 53, 19, 7},
-                       {5, 3, 17, 23},      {1, 9, 1, 5},         {9, 1, 4, 1},         {64, 64, 63, 65}};
+                       {5, 3, 17, 23},       {1, 9, 1, 5},         {9, 1, 4, 1},         {64, 64, 63, 65}};
 
 TEST(Resize, U8ImagesEqualPilsFilterComputedPlainlyForEveryChannelCount) {
   std::mt19937 rng(7);

@@ -70,8 +70,8 @@ TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
     reserve_ring(layout_, request_, budget(small, small));
     FAIL() << "no refusal";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("not enough shared memory for 2 workers: needs " +
-                                    format_bytes(layout_.segment_bytes(2))));
+    EXPECT_THAT(e.what(),
+                HasSubstr("not enough shared memory for 2 workers: needs " + format_bytes(layout_.segment_bytes(2))));
     EXPECT_THAT(e.what(), HasSubstr("in /dev/shm (test /dev/shm)"));
     EXPECT_THAT(e.what(), HasSubstr("of memory (test memory)"));
     EXPECT_THAT(e.what(), HasSubstr("Start the container with --shm-size="));

@@ -43,7 +43,8 @@ TEST(Sampler, PermutationMatchesTheDocumentedAlgorithm) {
   for (std::uint64_t n : {1u, 2u, 10u, 1000u}) {
     for (std::uint64_t seed : {0u, 1u, 42u}) {
       for (std::uint64_t epoch : {0u, 1u, 7u}) {
-        EXPECT_EQ(permutation(n, seed, epoch), reference_permutation(n, seed, epoch)) << n << " " << seed << " " << epoch;
+        EXPECT_EQ(permutation(n, seed, epoch), reference_permutation(n, seed, epoch))
+            << n << " " << seed << " " << epoch;
       }
     }
   }

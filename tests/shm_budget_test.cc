@@ -2,12 +2,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <map>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "tests/test_data.h"
 
@@ -78,8 +77,8 @@ TEST_F(ShmBudget, TheOptionAndLocalWorldSizeLowerIt) {
   EXPECT_THAT(b.reason, HasSubstr("shared by 4 local ranks"));
   ::unsetenv("LOCAL_WORLD_SIZE");
   // Any launcher's count of ranks on this node divides it: SLURM's here.
-  std::map<std::string, std::string> vars = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "6"},
-                                             {"SLURM_TASKS_PER_NODE", "2(x3)"}, {"SLURM_NODEID", "2"}};
+  std::map<std::string, std::string> vars = {
+      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "6"}, {"SLURM_TASKS_PER_NODE", "2(x3)"}, {"SLURM_NODEID", "2"}};
   env_.getenv = [&](const char* name) -> const char* {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();

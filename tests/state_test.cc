@@ -1,26 +1,26 @@
 // Checkpoint and resume: Loader::state() and Loader::epoch(state), across changes of world size,
 // batch size, worker count and device.
+#include "stoker/state.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
-#include <numeric>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
 #include "loader/sampler.h"
 #include "stoker/loader.h"
-#include "stoker/state.h"
 #include "tests/test_data.h"
 
 namespace stoker::test {
 namespace {
 
 using ::testing::HasSubstr;
-
 
 class Resume : public ::testing::Test {
  protected:
@@ -152,7 +152,8 @@ TEST_F(Resume, AStateForAnotherOrderOrAFinishedEpochIsRefused) {
     Options o = options(0, 1, 10, 0);
     o.fields = {"label"};
     Loader loader(o);
-    EXPECT_THAT(error_of([&] { loader.epoch(state); }), HasSubstr("fields 'image: u8[3,4,5], label: i64[], weight: f32[2]' in the state, 'label: i64[]' here"));
+    EXPECT_THAT(error_of([&] { loader.epoch(state); }),
+                HasSubstr("fields 'image: u8[3,4,5], label: i64[], weight: f32[2]' in the state, 'label: i64[]' here"));
   }
   Run whole = run(1, 10, 0, 0, std::nullopt);
   EXPECT_TRUE(whole.states[0].epoch_finished);

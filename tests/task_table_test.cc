@@ -48,7 +48,7 @@ TEST(TaskTable, ReceivesInIssueOrderWhateverTheArrivalOrder) {
 
 TEST(TaskTable, StaleArrivalsAreRejected) {
   TaskTable t(2, 1);
-  t.start(5, 9);  // a resumed epoch starts mid-way
+  t.start(5, 9);                    // a resumed epoch starts mid-way
   EXPECT_FALSE(t.mark_arrived(5));  // not issued yet
   t.issue(0, 0);
   EXPECT_FALSE(t.mark_arrived(4));  // before the window

@@ -1,7 +1,5 @@
 #include "tests/test_data.h"
 
-#include "stoker/error.h"
-
 #include <dirent.h>
 #include <hdf5.h>
 #include <unistd.h>
@@ -15,6 +13,7 @@
 #include "formats/lmdb_env.h"
 #include "formats/lmdb_writer.h"
 #include "stoker/digest.h"
+#include "stoker/error.h"
 
 namespace stoker::test {
 namespace {
@@ -87,12 +86,12 @@ Schema small_schema(std::uint64_t n) {
 Schema all_dtypes_schema(std::uint64_t n) {
   Schema s;
   s.num_samples = n;
-  s.fields = {{"a_u8", FieldKind::fixed, DType::u8, {7}},       {"b_i8", FieldKind::fixed, DType::i8, {2, 3}},
-              {"c_u16", FieldKind::fixed, DType::u16, {5}},     {"d_i16", FieldKind::fixed, DType::i16, {}},
-              {"e_i32", FieldKind::fixed, DType::i32, {3, 1}},  {"f_i64", FieldKind::fixed, DType::i64, {2}},
-              {"g_f16", FieldKind::fixed, DType::f16, {4}},     {"h_f32", FieldKind::fixed, DType::f32, {2, 2, 2}},
-              {"i_f64", FieldKind::fixed, DType::f64, {3}},     {"j_bool", FieldKind::fixed, DType::b8, {3}},
-              {"k_u32", FieldKind::fixed, DType::u32, {2}},     {"l_u64", FieldKind::fixed, DType::u64, {}},
+  s.fields = {{"a_u8", FieldKind::fixed, DType::u8, {7}},      {"b_i8", FieldKind::fixed, DType::i8, {2, 3}},
+              {"c_u16", FieldKind::fixed, DType::u16, {5}},    {"d_i16", FieldKind::fixed, DType::i16, {}},
+              {"e_i32", FieldKind::fixed, DType::i32, {3, 1}}, {"f_i64", FieldKind::fixed, DType::i64, {2}},
+              {"g_f16", FieldKind::fixed, DType::f16, {4}},    {"h_f32", FieldKind::fixed, DType::f32, {2, 2, 2}},
+              {"i_f64", FieldKind::fixed, DType::f64, {3}},    {"j_bool", FieldKind::fixed, DType::b8, {3}},
+              {"k_u32", FieldKind::fixed, DType::u32, {2}},    {"l_u64", FieldKind::fixed, DType::u64, {}},
               {"m_bf16", FieldKind::fixed, DType::bf16, {2}}};
   return s;
 }
@@ -154,7 +153,8 @@ void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::st
 
 TempDir::TempDir() {
   std::random_device rd;
-  dir_ = std::filesystem::temp_directory_path() / ("stoker-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  dir_ = std::filesystem::temp_directory_path() /
+         ("stoker-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
   std::filesystem::create_directories(dir_);
 }
 
@@ -205,7 +205,8 @@ std::vector<int> descendants() {
   return out;
 }
 
-H5Builder::H5Builder(const std::string& path) : file_(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {
+H5Builder::H5Builder(const std::string& path)
+    : file_(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {
   if (file_ < 0) throw Error(path + ": H5Fcreate failed (is the file open?)");
 }
 
@@ -236,7 +237,8 @@ void H5Builder::vlen(const std::string& name, const std::vector<std::vector<std:
 void H5Builder::array(const std::string& name, std::int64_t type, std::vector<std::uint64_t> dims, const void* data) {
   std::vector<hsize_t> h(dims.begin(), dims.end());
   const hid_t space = H5Screate_simple(static_cast<int>(h.size()), h.data(), nullptr);
-  const hid_t d = H5Dcreate2(file_, name.c_str(), static_cast<hid_t>(type), space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t d =
+      H5Dcreate2(file_, name.c_str(), static_cast<hid_t>(type), space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   const herr_t rc = H5Dwrite(d, static_cast<hid_t>(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
   H5Dclose(d);
   H5Sclose(space);

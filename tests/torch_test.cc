@@ -1,9 +1,8 @@
 #include "stoker/torch.h"
 
-#include <torch/cuda.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <cstring>
 
@@ -78,7 +77,7 @@ TEST_F(TorchAdapter, ZeroCopyTensorsKeepTheirBatchUntilTheLastIsFreed) {
     TensorMap t = to_tensors(std::move(*b));
     EXPECT_FALSE(*b);
     EXPECT_EQ(t["a_u8"].data_ptr(), in_slot) << "to_tensors copied instead of aliasing the slot";
-    survivor = t["h_f32"];  // outlives the map and the loop iteration
+    survivor = t["h_f32"];              // outlives the map and the loop iteration
     EXPECT_THROW(epoch.next(), Error);  // the slot is still held by the tensors
   }
   EXPECT_THROW(epoch.next(), Error);  // ... and by the survivor alone
@@ -202,14 +201,16 @@ TEST(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples)
     }
     EXPECT_EQ(seen, 40u);
   }
-  EXPECT_THAT([] {
-    try {
-      split_bytes(torch::zeros({4}, torch::kUInt8), torch::tensor({0, 3, 9}, torch::kInt64));
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  }(), HasSubstr("offsets 3 .. 9 of sample 1 are not within the 4 bytes"));
+  EXPECT_THAT(
+      [] {
+        try {
+          split_bytes(torch::zeros({4}, torch::kUInt8), torch::tensor({0, 3, 9}, torch::kInt64));
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string("no error");
+      }(),
+      HasSubstr("offsets 3 .. 9 of sample 1 are not within the 4 bytes"));
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ void GpuStep::launch(detail::StreamHandle stream, double ms) {
                                           static_cast<cu::CUstream>(stream), params, nullptr),
               "launching the spin kernel");
   } else {
-    detail::emulated_enqueue(stream, [ms] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); });
+    detail::emulated_enqueue(stream,
+                             [ms] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); });
   }
 }
 

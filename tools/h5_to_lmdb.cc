@@ -7,8 +7,8 @@
 // 32 MiB bound it), and HDF5's chunk cache for compressed datasets (8 chunks, at most 64 MiB, per
 // field): about 100 MiB plus the chunk caches.
 #include <fcntl.h>
-#include <malloc.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -97,8 +97,8 @@ std::uint64_t block_rows(const stoker::formats::Hdf5Reader& r) {
 
 // Samples [start, start + n) of every field, as read.
 struct Block {
-  std::vector<std::vector<std::byte>> fixed;      // per fixed field
-  std::vector<stoker::formats::VarBytes> bytes;   // per bytes field
+  std::vector<std::vector<std::byte>> fixed;     // per fixed field
+  std::vector<stoker::formats::VarBytes> bytes;  // per bytes field
   std::vector<stoker::formats::FieldOut> out;
 
   std::span<const std::byte> sample(const stoker::Schema& s, std::size_t f, std::uint64_t k) const {
@@ -209,9 +209,10 @@ void convert(const Args& a) {
     } else if (a.force) {
       fs::remove_all(partial);
     } else {
-      throw Error(fmt::format("{}: an interrupted conversion is there; continue it with --resume or start over "
-                              "with --force",
-                              partial));
+      throw Error(
+          fmt::format("{}: an interrupted conversion is there; continue it with --resume or start over "
+                      "with --force",
+                      partial));
     }
   }
 
@@ -237,9 +238,10 @@ void convert(const Args& a) {
     } else {
       json p = json::parse(*text);
       if (p["fingerprint"] != fp) {
-        throw Error(fmt::format("{}: was started from a different source or with different fields ({}); start over "
-                                "with --force",
-                                partial, differences(p["fingerprint"], fp)));
+        throw Error(
+            fmt::format("{}: was started from a different source or with different fields ({}); start over "
+                        "with --force",
+                        partial, differences(p["fingerprint"], fp)));
       }
       if (p["next_sample"].get<std::uint64_t>() != start) {
         throw Error(fmt::format("{}: resume point {} does not match its {} samples; start over with --force", partial,
@@ -301,16 +303,18 @@ int main(int argc, char** argv) {
       "h5-to-lmdb"};
   app.add_option("INPUT", a.input, "HDF5 file to read")->required();
   app.add_option("OUTPUT", a.output, "LMDB database file to write")->required();
-  app.add_option("--fields", a.fields, "Datasets to convert, in this order, by name or path (train/images); "
-                                       "default: every dataset and sample group (members 0 .. N-1, a bytes field) "
-                                       "of the root group or --group, alphabetical, all of which must be "
-                                       "convertible")
+  app.add_option("--fields", a.fields,
+                 "Datasets to convert, in this order, by name or path (train/images); "
+                 "default: every dataset and sample group (members 0 .. N-1, a bytes field) "
+                 "of the root group or --group, alphabetical, all of which must be "
+                 "convertible")
       ->delimiter(',');
   app.add_option("--group", a.group, "The group the fields are in (names relative to it)");
   app.add_option("--commit-every", a.commit_every, "Samples per transaction (also bounded to 32 MiB)")
       ->check(stoker::tools::whole_number(1))
       ->capture_default_str();
-  app.add_option("--map-size", a.map_size, "Initial LMDB map size (binary units: 4g = 4 GiB; grows when full; default: estimated)")
+  app.add_option("--map-size", a.map_size,
+                 "Initial LMDB map size (binary units: 4g = 4 GiB; grows when full; default: estimated)")
       ->transform(CLI::AsSizeValue(false));
   app.add_flag("--resume", a.resume, "Continue an interrupted conversion of the same INPUT and fields");
   app.add_flag("--verify", a.verify, "Re-read every sample of the output and compare it with INPUT");

@@ -11,16 +11,16 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
+#include "loader/device_backend.h"
 #include "stoker/digest.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "stoker/state.h"
-#include "loader/device_backend.h"
 #include "tools/cli.h"
 #include "tools/gpu_step.h"
 #include "tools/synthetic_data.h"
@@ -43,7 +43,7 @@ struct Args {
   std::string pipeline;
   std::string save_batch;
   std::size_t batch_size = 256;
-  std::string workers = "2";   // a number, or "auto"
+  std::string workers = "2";  // a number, or "auto"
   std::string prefetch = "2";
   bool shuffle = false;
   std::string order;
@@ -139,7 +139,7 @@ struct EpochResult {
   double seconds = 0, ttfb_ms = 0, wait_p50_ms = 0, wait_p99_ms = 0, stall_pct = 0;
   double worker_cpu_s = 0, consumer_cpu_s = 0;
   std::string content_digest, order_digest;
-  bool stopped = false;  // by --stop-after-batches
+  bool stopped = false;                       // by --stop-after-batches
   std::optional<std::uint64_t> resumed_from;  // the state's consumed count
 };
 
@@ -168,7 +168,8 @@ void write_npy(const std::string& path, stoker::DType dtype, const std::vector<s
   std::string dims;
   for (auto d : shape) dims += std::to_string(d) + ",";
   if (shape.size() > 1) dims.pop_back();
-  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", npy_descr(dtype), dims);
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", npy_descr(dtype), dims);
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::ofstream out(path, std::ios::binary);
@@ -191,7 +192,8 @@ void save_batch(const std::string& dir, const Batch& b) {
     std::string name(f.name);
     std::replace(name.begin(), name.end(), '/', '.');
     if (f.kind == stoker::FieldKind::bytes) {
-      write_npy(dir + "/" + name + ".bytes.npy", stoker::DType::u8, {static_cast<std::int64_t>(f.bytes)}, f.data, f.bytes);
+      write_npy(dir + "/" + name + ".bytes.npy", stoker::DType::u8, {static_cast<std::int64_t>(f.bytes)}, f.data,
+                f.bytes);
       write_npy(dir + "/" + name + ".offsets.npy", stoker::DType::u64, {static_cast<std::int64_t>(f.offsets.size())},
                 f.offsets.data(), f.offsets.size_bytes());
     } else {
@@ -270,12 +272,14 @@ const char* staging_name(stoker::Staging s) {
 }
 
 void print_header() {
-  std::cout << fmt::format("{:<28} {:>5} {:>9} {:>7} {:>8} {:>11} {:>9} {:>8} {:>7} {:>7} {:>6} {:>7} {:>8} {:>10} {:>7} {:>7}\n",
-                           "data", "epoch", "samples", "batches", "seconds", "samples/s", "MiB/s", "ttfb_ms", "p50_ms",
-                           "p99_ms", "stall%", "workers", "prefetch", "shm", "wcpu_s", "ccpu_s");
+  std::cout << fmt::format(
+      "{:<28} {:>5} {:>9} {:>7} {:>8} {:>11} {:>9} {:>8} {:>7} {:>7} {:>6} {:>7} {:>8} {:>10} {:>7} {:>7}\n", "data",
+      "epoch", "samples", "batches", "seconds", "samples/s", "MiB/s", "ttfb_ms", "p50_ms", "p99_ms", "stall%",
+      "workers", "prefetch", "shm", "wcpu_s", "ccpu_s");
 }
 
-void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader, const Args& args) {
+void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader,
+            const Args& args) {
   const stoker::Stats s = loader.stats();
   const std::size_t prefetch = s.workers ? s.depth / s.workers : s.depth;
   const double sps = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0;
@@ -295,7 +299,7 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
                         {"workers", s.workers},
                         {"prefetch", prefetch},
                         {"shm_bytes", s.shm_bytes},
-                        {"shm_backing", s.shm_backing == stoker::ShmBacking::memfd    ? "memfd"
+                        {"shm_backing", s.shm_backing == stoker::ShmBacking::memfd     ? "memfd"
                                         : s.shm_backing == stoker::ShmBacking::dev_shm ? "dev_shm"
                                                                                        : "none"},
                         {"worker_cpu_s", r.worker_cpu_s},
@@ -333,13 +337,14 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
     return;
   }
   std::string name = data.size() > 28 ? "..." + data.substr(data.size() - 25) : data;
-  std::cout << fmt::format("{:<28} {:>5} {:>9} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>8.2f} {:>7.3f} {:>7.3f} {:>6.1f} {:>7} {:>8} {:>10} {:>7.2f} {:>7.2f}\n",
-                           name, epoch, r.samples, r.batches, r.seconds, sps, mibps, r.ttfb_ms, r.wait_p50_ms,
-                           r.wait_p99_ms, r.stall_pct, s.workers, prefetch, stoker::format_bytes(s.shm_bytes),
-                           r.worker_cpu_s, r.consumer_cpu_s);
+  std::cout << fmt::format(
+      "{:<28} {:>5} {:>9} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>8.2f} {:>7.3f} {:>7.3f} {:>6.1f} {:>7} {:>8} {:>10} "
+      "{:>7.2f} {:>7.2f}\n",
+      name, epoch, r.samples, r.batches, r.seconds, sps, mibps, r.ttfb_ms, r.wait_p50_ms, r.wait_p99_ms, r.stall_pct,
+      s.workers, prefetch, stoker::format_bytes(s.shm_bytes), r.worker_cpu_s, r.consumer_cpu_s);
   if (r.gpu_idle_pct >= 0 || r.h2d_gib_per_s >= 0) {
-    std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GiB/s, staging {}{}\n", args.device,
-                             r.gpu_idle_pct, r.h2d_gib_per_s, staging_name(s.staging),
+    std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GiB/s, staging {}{}\n",
+                             args.device, r.gpu_idle_pct, r.h2d_gib_per_s, staging_name(s.staging),
                              args.staging == "registered" && s.staging != stoker::Staging::registered_shm
                                  ? " (registered fell back: the slots could not be page-locked)"
                                  : "");
@@ -388,7 +393,7 @@ void bench(const std::string& path, const Args& args) {
   if (!args.resume.empty()) resume = read_state(args.resume);
   Options o;
   o.source = path;
-  o.format = args.format == "hdf5" ? stoker::Format::hdf5
+  o.format = args.format == "hdf5"   ? stoker::Format::hdf5
              : args.format == "lmdb" ? stoker::Format::lmdb
                                      : stoker::Format::auto_detect;
   o.fields = args.fields;
@@ -458,7 +463,9 @@ void make_data(const std::string& dir, bool quiet) {
   for (Set s : {Set{"small", 100000, 32, 256}, Set{"large", 3000, 224, 32}}) {
     auto schema = stoker::tools::image_schema(s.n, s.side);
     auto p = [&](const std::string& suffix) { return (fs::path(dir) / (std::string(s.name) + suffix)).string(); };
-    auto prog = [&](const std::string& f) { return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n); };
+    auto prog = [&](const std::string& f) {
+      return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n);
+    };
     if (!fs::exists(p(".h5"))) {
       stoker::tools::write_synthetic_hdf5(p(".h5"), schema, {Layout::chunked, s.chunk, 0}, prog(p(".h5")));
     }
@@ -488,7 +495,9 @@ int main(int argc, char** argv) {
       "dataset (HDF5 and LMDB) in a temporary directory and benchmarks both.",
       "loader-bench"};
   app.add_option("--data", args.data, "HDF5 file or LMDB database to read (default: a generated demo dataset)");
-  app.add_option("--format", args.format, "Format of --data")->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))->capture_default_str();
+  app.add_option("--format", args.format, "Format of --data")
+      ->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))
+      ->capture_default_str();
   app.add_option("--fields", args.fields,
                  "Fields to load, in this order (default: all, alphabetical); HDF5 fields by path, e.g. "
                  "train/images,train/labels")
@@ -499,11 +508,14 @@ int main(int argc, char** argv) {
                  "FIELD.offsets.npy for a bytes field; indices.npy), to look at what the pipeline makes (CPU device)");
   app.add_option("--pipeline", args.pipeline,
                  "Per-sample operations run in the workers, 'FIELD=op,op(args),...' with fields separated by ';', "
-                 "e.g. 'jpeg=decode,random_resized_crop(224),flip,to_chw'. Operations: decode[(H,W)] (decode_jpeg, decode_png: one format only), "
+                 "e.g. 'jpeg=decode,random_resized_crop(224),flip,to_chw'. Operations: decode[(H,W)] (decode_jpeg, "
+                 "decode_png: one format only), "
                  "random_resized_crop(H[,W]), resize(H,W), center_crop(H[,W]), flip[(p)], to_chw, "
                  "normalize(m0,m1,m2,s0,s1,s2) (docs/pipeline.md)")
       ->check(stoker::tools::pipeline_text());
-  app.add_option("--batch-size", args.batch_size, "Samples per batch")->check(stoker::tools::whole_number(1))->capture_default_str();
+  app.add_option("--batch-size", args.batch_size, "Samples per batch")
+      ->check(stoker::tools::whole_number(1))
+      ->capture_default_str();
   app.add_option("--workers", args.workers,
                  "Worker processes (0: load in this process), or auto: add workers while the loop waits for data "
                  "and they help")
@@ -520,24 +532,30 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sequential", "random", "quasi-random"}))
       ->excludes(shuffle);
   app.add_option("--seed", args.seed, "Shuffle seed")->check(stoker::tools::whole_number(0))->capture_default_str();
-  app.add_option("--epochs", args.epochs, "Epochs to run")->check(stoker::tools::whole_number(1, 1u << 30))->capture_default_str();
+  app.add_option("--epochs", args.epochs, "Epochs to run")
+      ->check(stoker::tools::whole_number(1, 1u << 30))
+      ->capture_default_str();
   app.add_flag("--drop-last", args.drop_last, "Drop the last incomplete batch");
-  app.add_option("--device", args.device, "Where batches go: cpu, cuda[:i], or emulated (the CUDA pipeline on host "
-                                          "memory)")
+  app.add_option("--device", args.device,
+                 "Where batches go: cpu, cuda[:i], or emulated (the CUDA pipeline on host "
+                 "memory)")
       ->check(stoker::tools::device_name())
       ->capture_default_str();
-  app.add_option("--staging", args.staging, "CUDA staging: pinned (copy into pinned buffers) or registered (copy "
-                                            "straight from page-locked shared memory)")
+  app.add_option("--staging", args.staging,
+                 "CUDA staging: pinned (copy into pinned buffers) or registered (copy "
+                 "straight from page-locked shared memory)")
       ->check(CLI::IsMember({"pinned", "registered"}))
       ->capture_default_str();
-  app.add_option("--step-ms", args.step_ms, "Simulate a training step of T ms per batch (a sleep on the CPU, a "
-                                            "spinning kernel on CUDA); stall % is then the share of the loop spent "
-                                            "waiting for data. Without it the step is empty, so stall % is near 100 "
-                                            "by construction: the loop does nothing but wait for data")
+  app.add_option("--step-ms", args.step_ms,
+                 "Simulate a training step of T ms per batch (a sleep on the CPU, a "
+                 "spinning kernel on CUDA); stall % is then the share of the loop spent "
+                 "waiting for data. Without it the step is empty, so stall % is near 100 "
+                 "by construction: the loop does nothing but wait for data")
       ->check(stoker::tools::number_at_least(0));
-  app.add_option("--shm-budget", args.shm_budget, "Shared memory the ring may use (binary units: 512m = 512 MiB, 2g); "
-                                                  "replaces the default of half the free /dev/shm, still capped by the "
-                                                  "free space and the memory cgroup")
+  app.add_option("--shm-budget", args.shm_budget,
+                 "Shared memory the ring may use (binary units: 512m = 512 MiB, 2g); "
+                 "replaces the default of half the free /dev/shm, still capped by the "
+                 "free space and the memory cgroup")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--shm-backing", args.shm_backing,
                  "Where the ring lives: auto (/dev/shm when it holds the ring, else memfd memory, which /dev/shm's "
@@ -547,8 +565,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
-  app.add_option("--make-demo", args.make_demo, "Write the demo dataset (--demo-samples samples) into DIR as demo.h5 "
-                                                "and demo.lmdb, and exit");
+  app.add_option("--make-demo", args.make_demo,
+                 "Write the demo dataset (--demo-samples samples) into DIR as demo.h5 "
+                 "and demo.lmdb, and exit");
   app.add_option("--max-batches", args.max_batches, "Stop each epoch after N batches (0: the whole epoch)")
       ->check(stoker::tools::whole_number(0));
   app.add_flag("--shard-from-env", args.shard_from_env,
@@ -562,7 +581,8 @@ int main(int argc, char** argv) {
   app.add_option("--resume", args.resume,
                  "Resume the epoch of a state written by --state-out (any world size, batch size or workers)");
   app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
-      ->check(stoker::tools::whole_number(1))->capture_default_str();
+      ->check(stoker::tools::whole_number(1))
+      ->capture_default_str();
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
   try {
@@ -591,9 +611,10 @@ int main(int argc, char** argv) {
     } cleanup{tmpl};
     const std::string h5 = tmpl + "/demo.h5", lmdb = tmpl + "/demo.lmdb";
     if (!args.json) {
-      std::cerr << fmt::format("loader-bench: no --data given; generated a demo dataset of {} samples (image u8[3,32,32], "
-                               "label i64) in {}\n",
-                               args.demo_samples, tmpl);
+      std::cerr << fmt::format(
+          "loader-bench: no --data given; generated a demo dataset of {} samples (image u8[3,32,32], "
+          "label i64) in {}\n",
+          args.demo_samples, tmpl);
     }
     write_demo(tmpl, args.demo_samples);
     bench(h5, args);

@@ -1,11 +1,11 @@
 #include "tools/progress.h"
 
-#include "tools/cli.h"
-
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
+
+#include "tools/cli.h"
 
 namespace stoker::tools {
 

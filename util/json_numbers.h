@@ -3,10 +3,9 @@
 // a file goes through here.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <type_traits>
 

@@ -1,12 +1,12 @@
 // Errors from OS calls as stoker::Error, "context: strerror (ENAME)".
 #pragma once
 
-#include "stoker/export.h"
-
 #include <sys/types.h>
 
 #include <cstddef>
 #include <string>
+
+#include "stoker/export.h"
 
 namespace stoker {
 

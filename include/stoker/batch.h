@@ -6,8 +6,6 @@
 // at a time.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,6 +15,7 @@
 
 #include "stoker/device.h"
 #include "stoker/dtype.h"
+#include "stoker/export.h"
 #include "stoker/schema.h"
 
 namespace stoker {
@@ -25,7 +24,7 @@ namespace detail {
 class BatchOwner;
 class SlotPool;
 class DeviceBufferPool;
-}
+}  // namespace detail
 
 // One field of a batch, in host memory or, for a staged device, in device memory.
 //   fixed: a C-order array [batch size, field shape...] of `bytes` bytes.

@@ -11,11 +11,11 @@
 // Plain values; thread-safe.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "stoker/export.h"
 
 namespace stoker {
 

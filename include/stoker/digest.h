@@ -8,14 +8,13 @@
 // delivery order. Both print as 16 lowercase hex digits. Not synchronised.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 
 #include "stoker/batch.h"
+#include "stoker/export.h"
 
 namespace stoker {
 

@@ -4,12 +4,12 @@
 // ("u8", "f32", ...) are those used in schemas, on the command line and in docs/.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+
+#include "stoker/export.h"
 
 namespace stoker {
 

@@ -5,10 +5,10 @@
 // like any std::exception.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <stdexcept>
 #include <string>
+
+#include "stoker/export.h"
 
 namespace stoker {
 

@@ -4,8 +4,6 @@
 // the same. Loader checks it once, at construction, and throws stoker::Error for a bad value.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "stoker/device.h"
+#include "stoker/export.h"
 
 namespace stoker {
 

@@ -26,8 +26,6 @@
 // threads, or touch CUDA. Registration is not synchronised: register before any Loader exists.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -37,6 +35,7 @@
 #include <vector>
 
 #include "stoker/dtype.h"
+#include "stoker/export.h"
 
 namespace stoker {
 
@@ -122,5 +121,6 @@ STOKER_API void check_pipeline(std::string_view text);
 
 }  // namespace stoker
 
-#define STOKER_REGISTER_OP(name, spec_fn, run_fn) \
-  [[maybe_unused]] static const bool stoker_registered_op_##name = ::stoker::register_op(#name, ::stoker::UserOp{spec_fn, run_fn})
+#define STOKER_REGISTER_OP(name, spec_fn, run_fn)                  \
+  [[maybe_unused]] static const bool stoker_registered_op_##name = \
+      ::stoker::register_op(#name, ::stoker::UserOp{spec_fn, run_fn})

@@ -7,14 +7,13 @@
 // offsets (stoker/batch.h). Plain values; not synchronised.
 #pragma once
 
-#include "stoker/export.h"
-
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "stoker/dtype.h"
+#include "stoker/export.h"
 
 namespace stoker {
 

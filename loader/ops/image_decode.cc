@@ -55,8 +55,8 @@ struct JpegRequest {
   // region's edge pixels their neighbours, so that fancy upsampling makes them as a full decode does).
   unsigned x, y, width, height;
   unsigned decode_x, decode_y, decode_width, decode_height;
-  unsigned char* out;      // height x width x 3
-  unsigned char* row;      // one scaled row, output_width x 3
+  unsigned char* out;  // height x width x 3
+  unsigned char* row;  // one scaled row, output_width x 3
 };
 
 void use_errors(jpeg_decompress_struct& cinfo, JpegErrors* err) {

@@ -12,8 +12,7 @@
 #include "stoker/error.h"
 
 namespace stoker::detail {
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 std::string describe(const Spec& s) {
   if (s.bytes) return "bytes";
@@ -43,7 +42,8 @@ void expect_args(const OpText& op, std::initializer_list<std::size_t> counts, co
 void expect_image(const Spec& in, const OpText& op, bool allow_chw = false) {
   if (in.bytes) throw Error(fmt::format("'{}' needs an image, and its input is encoded bytes: decode first", op.text));
   if (in.shape.size() != 3) {
-    throw Error(fmt::format("'{}' needs an image (height, width, channels), and its input is {}", op.text, describe(in)));
+    throw Error(
+        fmt::format("'{}' needs an image (height, width, channels), and its input is {}", op.text, describe(in)));
   }
   if (in.chw && !allow_chw) throw Error(fmt::format("'{}' works on HWC images: put it before to_chw", op.text));
   if (in.dtype != DType::u8 && in.dtype != DType::f32) {
@@ -88,7 +88,8 @@ class DecodeOp final : public Op {
   }
   Spec bind(const Spec& in) override {
     if (!in.bytes && !(in.dtype == DType::u8 && in.shape.size() == 1)) {
-      throw Error(fmt::format("'{}' decodes encoded images (a bytes field), and its input is {}", text_.text, describe(in)));
+      throw Error(
+          fmt::format("'{}' decodes encoded images (a bytes field), and its input is {}", text_.text, describe(in)));
     }
     return Spec{false, DType::u8, {h_ ? h_ : -1, w_ ? w_ : -1, 3}, false};
   }
@@ -110,8 +111,8 @@ class DecodeOp final : public Op {
     inside.width = std::min(wanted.x + wanted.width, info.width) - inside.x;
     inside.height = std::min(wanted.y + wanted.height, info.height) - inside.y;
     const bool scalable = wanted.width == inside.width && wanted.height == inside.height;
-    const Decoded d = decode_region(in.data, info, inside, scalable ? crop.out_w : 0, scalable ? crop.out_h : 0,
-                                    pixels_, scratch_);
+    const Decoded d =
+        decode_region(in.data, info, inside, scalable ? crop.out_w : 0, scalable ? crop.out_h : 0, pixels_, scratch_);
     crop.finish(reinterpret_cast<const std::uint8_t*>(pixels_.data()), d.height, d.width, 3, wanted, out);
   }
   bool declares_size() const { return h_ > 0; }
@@ -180,7 +181,8 @@ class RandomResizedCropOp final : public CropOp {
   void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
     const int h = static_cast<int>(in.shape[0]), w = static_cast<int>(in.shape[1]), c = static_cast<int>(in.shape[2]);
     const Region r = choose(h, w, random);
-    const std::size_t row = static_cast<std::size_t>(w) * c, at = static_cast<std::size_t>(r.y) * row + static_cast<std::size_t>(r.x) * c;
+    const std::size_t row = static_cast<std::size_t>(w) * c,
+                      at = static_cast<std::size_t>(r.y) * row + static_cast<std::size_t>(r.x) * c;
     if (in.dtype == DType::u8) {
       auto* o = reinterpret_cast<std::uint8_t*>(out.resize(DType::u8, {out_h, out_w, c}));
       resizer_.run(as<std::uint8_t>(in) + at, r.height, r.width, c, row, o, out_h, out_w);
@@ -239,7 +241,8 @@ class ResizeOp final : public Op {
     const int h = static_cast<int>(in.shape[0]), w = static_cast<int>(in.shape[1]), c = static_cast<int>(in.shape[2]);
     const std::size_t row = static_cast<std::size_t>(w) * c;
     if (in.dtype == DType::u8) {
-      resizer_.run(as<std::uint8_t>(in), h, w, c, row, reinterpret_cast<std::uint8_t*>(out.resize(DType::u8, {h_, w_, c})), h_, w_);
+      resizer_.run(as<std::uint8_t>(in), h, w, c, row,
+                   reinterpret_cast<std::uint8_t*>(out.resize(DType::u8, {h_, w_, c})), h_, w_);
     } else {
       resizer_.run(as<float>(in), h, w, c, row, reinterpret_cast<float*>(out.resize(DType::f32, {h_, w_, c})), h_, w_);
     }
@@ -289,7 +292,8 @@ class FlipOp final : public Op {
       return;
     }
     // Rows of `w` pixels of `px` bytes each, reversed pixel by pixel.
-    const std::size_t rows = chw_ ? static_cast<std::size_t>(in.shape[0] * in.shape[1]) : static_cast<std::size_t>(in.shape[0]);
+    const std::size_t rows =
+        chw_ ? static_cast<std::size_t>(in.shape[0] * in.shape[1]) : static_cast<std::size_t>(in.shape[0]);
     const std::size_t w = static_cast<std::size_t>(chw_ ? in.shape[2] : in.shape[1]);
     const std::size_t px = chw_ ? el : el * static_cast<std::size_t>(in.shape[2]);
     for (std::size_t r = 0; r < rows; ++r) {
@@ -445,14 +449,17 @@ class FlipThenChw final : public Op {
   Spec out_;
 };
 
-const std::vector<std::string> kBuiltins = {"decode", "decode_jpeg", "decode_png", "random_resized_crop", "resize",
-                                            "center_crop", "flip", "to_chw", "normalize"};
+const std::vector<std::string> kBuiltins = {"decode",   "decode_jpeg", "decode_png", "random_resized_crop",
+                                            "resize",   "center_crop", "flip",       "to_chw",
+                                            "normalize"};
 
 }  // namespace
 
 const std::vector<std::string>& builtin_op_names() { return kBuiltins; }
 
-bool is_builtin_op(std::string_view name) { return std::find(kBuiltins.begin(), kBuiltins.end(), name) != kBuiltins.end(); }
+bool is_builtin_op(std::string_view name) {
+  return std::find(kBuiltins.begin(), kBuiltins.end(), name) != kBuiltins.end();
+}
 
 std::unique_ptr<Op> make_builtin_op(const OpText& t) {
   if (t.name == "decode" || t.name == "decode_jpeg" || t.name == "decode_png") return std::make_unique<DecodeOp>(t);

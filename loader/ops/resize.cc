@@ -184,8 +184,8 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
   }
 }
 
-void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst,
-                  int out_h, int out_w) {
+void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
+                  int out_w) {
   run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w);
 }
 

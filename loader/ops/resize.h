@@ -20,9 +20,9 @@ class Resizer {
 
  private:
   struct Taps {
-    std::vector<int> first;       // per output position: first input position
-    std::vector<int> count;       // and how many
-    std::vector<float> weights;   // count weights per position, `stride` apart
+    std::vector<int> first;      // per output position: first input position
+    std::vector<int> count;      // and how many
+    std::vector<float> weights;  // count weights per position, `stride` apart
     int stride = 0;
   };
   static void compute(int in, int out, Taps& t);
