@@ -11,6 +11,7 @@
 #include "formats/hdf5_errors.h"
 #include "formats/inflated_chunks.h"
 #include "stoker/error.h"
+#include "util/env.h"
 #include "util/posix_error.h"
 #include "util/unique_fd.h"
 
@@ -737,19 +738,20 @@ std::uint64_t Hdf5Reader::rows_per_chunk(std::size_t f) const { return impl_->co
 void Hdf5Reader::will_need(std::span<const std::uint64_t> indices) noexcept {
   Hdf5Quiet quiet;
   const int fd = impl_->fd.get();
+  detail::Env& env = detail::Env::get();
   for (auto& c : impl_->columns) {
     try {
       if (c.direct && !c.chunked) {
         for (std::uint64_t i : indices) {
-          (void)::posix_fadvise(fd, static_cast<off_t>(c.contiguous_offset + i * c.sample_bytes),
-                                static_cast<off_t>(c.sample_bytes), POSIX_FADV_WILLNEED);
+          (void)env.posix_fadvise(fd, static_cast<off_t>(c.contiguous_offset + i * c.sample_bytes),
+                                  static_cast<off_t>(c.sample_bytes), POSIX_FADV_WILLNEED);
         }
       } else if (c.direct) {
         for (std::uint64_t i : indices) {
           const haddr_t addr = impl_->chunk_address(c, i / c.rows_per_chunk);
           if (addr == HADDR_UNDEF) continue;
-          (void)::posix_fadvise(fd, static_cast<off_t>(addr + (i % c.rows_per_chunk) * c.sample_bytes),
-                                static_cast<off_t>(c.sample_bytes), POSIX_FADV_WILLNEED);
+          (void)env.posix_fadvise(fd, static_cast<off_t>(addr + (i % c.rows_per_chunk) * c.sample_bytes),
+                                  static_cast<off_t>(c.sample_bytes), POSIX_FADV_WILLNEED);
         }
       } else if (c.inflated) {
         std::vector<hsize_t> offset(c.dims.size(), 0);
@@ -764,7 +766,7 @@ void Hdf5Reader::will_need(std::span<const std::uint64_t> indices) noexcept {
           hsize_t size = 0;
           if (H5Dget_chunk_info_by_coord(c.dset.getId(), offset.data(), &mask, &addr, &size) >= 0 &&
               addr != HADDR_UNDEF) {
-            (void)::posix_fadvise(fd, static_cast<off_t>(addr), static_cast<off_t>(size), POSIX_FADV_WILLNEED);
+            (void)env.posix_fadvise(fd, static_cast<off_t>(addr), static_cast<off_t>(size), POSIX_FADV_WILLNEED);
           }
         }
       }

@@ -269,7 +269,7 @@ void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
     if (mdb_get(m.txn, m.samples, &key, &val) != MDB_SUCCESS) continue;  // read() reports it
     const auto begin = reinterpret_cast<std::uintptr_t>(val.mv_data) & ~(page - 1);
     const auto end = reinterpret_cast<std::uintptr_t>(val.mv_data) + val.mv_size;
-    (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+    (void)detail::Env::get().madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
   }
   mdb_txn_reset(m.txn);
 }

@@ -1,6 +1,7 @@
 #include "util/env.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace stoker::detail {
@@ -16,6 +17,10 @@ int Env::posix_fallocate(int fd, off_t offset, off_t len) { return ::posix_fallo
 ssize_t Env::pread(int fd, void* buf, std::size_t n, off_t offset) { return ::pread(fd, buf, n, offset); }
 
 pid_t Env::fork() { return ::fork(); }
+
+int Env::posix_fadvise(int fd, off_t offset, off_t len, int advice) { return ::posix_fadvise(fd, offset, len, advice); }
+
+int Env::madvise(void* addr, std::size_t len, int advice) { return ::madvise(addr, len, advice); }
 
 int Env::mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value) { return ::mdb_get(txn, dbi, key, value); }
 

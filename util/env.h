@@ -1,8 +1,9 @@
 // Env: the calls that fail in production, behind one seam (LevelDB's Env, in small), so that tests
 // can make each fail on demand and check what the user gets: reserving shared memory
 // (posix_fallocate: ENOSPC), reading files (pread: EIO, short reads), reading LMDB records
-// (mdb_get, mdb_cursor_get), and starting worker processes (fork: EAGAIN). The default passes
-// each call through.
+// (mdb_get, mdb_cursor_get), and starting worker processes (fork: EAGAIN); and the read-ahead
+// hints (posix_fadvise, madvise WILLNEED), whose effect on the page cache a test could only see by
+// timing, so that tests see the hints themselves. The default passes each call through.
 //
 // Not synchronised: install an Env before any Loader exists and keep it until the last one is
 // gone. Worker processes are forked from the process that installed it and inherit it.
@@ -22,6 +23,9 @@ class Env {
   virtual int posix_fallocate(int fd, off_t offset, off_t len);
   virtual ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
   virtual pid_t fork();
+  // posix_fadvise's contract: 0, or the error number.
+  virtual int posix_fadvise(int fd, off_t offset, off_t len, int advice);
+  virtual int madvise(void* addr, std::size_t len, int advice);
   virtual int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value);
   virtual int mdb_cursor_get(MDB_cursor* cursor, MDB_val* key, MDB_val* value, MDB_cursor_op op);
 
