@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "stoker/batch.h"
-#include "stoker/loader.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
+#include "stoker/stats.h"
 
 namespace stoker::detail {
 

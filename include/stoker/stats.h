@@ -1,0 +1,49 @@
+// stoker/stats.h: what a Loader has done since it was constructed (Loader::stats()).
+//
+// A plain value, filled in when asked for; not synchronised.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "stoker/device.h"
+#include "stoker/export.h"
+#include "stoker/options.h"
+
+namespace stoker {
+
+// Counters since the Loader was constructed.
+struct Stats {
+  std::uint64_t batches = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t bytes = 0;         // payload bytes delivered
+  double wait_seconds = 0;         // time the consumer spent waiting for batches
+  double worker_busy_seconds = 0;  // time workers spent reading batches (all workers)
+  double worker_cpu_seconds = 0;   // CPU time of the worker processes
+  std::size_t workers = 0;
+  std::uint64_t respawns = 0;          // workers replaced after dying or being stuck (Options::max_respawns)
+  std::uint64_t overflow_batches = 0;  // batches whose bytes fields outgrew their slot (read by the consumer)
+  std::size_t depth = 0;               // batches the ring holds (num_workers * prefetch or fewer)
+  std::uint64_t shm_bytes = 0;         // shared memory reserved
+  // Where it is: dev_shm or memfd (automatic: no shared memory, a loader without workers).
+  ShmBacking shm_backing = ShmBacking::automatic;
+  // With num_workers or prefetch = kAuto: what the loader chose, e.g. "2 workers, prefetch 3 (auto:
+  // settled)"; workers and depth above are the current choice. Empty otherwise.
+  std::string auto_tuning;
+  // Staged devices only:
+  std::uint64_t h2d_bytes = 0;  // copied host -> device
+  double h2d_seconds = 0;       // copy engine time of those copies (device events)
+  // GPU idle between steps, from events on the compute stream (Batch::ready_on): the time from the
+  // previous batch's release there (its step's work done) to the next batch's data being usable,
+  // so it counts both a late host and a stream waiting for a copy. Host timers cannot see the latter.
+  double gpu_wait_seconds = 0;
+  double gpu_span_seconds = 0;  // compute stream time covered by those measurements
+  std::uint64_t gpu_steps = 0;  // steps measured (Batch::ready_on calls resolved)
+  // The staging in use: Options::staging, or pinned_copy where registered_shm fell back because
+  // the slots could not be page-locked (a warning said so once).
+  Staging staging = Staging::pinned_copy;
+};
+STOKER_API std::ostream& operator<<(std::ostream& os, const Stats& s);
+
+}  // namespace stoker
