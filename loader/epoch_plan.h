@@ -1,13 +1,10 @@
-// EpochPlan: one epoch's batches, the sampler's order cut into batches of batch_size, and how a
-// batch is written into a slot as a task (header and sample indices) for whoever fills it.
+// EpochPlan: one epoch's batches, the sampler's order cut into batches of batch_size.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
-
-#include "loader/segment_layout.h"
 
 namespace stoker::detail {
 
@@ -21,20 +18,6 @@ struct EpochPlan {
     const std::uint64_t first = b * batch_size;
     const std::uint64_t n = std::min<std::uint64_t>(batch_size, order.size() - first);
     return {order.data() + first, n};
-  }
-
-  // Makes slot s the task "load batch b": its header and sample indices.
-  void write_task(const SegmentView& view, std::uint32_t s, std::uint64_t b) const noexcept {
-    SlotHeader& h = view.slot_header(s);
-    const auto samples = batch(b);
-    h.task_id = b;
-    h.epoch = epoch;
-    h.batch_index = b;
-    h.num_samples = static_cast<std::uint32_t>(samples.size());
-    h.status = static_cast<std::uint32_t>(SlotStatus::empty);
-    h.error_bytes = 0;
-    h.busy_ns = 0;
-    std::copy(samples.begin(), samples.end(), view.slot_indices(s));
   }
 };
 

@@ -1,13 +1,14 @@
 #include "loader/inline_source.h"
 
 #include "loader/held_batches.h"
+#include "loader/slot_task.h"
 
 namespace stoker::detail {
 
 std::uint32_t InlineSource::next_filled() {
   auto s = slots_->acquire();
   if (!s) throw held_batches_error(*slots_, plan_->epoch);
-  plan_->write_task(slots_->view(), *s, next_++);
+  write_task(slots_->view(), *s, *plan_, next_++);
   filler_.fill(slots_->view(), *s, "stoker");
   return *s;
 }

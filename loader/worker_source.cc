@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "loader/held_batches.h"
+#include "loader/slot_task.h"
 
 namespace stoker::detail {
 namespace {
@@ -35,7 +36,7 @@ void WorkerSource::issue() {
     if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth()) break;
     auto s = slots_->acquire();
     if (!s) break;
-    plan_->write_task(slots_->view(), *s, tasks_.next_to_issue());
+    write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
     const std::uint32_t w = tasks_.worker_for_next();
     tasks_.issue(*s, w);
     workers_.assign(w, *s);
