@@ -282,7 +282,7 @@ std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t st
 Batch LoaderImpl::take(std::uint32_t s) {
   const SegmentView& v = slots_->view();
   const SlotHeader& h = v.slot_header(s);
-  std::shared_ptr<std::vector<formats::VarBytes>> overflow;
+  OutsideBytes outside;
   if (h.status == static_cast<std::uint32_t>(SlotStatus::too_large)) {
     // A bytes field outgrew its region: read the batch here, into memory of this process.
     try {
@@ -305,8 +305,10 @@ Batch LoaderImpl::take(std::uint32_t s) {
                         "which is slower (docs/shm-layout.md)",
                         h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
       }
-      overflow = std::make_shared<std::vector<formats::VarBytes>>();
-      overflow_filler_->fill_overflow(v, s, *overflow);
+      auto read = std::make_shared<std::vector<formats::VarBytes>>();
+      overflow_filler_->fill_overflow(v, s, *read);
+      for (const formats::VarBytes& field : *read) outside.fields.push_back({field.data(), field.offsets()});
+      outside.owner = std::move(read);
     } catch (...) {
       slots_->release(s);
       throw;
@@ -320,7 +322,7 @@ Batch LoaderImpl::take(std::uint32_t s) {
     slots_->release(s);
     throw Error(message);
   }
-  Batch b = slots_->make_batch(s, std::move(overflow));
+  Batch b = slots_->make_batch(s, std::move(outside));
   std::uint64_t bytes = 0;
   for (const auto& f : b.fields()) bytes += f.bytes;
   {

@@ -14,7 +14,7 @@ SlotPool::SlotPool(ShmSegment segment, SegmentLayout layout, std::uint32_t num_s
       num_slots_(num_slots),
       held_(num_slots, false),
       free_flag_(num_slots, true),
-      overflow_(num_slots) {
+      keep_alive_(num_slots) {
   layout_.initialize(segment_.data(), num_slots);
   view_ = SegmentView(segment_.data(), layout_);
   // Lowest slot first, so that small runs touch few pages.
@@ -36,9 +36,9 @@ std::uint32_t SlotPool::in_use() const {
 }
 
 void SlotPool::release(std::uint32_t s) noexcept {
-  std::shared_ptr<std::vector<formats::VarBytes>> overflow;  // freed outside the lock
+  std::shared_ptr<const void> outside;  // freed outside the lock
   std::lock_guard lock(mu_);
-  overflow = std::move(overflow_[s]);
+  outside = std::move(keep_alive_[s]);
   if (free_flag_[s]) {
     // Two owners for one slot would hand the same memory to two batches: stop here, loudly.
     std::fprintf(stderr, "stoker: internal error: slot %u released twice\n", s);
@@ -49,7 +49,7 @@ void SlotPool::release(std::uint32_t s) noexcept {
   free_.push_back(s);
 }
 
-Batch SlotPool::make_batch(std::uint32_t s, std::shared_ptr<std::vector<formats::VarBytes>> overflow) {
+Batch SlotPool::make_batch(std::uint32_t s, OutsideBytes outside) {
   const SlotHeader& h = view_.slot_header(s);
   Batch b;
   b.slot_ = s;
@@ -70,11 +70,11 @@ Batch SlotPool::make_batch(std::uint32_t s, std::shared_ptr<std::vector<formats:
     if (!field.is_bytes()) {
       v.data = view_.slot_field(s, f);
       v.bytes = field.bytes_per_sample() * h.num_samples;
-    } else if (overflow) {
-      const formats::VarBytes& o = (*overflow)[f];
-      v.data = o.data();
-      v.offsets = o.offsets();
-      v.bytes = o.total();
+    } else if (outside.owner) {
+      const OutsideBytes::Field& o = outside.fields[f];
+      v.data = o.data;
+      v.offsets = o.offsets;
+      v.bytes = o.offsets.back();
     } else {
       v.data = view_.slot_data(s, f);
       v.offsets = {view_.slot_offsets(s, f), h.num_samples + std::size_t{1}};
@@ -85,7 +85,7 @@ Batch SlotPool::make_batch(std::uint32_t s, std::shared_ptr<std::vector<formats:
   {
     std::lock_guard lock(mu_);
     held_[s] = true;
-    overflow_[s] = std::move(overflow);
+    keep_alive_[s] = std::move(outside.owner);
   }
   b.owner_ = shared_from_this();
   return b;

@@ -10,15 +10,26 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
-#include "formats/reader.h"
 #include "loader/batch_owner.h"
 #include "loader/segment_layout.h"
 #include "loader/shm_segment.h"
 #include "stoker/batch.h"
 
 namespace stoker::detail {
+
+// The bytes fields of a batch that did not fit its slot, read into memory of this process instead
+// (docs/shm-layout.md). The pool keeps `owner` alive with the batch and knows nothing else of it.
+struct OutsideBytes {
+  struct Field {
+    const std::byte* data = nullptr;
+    std::span<const std::uint64_t> offsets;  // B+1
+  };
+  std::shared_ptr<const void> owner;
+  std::vector<Field> fields;  // per field of the schema; only bytes fields' are used
+};
 
 class SlotPool final : public BatchOwner, public std::enable_shared_from_this<SlotPool> {
  public:
@@ -34,9 +45,9 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   std::uint32_t in_use() const;
   void release(std::uint32_t slot) noexcept override;
 
-  // Hands slot s, filled, to the user. `overflow`: the bytes fields of a batch too large for the
+  // Hands slot s, filled, to the user. `outside`: the bytes fields of a batch too large for the
   // slot, read by the consumer (one per field; kept until the slot is released).
-  Batch make_batch(std::uint32_t s, std::shared_ptr<std::vector<formats::VarBytes>> overflow = nullptr);
+  Batch make_batch(std::uint32_t s, OutsideBytes outside = {});
 
   // Batch indices (within their epochs) of the slots held by live batches, ascending.
   std::vector<std::uint64_t> held_batches() const;
@@ -50,7 +61,7 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   std::vector<std::uint32_t> free_;  // guarded by mu_
   std::vector<bool> held_;           // guarded by mu_
   std::vector<bool> free_flag_;      // guarded by mu_: slot s is in free_ (catches a double release)
-  std::vector<std::shared_ptr<std::vector<formats::VarBytes>>> overflow_;  // guarded by mu_
+  std::vector<std::shared_ptr<const void>> keep_alive_;  // guarded by mu_: per slot, its OutsideBytes' owner
 };
 
 }  // namespace stoker::detail
