@@ -1,25 +1,14 @@
-// stoker::init: the process's arguments for exec'd fork servers, or, in an exec'd fork server,
-// the server's whole life (stoker/init.h).
+// stoker::init: records the process's arguments for exec'd fork servers, or, in an exec'd fork
+// server, is the server's whole life (stoker/init.h).
 #include "stoker/init.h"
 
 #include <cstdlib>
-#include <string>
-#include <vector>
 
 #include "loader/fork_server.h"
+#include "loader/program_image.h"
 #include "loader/worker_pool.h"
 
 namespace stoker {
-namespace {
-
-std::vector<std::string>& arguments() {
-  static std::vector<std::string> args;
-  return args;
-}
-
-bool g_initialised = false;
-
-}  // namespace
 
 void init(int argc, char** argv) {
   if (const char* sock = std::getenv(detail::kForkServerEnv)) {
@@ -27,16 +16,9 @@ void init(int argc, char** argv) {
     ::unsetenv(detail::kForkServerEnv);  // not for anything this process starts
     detail::serve_exec_fork_server(fd);
   }
-  arguments().assign(argv, argv + argc);
-  if (arguments().empty()) arguments().push_back("stoker");
-  g_initialised = true;
+  detail::record_program_arguments(argc, argv);
 }
 
-bool clean_workers() noexcept { return g_initialised; }
+bool clean_workers() noexcept { return detail::program_initialised(); }
 
-namespace detail {
-
-std::vector<std::string> program_arguments() { return arguments(); }
-
-}  // namespace detail
 }  // namespace stoker

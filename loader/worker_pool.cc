@@ -11,10 +11,10 @@
 #include <csignal>
 
 #include "loader/pipeline.h"
+#include "loader/program_image.h"
 #include "loader/worker.h"
 #include "loader/worker_setup.h"
 #include "stoker/error.h"
-#include "stoker/init.h"
 #include "util/posix_error.h"
 
 namespace stoker::detail {
@@ -62,7 +62,7 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
   worker_main_ = worker_main;
   keep_ = keep;
   std::optional<ExecStart>& exec = exec_;
-  if (clean_workers()) {
+  if (program_initialised()) {
     // A fresh exec of this program serves the workers: it gets the same settings as text and the
     // same descriptors over its socket (serve_exec_fork_server below).
     WorkerSetup setup;

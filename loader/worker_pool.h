@@ -118,9 +118,6 @@ class WorkerPool {
 // serves its workers; never returns.
 [[noreturn]] void serve_exec_fork_server(int sock);
 
-// The arguments init() saw, to exec the program again; empty before init().
-std::vector<std::string> program_arguments();
-
 std::string describe_worker_death(const WorkerExit& exit, const std::string& held);
 
 }  // namespace stoker::detail
