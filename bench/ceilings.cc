@@ -35,7 +35,7 @@
 
 #include "formats/lmdb_env.h"
 #include "formats/lmdb_reader.h"
-#include "loader/sampler.h"
+#include "util/splitmix64.h"
 
 namespace {
 

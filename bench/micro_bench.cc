@@ -18,10 +18,10 @@
 #include "formats/lmdb_reader.h"
 #include "loader/device_backend.h"
 #include "loader/ops/resize.h"
-#include "loader/sampler.h"
 #include "loader/segment_layout.h"
 #include "loader/shm_segment.h"
 #include "tools/synthetic_data.h"
+#include "util/splitmix64.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "loader/ops/op.h"
-#include "loader/sampler.h"
 #include "stoker/error.h"
+#include "util/splitmix64.h"
 
 namespace stoker {
 

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "loader/sampler.h"
+#include "loader/shuffle.h"
+#include "util/splitmix64.h"
 
 namespace stoker::detail {
 

@@ -14,14 +14,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "stoker/export.h"
-
 namespace stoker::detail {
 
 inline constexpr std::uint32_t kQuasiRandomWindowGroups = 4;
 
-STOKER_TOOLS_API std::vector<std::uint64_t> quasi_random_order(std::uint64_t n, std::uint64_t group,
-                                                               std::uint32_t window_groups, std::uint64_t seed,
-                                                               std::uint64_t epoch);
+std::vector<std::uint64_t> quasi_random_order(std::uint64_t n, std::uint64_t group, std::uint32_t window_groups,
+                                              std::uint64_t seed, std::uint64_t epoch);
 
 }  // namespace stoker::detail

@@ -6,36 +6,10 @@
 #include <numeric>
 
 #include "loader/quasi_random.h"
+#include "loader/shuffle.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
-
-std::uint64_t splitmix64_mix(std::uint64_t z) noexcept {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-std::uint64_t SplitMix64::next() noexcept {
-  state_ += 0x9e3779b97f4a7c15ULL;
-  return splitmix64_mix(state_);
-}
-
-std::uint64_t epoch_stream(std::uint64_t seed, std::uint64_t epoch) noexcept {
-  return splitmix64_mix(splitmix64_mix(seed) ^ epoch);
-}
-
-std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
-  std::vector<std::uint64_t> p(n);
-  std::iota(p.begin(), p.end(), std::uint64_t{0});
-  SplitMix64 rng(epoch_stream(seed, epoch));
-  for (std::uint64_t i = n; i-- > 1;) {
-    __extension__ using u128 = unsigned __int128;
-    auto j = static_cast<std::uint64_t>((static_cast<u128>(rng.next()) * (i + 1)) >> 64);
-    std::swap(p[i], p[j]);
-  }
-  return p;
-}
 
 Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
                  bool drop_last, std::uint64_t group)

@@ -4,32 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
-#include "stoker/export.h"
 #include "stoker/options.h"
 
 namespace stoker::detail {
-
-// SplitMix64's output function (a bijection of 64-bit words).
-STOKER_TOOLS_API std::uint64_t splitmix64_mix(std::uint64_t z) noexcept;
-
-class STOKER_TOOLS_API SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t state) noexcept : state_(state) {}
-  std::uint64_t next() noexcept;
-
- private:
-  std::uint64_t state_;
-};
-
-// The generator state for (seed, epoch): mix(mix(seed) ^ epoch). Distinct pairs give unrelated
-// streams; in particular (1, 0) and (0, 1) differ, unlike seed + epoch.
-STOKER_TOOLS_API std::uint64_t epoch_stream(std::uint64_t seed, std::uint64_t epoch) noexcept;
-
-// Fisher-Yates from the top: for i = n-1 down to 1, j = (next() * (i + 1)) >> 64 (a 128-bit
-// product), swap(p[i], p[j]); p starts as the identity.
-STOKER_TOOLS_API std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch);
 
 class Sampler {
  public:

@@ -15,7 +15,7 @@
 #include "formats/lmdb_env.h"
 #include "loader/device_backend.h"
 #include "loader/emulated_device.h"
-#include "loader/sampler.h"
+#include "loader/shuffle.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
 

@@ -16,7 +16,7 @@
 #include "formats/lmdb_writer.h"
 #include "formats/reader.h"
 #include "loader/quasi_random.h"
-#include "loader/sampler.h"
+#include "loader/shuffle.h"
 #include "stoker/error.h"
 #include "tests/test_data.h"
 

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "formats/lmdb_env.h"
-#include "loader/sampler.h"
 #include "loader/segment_layout.h"
+#include "loader/shuffle.h"
 #include "stoker/digest.h"
 #include "tests/test_data.h"
 #include "util/posix_error.h"

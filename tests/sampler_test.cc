@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 
+#include "loader/shuffle.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

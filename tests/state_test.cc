@@ -14,6 +14,7 @@
 #include <set>
 
 #include "loader/sampler.h"
+#include "loader/shuffle.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
 

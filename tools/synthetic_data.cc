@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "formats/lmdb_writer.h"
-#include "loader/sampler.h"
 #include "stoker/digest.h"
+#include "util/splitmix64.h"
 
 namespace stoker::tools {
 namespace {
