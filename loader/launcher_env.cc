@@ -139,4 +139,13 @@ std::uint32_t local_ranks_from_env(const EnvLookup& env) {
   return 1;
 }
 
+std::uint32_t local_ranks_for_budget(const EnvLookup& env, std::string& warning) {
+  try {
+    return local_ranks_from_env(env);
+  } catch (const Error& e) {
+    warning = fmt::format("{}; the shared-memory budget assumes this is the only rank on this node", e.what());
+    return 1;
+  }
+}
+
 }  // namespace stoker::detail

@@ -35,7 +35,13 @@ using EnvLookup = std::function<const char*(const char*)>;
 // conflicting set.
 std::optional<LaunchInfo> launch_info_from_env(const EnvLookup& getenv_fn);
 
-// Ranks sharing this node, from the launcher (1 when there is none or it does not say).
+// Ranks sharing this node, from the launcher (1 when there is none or it does not say). Throws
+// stoker::Error for a malformed or conflicting set, as launch_info_from_env does.
 std::uint32_t local_ranks_from_env(const EnvLookup& getenv_fn);
+
+// The same for sizing shared memory, where sharding was not asked for: a malformed or conflicting
+// set (a stray RANK=0, SLURM_PROCID without SLURM_NTASKS) must not stop a loader, so it counts as
+// one rank on this node and `warning` says why. Shard::from_env() stays strict.
+std::uint32_t local_ranks_for_budget(const EnvLookup& getenv_fn, std::string& warning);
 
 }  // namespace stoker::detail

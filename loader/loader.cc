@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <ostream>
@@ -20,6 +21,7 @@
 #include "loader/device_feeder.h"
 #include "loader/epoch_plan.h"
 #include "loader/inline_source.h"
+#include "loader/launcher_env.h"
 #include "loader/options_check.h"
 #include "loader/pipeline.h"
 #include "loader/quasi_random.h"
@@ -68,6 +70,8 @@ class LoaderImpl final : public HostSource {
 
  private:
   void warn(const std::string& message) const;
+  // The loaders on this node that share its shared memory, from the launcher's variables.
+  std::uint32_t local_ranks() const;
   // The Batch for a filled slot, or the error its worker stored there.
   Batch take(std::uint32_t slot);
 
@@ -150,8 +154,8 @@ LoaderImpl::LoaderImpl(Options options)
   } else {
     reader.reset();
     const RingRequest request{num_workers, prefetch, opt_.shm_fraction};
-    ReservedRing ring =
-        reserve_ring(layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget), opt_.shm_backing);
+    ReservedRing ring = reserve_ring(
+        layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget, local_ranks()), opt_.shm_backing);
     for (const auto& w : ring.warnings) warn(w);
     shm_backing_ = ring.backing;
     slots_ = std::make_shared<SlotPool>(std::move(ring.segment), layout, ring.depth);
@@ -203,6 +207,13 @@ void LoaderImpl::warn(const std::string& message) const {
   } else {
     std::cerr << "stoker: warning: " << message << std::endl;
   }
+}
+
+std::uint32_t LoaderImpl::local_ranks() const {
+  std::string warning;
+  const std::uint32_t n = local_ranks_for_budget([](const char* name) { return std::getenv(name); }, warning);
+  if (!warning.empty()) warn(warning);
+  return n;
 }
 
 std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {

@@ -84,7 +84,8 @@ std::uint64_t mem_available(const ShmEnvironment& env) {
   return kUnlimited;
 }
 
-ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, const ShmEnvironment& env) {
+ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, std::uint32_t local_ranks,
+                             const ShmEnvironment& env) {
   struct statvfs vfs;
   if (::statvfs(env.shm_dir.c_str(), &vfs) != 0) throw_errno(env.shm_dir + ": statvfs");
   ShmBudget b;
@@ -136,7 +137,7 @@ ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, cons
                           : "");
     }
   }
-  if (const std::uint32_t n = local_ranks_from_env(env.getenv); n > 1) {
+  if (const std::uint32_t n = local_ranks; n > 1) {
     b.bytes /= n;
     b.reason += fmt::format(", shared by {} local ranks", n);
     b.memory_bytes /= n;

@@ -1,14 +1,11 @@
 // How much shared memory a loader may reserve. The budget is the smallest of: shm_fraction of the
 // free space statvfs reports for the shm directory; the memory cgroup's headroom (tmpfs pages count
 // against it and statvfs cannot see it); Options::shm_budget. It is divided by the number of ranks on
-// this node when the launcher says (loader/launcher_env.h), since every local rank runs a loader.
+// this node (the caller asks the launcher: loader/launcher_env.h), since every local rank runs a loader.
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
-
-#include "loader/launcher_env.h"
 
 namespace stoker::detail {
 
@@ -37,7 +34,6 @@ struct ShmBudget {
 
 struct ShmEnvironment {
   std::string shm_dir = "/dev/shm";
-  EnvLookup getenv = [](const char* name) -> const char* { return std::getenv(name); };
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string proc_cgroup = "/proc/self/cgroup";
   std::string meminfo = "/proc/meminfo";
@@ -50,6 +46,8 @@ std::uint64_t mem_available(const ShmEnvironment& env);
 // cgroup v2 or v1; UINT64_MAX when no limit is set or none can be read.
 std::uint64_t cgroup_memory_headroom(const ShmEnvironment& env);
 
-ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, const ShmEnvironment& env = {});
+// `local_ranks`: the loaders on this node that share its memory (1 or more).
+ShmBudget compute_shm_budget(double fraction, std::uint64_t explicit_bytes, std::uint32_t local_ranks,
+                             const ShmEnvironment& env = {});
 
 }  // namespace stoker::detail

@@ -112,5 +112,26 @@ TEST(LauncherEnv, MalformedOrHalfSetVariablesAreErrors) {
   EXPECT_THAT(error_of(env), HasSubstr("SLURM_TASKS_PER_NODE='2(y3)' is malformed"));
 }
 
+// Sizing shared memory never asked for sharding: a stray or malformed launcher variable counts as
+// one rank on this node, with a warning that says which variable and what was assumed.
+TEST(LauncherEnv, TheBudgetAssumesOneRankWhereTheVariablesAreMalformed) {
+  FakeEnv env;
+  std::string warning;
+  EXPECT_EQ(local_ranks_for_budget(env.lookup(), warning), 1u);
+  EXPECT_EQ(warning, "");
+  env.vars = {{"RANK", "0"}};
+  EXPECT_EQ(local_ranks_for_budget(env.lookup(), warning), 1u);
+  EXPECT_THAT(warning, HasSubstr("RANK is set but WORLD_SIZE is not"));
+  EXPECT_THAT(warning, HasSubstr("assumes this is the only rank on this node"));
+  warning.clear();
+  env.vars = {{"SLURM_PROCID", "3"}};
+  EXPECT_EQ(local_ranks_for_budget(env.lookup(), warning), 1u);
+  EXPECT_THAT(warning, HasSubstr("SLURM_PROCID is set but SLURM_NTASKS is not"));
+  warning.clear();
+  env.vars = {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}};
+  EXPECT_EQ(local_ranks_for_budget(env.lookup(), warning), 2u);
+  EXPECT_EQ(warning, "");
+}
+
 }  // namespace
 }  // namespace stoker::detail

@@ -462,5 +462,26 @@ TEST(ShardFromEnv, ReadsTorchrunAndOpenMpiAndNeverGuesses) {
   ::unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 
+// A stray launcher variable, with sharding not asked for, does not stop a loader with workers: the
+// shared memory is sized for one rank on this node and a warning says why.
+TEST(ShardFromEnv, AStrayLauncherVariableOnlyWarnsWhenShardingIsNotAskedFor) {
+  TempDir tmp;
+  write_lmdb(tmp.path("d.lmdb"), small_schema(10));
+  Options o;
+  o.source = tmp.path("d.lmdb");
+  o.batch_size = 4;
+  o.num_workers = 1;
+  std::vector<std::string> warnings;
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  ::setenv("RANK", "0", 1);
+  Loader loader(o);
+  ::unsetenv("RANK");
+  EXPECT_EQ(run_epoch(loader, 0, small_schema(10)).size(), 10u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("RANK is set but WORLD_SIZE is not"));
+  EXPECT_THAT(warnings[0], HasSubstr("assumes this is the only rank on this node"));
+  EXPECT_THROW(Shard::from_env(), Error);  // asked for, it stays an error
+}
+
 }  // namespace
 }  // namespace stoker::test

@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 
 #include "tests/test_data.h"
 
@@ -24,12 +23,10 @@ void write_file(const fs::path& p, const std::string& text) {
 class ShmBudget : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::unsetenv("LOCAL_WORLD_SIZE");
     env_.shm_dir = tmp_.dir().string();  // a real filesystem with plenty free
     env_.cgroup_root = (tmp_.dir() / "cgroup").string();
     env_.proc_cgroup = (tmp_.dir() / "proc-self-cgroup").string();
   }
-  void TearDown() override { ::unsetenv("LOCAL_WORLD_SIZE"); }
   TempDir tmp_;
   detail::ShmEnvironment env_;
 };
@@ -41,16 +38,16 @@ TEST_F(ShmBudget, TheMemoryCgroupV2HeadroomBoundsItAlongTheAncestors) {
   write_file(fs::path(env_.cgroup_root) / "job/memory.max", "104857600\n");     // 100 MiB
   write_file(fs::path(env_.cgroup_root) / "job/memory.current", "41943040\n");  // 40 MiB
   EXPECT_EQ(detail::cgroup_memory_headroom(env_), 60u << 20);
-  auto b = detail::compute_shm_budget(0.5, 0, env_);
+  auto b = detail::compute_shm_budget(0.5, 0, 1, env_);
   EXPECT_EQ(b.bytes, 60u << 20);
   EXPECT_THAT(b.reason, HasSubstr("memory cgroup's headroom of 60.0 MiB"));
   EXPECT_EQ(b.bound, detail::BudgetBound::cgroup);  // a refusal asks for a larger memory limit
   // memfd memory too: 60 MiB is less than this machine's MemAvailable.
   EXPECT_EQ(b.memory_available, 60u << 20);
   EXPECT_EQ(b.memory_bound, detail::BudgetBound::cgroup);
-  b = detail::compute_shm_budget(0.5, 32u << 20, env_);
+  b = detail::compute_shm_budget(0.5, 32u << 20, 1, env_);
   EXPECT_EQ(b.memory_bound, detail::BudgetBound::option);
-  b = detail::compute_shm_budget(0.5, 128u << 20, env_);  // more than the headroom: capped by it
+  b = detail::compute_shm_budget(0.5, 128u << 20, 1, env_);  // more than the headroom: capped by it
   EXPECT_EQ(b.memory_bound, detail::BudgetBound::cgroup);
   EXPECT_EQ(b.bound, detail::BudgetBound::cgroup);
 }
@@ -65,38 +62,28 @@ TEST_F(ShmBudget, TheMemoryCgroupV1LimitCountsAndUnlimitedDoesNot) {
   EXPECT_EQ(detail::cgroup_memory_headroom(env_), 1u << 30);
 }
 
-TEST_F(ShmBudget, TheOptionAndLocalWorldSizeLowerIt) {
+TEST_F(ShmBudget, TheOptionAndTheLocalRanksLowerIt) {
   write_file(env_.proc_cgroup, "0::/\n");
-  auto b = detail::compute_shm_budget(0.5, 64u << 20, env_);
+  auto b = detail::compute_shm_budget(0.5, 64u << 20, 1, env_);
   EXPECT_EQ(b.bytes, 64u << 20);
   EXPECT_THAT(b.reason, HasSubstr("shm budget option"));
   EXPECT_EQ(b.bound, detail::BudgetBound::option);
-  ::setenv("LOCAL_WORLD_SIZE", "4", 1);
-  b = detail::compute_shm_budget(0.5, 64u << 20, env_);
+  b = detail::compute_shm_budget(0.5, 64u << 20, 4, env_);
   EXPECT_EQ(b.bytes, 16u << 20);
   EXPECT_THAT(b.reason, HasSubstr("shared by 4 local ranks"));
-  ::unsetenv("LOCAL_WORLD_SIZE");
-  // Any launcher's count of ranks on this node divides it: SLURM's here.
-  std::map<std::string, std::string> vars = {
-      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "6"}, {"SLURM_TASKS_PER_NODE", "2(x3)"}, {"SLURM_NODEID", "2"}};
-  env_.getenv = [&](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-  b = detail::compute_shm_budget(0.5, 64u << 20, env_);
-  EXPECT_EQ(b.bytes, 32u << 20);
-  EXPECT_THAT(b.reason, HasSubstr("shared by 2 local ranks"));
+  EXPECT_EQ(b.memory_bytes, 16u << 20);
+  EXPECT_THAT(b.memory_reason, HasSubstr("shared by 4 local ranks"));
 }
 
 TEST_F(ShmBudget, AnExplicitBudgetMayExceedTheFractionButNotTheFreeSpace) {
   write_file(env_.proc_cgroup, "0::/\n");
-  auto free_space = detail::compute_shm_budget(0.5, 0, env_).shm_free;
+  auto free_space = detail::compute_shm_budget(0.5, 0, 1, env_).shm_free;
   ASSERT_GT(free_space, 16u << 20);
   const std::uint64_t most = free_space / 10 * 9;  // above the default half
-  auto b = detail::compute_shm_budget(0.5, most, env_);
+  auto b = detail::compute_shm_budget(0.5, most, 1, env_);
   EXPECT_EQ(b.bytes, most);
   EXPECT_THAT(b.reason, HasSubstr("shm budget option"));
-  b = detail::compute_shm_budget(0.5, free_space * 4, env_);
+  b = detail::compute_shm_budget(0.5, free_space * 4, 1, env_);
   EXPECT_LE(b.bytes, free_space + (16u << 20));  // the free space may move a little between calls
   EXPECT_GE(b.bytes, free_space / 2);
   EXPECT_THAT(b.reason, HasSubstr("capped by the"));
@@ -105,7 +92,7 @@ TEST_F(ShmBudget, AnExplicitBudgetMayExceedTheFractionButNotTheFreeSpace) {
 
 TEST_F(ShmBudget, WithoutLimitsItIsTheFractionOfTheFreeSpace) {
   write_file(env_.proc_cgroup, "0::/\n");
-  auto b = detail::compute_shm_budget(0.25, 0, env_);
+  auto b = detail::compute_shm_budget(0.25, 0, 1, env_);
   EXPECT_GT(b.shm_free, 0u);
   EXPECT_NEAR(static_cast<double>(b.bytes), 0.25 * static_cast<double>(b.shm_free), 1 << 20);
   EXPECT_THAT(b.reason, HasSubstr("25% of"));
