@@ -21,6 +21,7 @@
 #include <numeric>
 
 #include "formats/lmdb_reader.h"
+#include "formats/open_reader.h"
 #include "loader/device_backend.h"
 #include "stoker/loader.h"
 #include "tools/gpu_step.h"

@@ -123,12 +123,6 @@ struct ReaderOptions {
   bool sequential = false;
 };
 
-// Decides the format of `path` from its contents: an HDF5 signature, or an LMDB meta page (a file,
-// or a directory holding data.mdb). Throws stoker::Error for a missing path or neither format.
-STOKER_TOOLS_API Format detect_format(const std::string& path);
-
-STOKER_TOOLS_API std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options);
-
 // The fields `wanted` picks out of `available` (all, alphabetical, when `wanted` is empty).
 // Throws stoker::Error naming `path`, an unknown or repeated field, and the fields present.
 Schema select_fields(const Schema& available, const std::vector<std::string>& wanted, const std::string& path);

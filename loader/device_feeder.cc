@@ -5,7 +5,7 @@
 #include "loader/device_backend.h"
 #include "loader/device_buffer_pool.h"
 #include "loader/staged_queue.h"
-#include "loader/stager.h"
+#include "loader/stager_factory.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

@@ -17,7 +17,7 @@
 #include <ostream>
 #include <thread>
 
-#include "formats/reader.h"
+#include "formats/open_reader.h"
 #include "loader/device_feeder.h"
 #include "loader/epoch_plan.h"
 #include "loader/inline_source.h"

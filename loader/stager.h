@@ -27,9 +27,4 @@ class Stager {
   virtual std::size_t slots_held() const noexcept { return 0; }
 };
 
-// The stager for `staging`: registered_shm page-locks [slots, slots + bytes) and falls back to
-// pinned_copy, calling warn() once, where the platform refuses.
-std::unique_ptr<Stager> make_stager(Staging staging, DeviceBufferPool& pool, std::byte* slots, std::size_t bytes,
-                                    const std::function<void(const std::string&)>& warn);
-
 }  // namespace stoker::detail

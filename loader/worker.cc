@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "formats/open_reader.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

@@ -14,7 +14,7 @@
 #include "formats/lmdb_env.h"
 #include "formats/lmdb_reader.h"
 #include "formats/lmdb_writer.h"
-#include "formats/reader.h"
+#include "formats/open_reader.h"
 #include "loader/quasi_random.h"
 #include "loader/shuffle.h"
 #include "stoker/error.h"

@@ -1,4 +1,4 @@
-#include "loader/stager.h"
+#include "loader/stager_factory.h"
 
 #include "loader/pinned_stager.h"
 #include "loader/registered_stager.h"
