@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "formats/lmdb_calls.h"
 #include "formats/lmdb_env.h"
 #include "formats/lmdb_keys.h"
 #include "formats/lmdb_record.h"
@@ -136,7 +137,7 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
   check_mdb(mdb_cursor_open(t, samples, &raw), path + ": cursor");
   std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw, mdb_cursor_close);
   MDB_val k, v;
-  check_mdb(detail::Env::get().mdb_cursor_get(raw, &k, &v, MDB_FIRST), path + ": first key");
+  check_mdb(LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_FIRST), path + ": first key");
   const std::string expect =
       "a database without a stoker schema is read when its keys are the sample indices 0 .. N-1 written as decimal "
       "(b'17'), zero-padded decimal (b'00000017') or 8-byte big-endian integers";
@@ -168,7 +169,7 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
     std::vector<bool> seen(n, false);
     std::uint64_t count = 0;
     int rc = MDB_SUCCESS;
-    for (; rc == MDB_SUCCESS; rc = detail::Env::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
+    for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
       const auto i = keys.parse(k);
       if (!i) {
         throw Error(fmt::format("{}: key {} is not a sample index like the first key ({}); {}", path,
@@ -285,7 +286,7 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
   for (std::size_t k = 0; k < indices.size(); ++k) {
     char keybuf[24];
     MDB_val key = m.key_of(indices[k], keybuf), val;
-    int rc = detail::Env::get().mdb_get(m.txn, m.samples, &key, &val);
+    int rc = LmdbCalls::get().mdb_get(m.txn, m.samples, &key, &val);
     if (rc == MDB_NOTFOUND) {
       throw Error(fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
     }

@@ -1,5 +1,5 @@
-// Faults injected through the Env seam (util/env.h): each gives a clear error or a recovery, and
-// never a hang, a leaked process or /dev/shm entry, or a batch delivered twice.
+// Faults injected through the Env seam (util/env.h) and LMDB's (formats/lmdb_calls.h): each gives a clear error or a
+// recovery, and never a hang, a leaked process or /dev/shm entry, or a batch delivered twice.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/lmdb_calls.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
@@ -24,9 +25,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// An Env whose calls fail as the test says. Forked workers get a copy: the counters count the
-// calls of the process they are in.
-class FaultEnv : public detail::Env {
+// An Env (and LMDB calls) whose calls fail as the test says. Forked workers get a copy: the
+// counters count the calls of the process they are in.
+class FaultEnv : public detail::Env, public formats::LmdbCalls {
  public:
   std::function<int(int call)> fallocate_error;                 // 0: pass through
   std::function<int(off_t offset, std::size_t n)> pread_error;  // 0: pass through; -1: end of file
@@ -55,10 +56,10 @@ class FaultEnv : public detail::Env {
   }
   int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value) override {
     if (int e = mdb_error ? mdb_error(*key) : 0) return e;
-    return resized(*key, value, Env::mdb_get(txn, dbi, key, value));
+    return resized(*key, value, LmdbCalls::mdb_get(txn, dbi, key, value));
   }
   int mdb_cursor_get(MDB_cursor* cursor, MDB_val* key, MDB_val* value, MDB_cursor_op op) override {
-    return resized(*key, value, Env::mdb_cursor_get(cursor, key, value, op));
+    return resized(*key, value, LmdbCalls::mdb_cursor_get(cursor, key, value, op));
   }
 
  private:
@@ -79,9 +80,11 @@ class Faults : public ::testing::Test {
     write_lmdb(tmp_.path("d.lmdb"), schema_);
     write_hdf5(tmp_.path("d.h5"), schema_, {formats::Hdf5WriteOptions::Layout::contiguous, 0, 0});
     detail::Env::install(&env_);
+    formats::LmdbCalls::install(&env_);
   }
   void TearDown() override {
     detail::Env::install(nullptr);
+    formats::LmdbCalls::install(nullptr);
     EXPECT_TRUE(descendants().empty()) << "a process outlived its loader";
     EXPECT_TRUE(shm_entries_of(::getpid()).empty()) << "a /dev/shm entry outlived its loader";
     ::alarm(0);

@@ -22,12 +22,6 @@ int Env::posix_fadvise(int fd, off_t offset, off_t len, int advice) { return ::p
 
 int Env::madvise(void* addr, std::size_t len, int advice) { return ::madvise(addr, len, advice); }
 
-int Env::mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value) { return ::mdb_get(txn, dbi, key, value); }
-
-int Env::mdb_cursor_get(MDB_cursor* cursor, MDB_val* key, MDB_val* value, MDB_cursor_op op) {
-  return ::mdb_cursor_get(cursor, key, value, op);
-}
-
 Env& Env::get() noexcept { return *g_env; }
 
 Env* Env::install(Env* env) noexcept {

@@ -1,7 +1,7 @@
-// Env: the calls that fail in production, behind one seam (LevelDB's Env, in small), so that tests
-// can make each fail on demand and check what the user gets: reserving shared memory
-// (posix_fallocate: ENOSPC), reading files (pread: EIO, short reads), reading LMDB records
-// (mdb_get, mdb_cursor_get), and starting worker processes (fork: EAGAIN); and the read-ahead
+// Env: the OS calls that fail in production, behind one seam (LevelDB's Env, in small), so that
+// tests can make each fail on demand and check what the user gets: reserving shared memory
+// (posix_fallocate: ENOSPC), reading files (pread: EIO, short reads) and starting worker processes
+// (fork: EAGAIN); and the read-ahead
 // hints (posix_fadvise, madvise WILLNEED), whose effect on the page cache a test could only see by
 // timing, so that tests see the hints themselves. The default passes each call through.
 //
@@ -9,7 +9,6 @@
 // gone. Worker processes are forked from the process that installed it and inherit it.
 #pragma once
 
-#include <lmdb.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -26,8 +25,6 @@ class Env {
   // posix_fadvise's contract: 0, or the error number.
   virtual int posix_fadvise(int fd, off_t offset, off_t len, int advice);
   virtual int madvise(void* addr, std::size_t len, int advice);
-  virtual int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value);
-  virtual int mdb_cursor_get(MDB_cursor* cursor, MDB_val* key, MDB_val* value, MDB_cursor_op op);
 
   // The installed Env, or the default.
   static Env& get() noexcept;
