@@ -10,72 +10,14 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <utility>
 
+#include "loader/ops/image_ops.h"
 #include "loader/ops/op.h"
+#include "loader/ops/registry.h"
 #include "stoker/error.h"
-#include "util/splitmix64.h"
 
 namespace stoker {
-
-// ---- public helpers (stoker/pipeline.h) ----
-
-std::byte* SampleOut::resize(DType dtype, std::span<const std::int64_t> shape) {
-  std::uint64_t bytes = dtype_size(dtype);
-  for (std::int64_t d : shape) {
-    if (d < 0 || (d > 0 && static_cast<std::uint64_t>(d) > kMaxSampleBytes / std::max<std::uint64_t>(bytes, 1))) {
-      throw Error(fmt::format("an output of shape [{}] is more than a sample may hold ({} bytes, kMaxSampleBytes)",
-                              fmt::join(shape, ","), kMaxSampleBytes));
-    }
-    bytes *= static_cast<std::uint64_t>(d);
-  }
-  dtype_ = dtype;
-  shape_.assign(shape.begin(), shape.end());
-  size_ = bytes;
-  if (target_ && bytes != target_bytes_) target_ = nullptr;  // not the declared output: the caller says so
-  if (target_) return target_;
-  if (buffer_.size() < bytes) buffer_.resize(bytes);
-  return buffer_.data();
-}
-
-std::uint64_t SampleRandom::next() noexcept { return detail::splitmix64_mix(state_ += 0x9e3779b97f4a7c15ull); }
-
-double SampleRandom::uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
-std::int64_t SampleRandom::integer(std::int64_t lo, std::int64_t hi) noexcept {
-  if (hi <= lo) return lo;
-  const auto span = static_cast<std::uint64_t>(hi - lo) + 1;
-  return lo + static_cast<std::int64_t>(static_cast<double>(span) * uniform());
-}
-
-namespace {
-
-std::map<std::string, UserOp, std::less<>>& user_ops() {
-  static std::map<std::string, UserOp, std::less<>> ops;
-  return ops;
-}
-
-std::string known_ops() {
-  std::vector<std::string> names = detail::builtin_op_names();
-  for (const auto& [name, op] : user_ops()) names.push_back(name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
-}  // namespace
-
-bool register_op(const std::string& name, UserOp op) {
-  if (name.empty() || !std::all_of(name.begin(), name.end(),
-                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; })) {
-    throw Error(fmt::format("register_op: '{}' is not a valid operation name (letters, digits and _)", name));
-  }
-  if (detail::is_builtin_op(name) || user_ops().count(name)) {
-    throw Error(fmt::format("register_op: an operation named '{}' is already registered", name));
-  }
-  if (!op.spec || !op.run) throw Error(fmt::format("register_op: operation '{}' needs both spec and run", name));
-  user_ops().emplace(name, std::move(op));
-  return true;
-}
 
 namespace detail {
 namespace {
@@ -112,26 +54,6 @@ OpText parse_op(std::string_view text, std::string_view field) {
     start = end + 1;
   }
   return op;
-}
-
-class UserOpAdapter final : public Op {
- public:
-  UserOpAdapter(OpText t, const UserOp& op) : Op(std::move(t)), op_(op) {}
-  Spec bind(const Spec& in) override {
-    const OpSpec out = op_.spec(OpSpec{in.bytes, in.dtype, in.shape}, text_.args);
-    return Spec{out.bytes, out.dtype, out.shape, in.chw && out.shape == in.shape};
-  }
-  void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override { op_.run(in, out, text_.args, random); }
-
- private:
-  UserOp op_;
-};
-
-std::unique_ptr<Op> make_op(const OpText& t) {
-  if (auto op = make_builtin_op(t)) return op;
-  const auto user = user_ops().find(t.name);
-  if (user != user_ops().end()) return std::make_unique<UserOpAdapter>(t, user->second);
-  throw Error(fmt::format("unknown operation '{}' (operations: {})", t.name, known_ops()));
 }
 
 }  // namespace

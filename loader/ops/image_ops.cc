@@ -1,3 +1,5 @@
+#include "loader/ops/image_ops.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -7,19 +9,11 @@
 #include <utility>
 
 #include "loader/ops/image_decode.h"
-#include "loader/ops/op.h"
 #include "loader/ops/resize.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
 namespace {}  // namespace
-
-std::string describe(const Spec& s) {
-  if (s.bytes) return "bytes";
-  std::vector<std::string> dims;
-  for (auto d : s.shape) dims.push_back(d < 0 ? "?" : std::to_string(d));
-  return fmt::format("{}[{}]{}", dtype_name(s.dtype), fmt::join(dims, ","), s.chw ? " (CHW)" : "");
-}
 
 namespace {
 
@@ -449,27 +443,22 @@ class FlipThenChw final : public Op {
   Spec out_;
 };
 
-const std::vector<std::string> kBuiltins = {"decode",   "decode_jpeg", "decode_png", "random_resized_crop",
-                                            "resize",   "center_crop", "flip",       "to_chw",
-                                            "normalize"};
+template <class T>
+std::unique_ptr<Op> make(const OpText& t) {
+  return std::make_unique<T>(t);
+}
 
 }  // namespace
 
-const std::vector<std::string>& builtin_op_names() { return kBuiltins; }
-
-bool is_builtin_op(std::string_view name) {
-  return std::find(kBuiltins.begin(), kBuiltins.end(), name) != kBuiltins.end();
-}
-
-std::unique_ptr<Op> make_builtin_op(const OpText& t) {
-  if (t.name == "decode" || t.name == "decode_jpeg" || t.name == "decode_png") return std::make_unique<DecodeOp>(t);
-  if (t.name == "random_resized_crop") return std::make_unique<RandomResizedCropOp>(t);
-  if (t.name == "resize") return std::make_unique<ResizeOp>(t);
-  if (t.name == "center_crop") return std::make_unique<CenterCropOp>(t);
-  if (t.name == "flip") return std::make_unique<FlipOp>(t);
-  if (t.name == "to_chw") return std::make_unique<ToChwOp>(t);
-  if (t.name == "normalize") return std::make_unique<NormalizeOp>(t);
-  return nullptr;
+const std::vector<BuiltinOp>& builtin_ops() {
+  static const std::vector<BuiltinOp> ops = {
+      {"decode", make<DecodeOp>},       {"decode_jpeg", make<DecodeOp>},
+      {"decode_png", make<DecodeOp>},   {"random_resized_crop", make<RandomResizedCropOp>},
+      {"resize", make<ResizeOp>},       {"center_crop", make<CenterCropOp>},
+      {"flip", make<FlipOp>},           {"to_chw", make<ToChwOp>},
+      {"normalize", make<NormalizeOp>},
+  };
+  return ops;
 }
 
 std::unique_ptr<Op> fuse(std::unique_ptr<Op>& first, std::unique_ptr<Op>& second, const Spec& second_out) {

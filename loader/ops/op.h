@@ -1,7 +1,7 @@
-// The per-sample operations of pipelines (docs/pipeline.md): the interface every operation has,
-// and the built-in ones. An operation is built from its text, bound once to what the operation
-// before it makes (which checks that it can take it and says what it makes), then run on every
-// sample. Operations keep scratch memory between samples. Not synchronised.
+// The per-sample operations of pipelines (docs/pipeline.md): the interface every operation has
+// (the built-in ones are in loader/ops/image_ops.h, the registry of names in loader/ops/registry.h). An operation is
+// built from its text, bound once to what the operation before it makes (which checks that it can take it and says what
+// it makes), then run on every sample. Operations keep scratch memory between samples. Not synchronised.
 #pragma once
 
 #include <cstdint>
@@ -48,17 +48,5 @@ class Op {
  protected:
   OpText text_;
 };
-
-// The built-in operation `text` names, with its arguments checked; nullptr for another name.
-std::unique_ptr<Op> make_builtin_op(const OpText& text);
-bool is_builtin_op(std::string_view name);
-// The built-in operations' names, in documentation order.
-const std::vector<std::string>& builtin_op_names();
-
-// `first` and `second` (bound, adjacent; `second_out` is what second was bound to make) as one
-// operation that does both in one pass, when they are a pair that can: decode followed by a crop
-// (decode only the region), flip followed by to_chw (one copy). Otherwise nullptr, and both are
-// left as they are.
-std::unique_ptr<Op> fuse(std::unique_ptr<Op>& first, std::unique_ptr<Op>& second, const Spec& second_out);
 
 }  // namespace stoker::detail
