@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "formats/lmdb_reader.h"
+#include "formats/lmdb/lmdb_reader.h"
 #include "formats/open_reader.h"
-#include "loader/device_backend.h"
+#include "loader/device/device_backend.h"
 #include "stoker/loader.h"
 #include "tools/gpu_step.h"
 #include "tools/synthetic_data.h"

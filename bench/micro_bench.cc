@@ -13,15 +13,15 @@
 #include <numeric>
 #include <random>
 
-#include "formats/hdf5_reader.h"
-#include "formats/lmdb_env.h"
-#include "formats/lmdb_reader.h"
-#include "loader/device_backend.h"
-#include "loader/ops/resize.h"
-#include "loader/segment_layout.h"
-#include "loader/shm_segment.h"
+#include "formats/hdf5/hdf5_reader.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_reader.h"
+#include "loader/base/splitmix64.h"
+#include "loader/device/device_backend.h"
+#include "loader/pipeline/ops/resize.h"
+#include "loader/shm/segment_layout.h"
+#include "loader/shm/shm_segment.h"
 #include "tools/synthetic_data.h"
-#include "util/splitmix64.h"
 
 namespace {
 

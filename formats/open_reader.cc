@@ -7,11 +7,11 @@
 
 #include <cstring>
 
-#include "formats/hdf5_reader.h"
-#include "formats/lmdb_reader.h"
+#include "formats/hdf5/hdf5_reader.h"
+#include "formats/lmdb/lmdb_reader.h"
+#include "loader/base/posix_error.h"
+#include "loader/base/unique_fd.h"
 #include "stoker/error.h"
-#include "util/posix_error.h"
-#include "util/unique_fd.h"
 
 namespace stoker::formats {
 namespace {

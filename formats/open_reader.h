@@ -1,10 +1,10 @@
-// Opening a dataset: which format a path holds, and the Reader for it (formats/reader.h).
+// Opening a dataset: which format a path holds, and the Reader for it (formats/core/reader.h).
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "formats/reader.h"
+#include "formats/core/reader.h"
 #include "stoker/export.h"
 #include "stoker/options.h"
 

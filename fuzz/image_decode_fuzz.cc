@@ -5,8 +5,8 @@
 #include <span>
 #include <vector>
 
-#include "loader/ops/image_decode.h"
-#include "loader/pipeline.h"
+#include "loader/pipeline/ops/image_decode.h"
+#include "loader/pipeline/pipeline.h"
 #include "stoker/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

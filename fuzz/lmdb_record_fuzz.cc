@@ -5,8 +5,8 @@
 #include <span>
 #include <vector>
 
-#include "formats/lmdb_keys.h"
-#include "formats/lmdb_record.h"
+#include "formats/lmdb/lmdb_keys.h"
+#include "formats/lmdb/lmdb_record.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "loader/pipeline.h"
+#include "loader/pipeline/pipeline.h"
 #include "stoker/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "formats/schema_json.h"
+#include "formats/core/schema_json.h"
 #include "stoker/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -18,19 +18,19 @@
 #include <thread>
 
 #include "formats/open_reader.h"
-#include "loader/device_feeder.h"
-#include "loader/epoch_plan.h"
-#include "loader/inline_source.h"
-#include "loader/launcher_env.h"
+#include "loader/base/posix_error.h"
+#include "loader/device/device_feeder.h"
 #include "loader/options_check.h"
-#include "loader/pipeline.h"
-#include "loader/quasi_random.h"
-#include "loader/ring_sizing.h"
-#include "loader/sampler.h"
-#include "loader/shm_budget.h"
-#include "loader/slot_pool.h"
-#include "loader/worker_source.h"
-#include "util/posix_error.h"
+#include "loader/pipeline/pipeline.h"
+#include "loader/plan/epoch_plan.h"
+#include "loader/plan/launcher_env.h"
+#include "loader/plan/quasi_random.h"
+#include "loader/plan/sampler.h"
+#include "loader/shm/ring_sizing.h"
+#include "loader/shm/shm_budget.h"
+#include "loader/shm/slot_pool.h"
+#include "loader/source/inline_source.h"
+#include "loader/source/worker_source.h"
 
 namespace stoker {
 namespace detail {

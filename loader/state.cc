@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "loader/base/json_numbers.h"
 #include "stoker/error.h"
-#include "util/json_numbers.h"
 
 namespace stoker {
 namespace {

@@ -1,4 +1,4 @@
-#include "loader/auto_tuner.h"
+#include "loader/source/auto_tuner.h"
 
 #include <gtest/gtest.h>
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "formats/lmdb_env.h"
-#include "formats/lmdb_reader.h"
-#include "formats/lmdb_writer.h"
-#include "formats/reader.h"
+#include "formats/core/reader.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_reader.h"
+#include "formats/lmdb/lmdb_writer.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "stoker/loader.h"

@@ -1,5 +1,5 @@
 // Where no toolkit is installed, stoker declares the driver API entry points itself
-// (loader/cuda_driver_fallback.h), at the API version it pins for cuGetProcAddress. Where one is,
+// (loader/device/cuda_driver_fallback.h), at the API version it pins for cuGetProcAddress. Where one is,
 // this checks those declarations against cuda.h: parameter types at compile time, constants and
 // result codes at run time. cuda.h's macros map a name to its versioned symbol (cuMemAlloc ->
 // cuMemAlloc_v2) on both sides alike.
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "loader/cuda_driver_fallback.h"
+#include "loader/device/cuda_driver_fallback.h"
 
 namespace {
 
@@ -30,7 +30,7 @@ std::tuple<Normalized<A>...> normalized(std::tuple<A...>);
 #define STOKER_SAME_PARAMS(name)                                                                       \
   static_assert(std::is_same_v<decltype(normalized(params_of(std::declval<cu::fallback_fn::name>()))), \
                                decltype(normalized(params_of(&::name)))>,                              \
-                "loader/cuda_driver_fallback.h: " #name " does not match cuda.h");
+                "loader/device/cuda_driver_fallback.h: " #name " does not match cuda.h");
 STOKER_SAME_PARAMS(cuInit)
 STOKER_SAME_PARAMS(cuDriverGetVersion)
 STOKER_SAME_PARAMS(cuDeviceGetCount)

@@ -12,10 +12,10 @@
 #include <set>
 #include <thread>
 
-#include "formats/lmdb_env.h"
-#include "loader/device_backend.h"
-#include "loader/emulated_device.h"
-#include "loader/shuffle.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "loader/device/device_backend.h"
+#include "loader/device/emulated_device.h"
+#include "loader/plan/shuffle.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
 

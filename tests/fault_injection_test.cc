@@ -1,5 +1,5 @@
-// Faults injected through the Env seam (util/env.h) and LMDB's (formats/lmdb_calls.h): each gives a clear error or a
-// recovery, and never a hang, a leaked process or /dev/shm entry, or a batch delivered twice.
+// Faults injected through the Env seam (loader/base/env.h) and LMDB's (formats/lmdb/lmdb_calls.h): each gives a clear
+// error or a recovery, and never a hang, a leaked process or /dev/shm entry, or a batch delivered twice.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "formats/lmdb_calls.h"
+#include "formats/lmdb/lmdb_calls.h"
+#include "loader/base/env.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
-#include "util/env.h"
 
 namespace stoker::test {
 namespace {

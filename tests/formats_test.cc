@@ -10,13 +10,13 @@
 #include <functional>
 #include <tuple>
 
-#include "formats/hdf5_reader.h"
-#include "formats/lmdb_env.h"
-#include "formats/lmdb_reader.h"
-#include "formats/lmdb_writer.h"
+#include "formats/hdf5/hdf5_reader.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_reader.h"
+#include "formats/lmdb/lmdb_writer.h"
 #include "formats/open_reader.h"
-#include "loader/quasi_random.h"
-#include "loader/shuffle.h"
+#include "loader/plan/quasi_random.h"
+#include "loader/plan/shuffle.h"
 #include "stoker/error.h"
 #include "tests/test_data.h"
 

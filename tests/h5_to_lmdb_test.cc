@@ -13,7 +13,7 @@
 #include <numeric>
 #include <thread>
 
-#include "formats/lmdb_reader.h"
+#include "formats/lmdb/lmdb_reader.h"
 #include "stoker/digest.h"
 #include "stoker/loader.h"
 #include "tests/run_process.h"

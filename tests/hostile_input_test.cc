@@ -7,8 +7,8 @@
 
 #include <functional>
 
-#include "formats/hdf5_reader.h"
-#include "formats/schema_json.h"
+#include "formats/core/schema_json.h"
+#include "formats/hdf5/hdf5_reader.h"
 #include "stoker/error.h"
 #include "stoker/state.h"
 #include "tests/test_data.h"

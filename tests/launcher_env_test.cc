@@ -1,4 +1,4 @@
-#include "loader/launcher_env.h"
+#include "loader/plan/launcher_env.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

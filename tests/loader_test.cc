@@ -12,12 +12,12 @@
 #include <set>
 #include <thread>
 
-#include "formats/lmdb_env.h"
-#include "loader/segment_layout.h"
-#include "loader/shuffle.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "loader/base/posix_error.h"
+#include "loader/plan/shuffle.h"
+#include "loader/shm/segment_layout.h"
 #include "stoker/digest.h"
 #include "tests/test_data.h"
-#include "util/posix_error.h"
 
 namespace stoker::test {
 namespace {

@@ -1,4 +1,4 @@
-#include "loader/quasi_random.h"
+#include "loader/plan/quasi_random.h"
 
 #include <gtest/gtest.h>
 

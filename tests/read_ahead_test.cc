@@ -14,14 +14,14 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/reader.h"
-#include "loader/pipeline.h"
-#include "loader/segment_layout.h"
-#include "loader/worker.h"
+#include "formats/core/reader.h"
+#include "loader/base/env.h"
+#include "loader/base/posix_error.h"
+#include "loader/base/unique_fd.h"
+#include "loader/pipeline/pipeline.h"
+#include "loader/shm/segment_layout.h"
+#include "loader/workers/worker.h"
 #include "test_data.h"
-#include "util/env.h"
-#include "util/posix_error.h"
-#include "util/unique_fd.h"
 
 namespace stoker {
 namespace {

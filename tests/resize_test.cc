@@ -2,7 +2,7 @@
 // float (the triangle filter's weights, normalised; rows, then columns; sums in tap order; u8 rounded
 // half up and clamped): the same numbers in the same order, so the same bytes, whatever vector code
 // the resizer runs.
-#include "loader/ops/resize.h"
+#include "loader/pipeline/ops/resize.h"
 
 #include <gtest/gtest.h>
 

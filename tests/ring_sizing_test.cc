@@ -1,12 +1,12 @@
 // Where the ring lives and how deep it is, for budgets made up in the test (no privileges needed;
 // SmallDevShm in process_test.cc does it for real under a 64 MiB /dev/shm where it can mount one).
-#include "loader/ring_sizing.h"
+#include "loader/shm/ring_sizing.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "loader/base/posix_error.h"
 #include "tests/test_data.h"
-#include "util/posix_error.h"
 
 namespace stoker::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "loader/sampler.h"
+#include "loader/plan/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <numeric>
 #include <set>
 
-#include "loader/shuffle.h"
+#include "loader/plan/shuffle.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

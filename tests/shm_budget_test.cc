@@ -1,4 +1,4 @@
-#include "loader/shm_budget.h"
+#include "loader/shm/shm_budget.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

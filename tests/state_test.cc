@@ -13,8 +13,8 @@
 #include <optional>
 #include <set>
 
-#include "loader/sampler.h"
-#include "loader/shuffle.h"
+#include "loader/plan/sampler.h"
+#include "loader/plan/shuffle.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"
 

@@ -1,4 +1,4 @@
-#include "loader/task_table.h"
+#include "loader/source/task_table.h"
 
 #include <gtest/gtest.h>
 

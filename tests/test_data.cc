@@ -10,8 +10,8 @@
 #include <random>
 #include <sstream>
 
-#include "formats/lmdb_env.h"
-#include "formats/lmdb_writer.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_writer.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
 

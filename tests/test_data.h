@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "formats/hdf5_writer.h"
+#include "formats/hdf5/hdf5_writer.h"
 #include "stoker/schema.h"
 
 namespace stoker::test {

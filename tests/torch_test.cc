@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "formats/lmdb_writer.h"
+#include "formats/lmdb/lmdb_writer.h"
 #include "stoker/error.h"
 #include "stoker/loader.h"
 #include "tests/test_data.h"

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <thread>
 
-#include "loader/cuda_driver.h"
-#include "loader/emulated_device.h"
+#include "loader/device/cuda_driver.h"
+#include "loader/device/emulated_device.h"
 
 namespace stoker::tools {
 namespace {

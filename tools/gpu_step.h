@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "loader/device_backend.h"
+#include "loader/device/device_backend.h"
 
 namespace stoker::tools {
 

@@ -21,16 +21,16 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "formats/hdf5_reader.h"
-#include "formats/lmdb_reader.h"
-#include "formats/lmdb_writer.h"
-#include "formats/schema_json.h"
+#include "formats/core/schema_json.h"
+#include "formats/hdf5/hdf5_reader.h"
+#include "formats/lmdb/lmdb_reader.h"
+#include "formats/lmdb/lmdb_writer.h"
+#include "loader/base/posix_error.h"
+#include "loader/base/unique_fd.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "tools/cli.h"
 #include "tools/progress.h"
-#include "util/posix_error.h"
-#include "util/unique_fd.h"
 
 namespace {
 

@@ -16,7 +16,8 @@
 #include <sstream>
 #include <thread>
 
-#include "loader/device_backend.h"
+#include "loader/base/posix_error.h"
+#include "loader/device/device_backend.h"
 #include "stoker/digest.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
@@ -24,7 +25,6 @@
 #include "tools/cli.h"
 #include "tools/gpu_step.h"
 #include "tools/synthetic_data.h"
-#include "util/posix_error.h"
 
 namespace {
 

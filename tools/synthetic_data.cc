@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/lmdb_writer.h"
+#include "formats/lmdb/lmdb_writer.h"
+#include "loader/base/splitmix64.h"
 #include "stoker/digest.h"
-#include "util/splitmix64.h"
 
 namespace stoker::tools {
 namespace {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "formats/hdf5_writer.h"
+#include "formats/hdf5/hdf5_writer.h"
 #include "stoker/schema.h"
 
 namespace stoker::tools {

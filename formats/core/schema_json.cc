@@ -1,0 +1,100 @@
+#include "formats/core/schema_json.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "loader/base/json_numbers.h"
+#include "stoker/error.h"
+
+namespace stoker::formats {
+
+using nlohmann::json;
+
+std::string schema_to_json(const StoredSchema& stored) {
+  json fields = json::array();
+  for (std::size_t i = 0; i < stored.schema.fields.size(); ++i) {
+    const Field& f = stored.schema.fields[i];
+    if (f.is_bytes()) {
+      json jf = {{"name", f.name}, {"kind", "bytes"}};
+      if (i < stored.max_bytes.size() && stored.max_bytes[i]) jf["max_bytes"] = stored.max_bytes[i];
+      fields.push_back(std::move(jf));
+    } else {
+      fields.push_back({{"name", f.name}, {"kind", "fixed"}, {"dtype", dtype_name(f.dtype)}, {"shape", f.shape}});
+    }
+  }
+  json j = {{"format", "stoker"},
+            {"version", stored.schema.has_bytes_fields() ? 2 : 1},
+            {"num_samples", stored.schema.num_samples},
+            {"complete", stored.complete},
+            {"fields", fields}};
+  if (stored.content_digest) j["content_digest"] = *stored.content_digest;
+  return j.dump();
+}
+
+StoredSchema schema_from_json(const std::string& text, const std::string& context) {
+  StoredSchema out;
+  try {
+    json j = json::parse(text);
+    if (j.value("format", "") != "stoker") {
+      throw Error(fmt::format("{}: schema record is not a stoker schema (no \"format\": \"stoker\")", context));
+    }
+    // Integers only, in range: a number in a file is never cast blindly.
+    auto integer = [&](const json& v, const std::string& what) -> std::int64_t {
+      const auto i = json_integer<std::int64_t>(v);
+      if (!i) throw Error(fmt::format("{}: schema record: {} is {}, not a whole number", context, what, v.dump()));
+      return *i;
+    };
+    auto count = [&](const json& v, const std::string& what) -> std::uint64_t {
+      const auto u = json_integer<std::uint64_t>(v);
+      if (!u) throw Error(fmt::format("{}: schema record: {} is {}, not a count", context, what, v.dump()));
+      return *u;
+    };
+    const std::int64_t version = integer(j.at("version"), "version");
+    if (version < 1 || version > kSchemaFormatVersion) {
+      throw Error(
+          fmt::format("{}: schema version {} is not supported (this stoker reads versions 1 to {}); "
+                      "upgrade stoker",
+                      context, version, kSchemaFormatVersion));
+    }
+    out.schema.num_samples = count(j.at("num_samples"), "num_samples");
+    out.complete = j.at("complete").get<bool>();
+    if (j.contains("content_digest")) out.content_digest = j["content_digest"].get<std::string>();
+    for (const auto& jf : j.at("fields")) {
+      Field f;
+      f.name = jf.at("name").get<std::string>();
+      auto kind = jf.at("kind").get<std::string>();
+      if (kind == "bytes" && version >= 2) {
+        f = Field::bytes_field(std::move(f.name));
+        out.max_bytes.resize(out.schema.fields.size() + 1, 0);
+        out.max_bytes.back() = jf.contains("max_bytes") ? count(jf["max_bytes"], "max_bytes") : 0;
+        out.schema.fields.push_back(std::move(f));
+        if (out.schema.fields.size() > kMaxFields) break;
+        continue;
+      }
+      if (kind != "fixed") {
+        throw Error(fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)", context,
+                                f.name, kind));
+      }
+      auto dtype = jf.at("dtype").get<std::string>();
+      auto parsed = parse_dtype(dtype);
+      if (!parsed) throw Error(fmt::format("{}: field '{}' has unknown dtype '{}'", context, f.name, dtype));
+      f.dtype = *parsed;
+      const json& shape = jf.at("shape");
+      if (!shape.is_array()) throw Error(fmt::format("{}: field '{}' has a shape that is not a list", context, f.name));
+      if (shape.size() > 32) {
+        throw Error(fmt::format("{}: field '{}' has {} dimensions, more than 32", context, f.name, shape.size()));
+      }
+      for (const json& d : shape) f.shape.push_back(integer(d, fmt::format("a dimension of field '{}'", f.name)));
+      out.schema.fields.push_back(std::move(f));
+      if (out.schema.fields.size() > kMaxFields) break;  // validate() says so
+    }
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: malformed schema record: {}", context, e.what()));
+  }
+  out.max_bytes.resize(out.schema.fields.size(), 0);
+  out.schema.validate(context);
+  return out;
+}
+
+}  // namespace stoker::formats

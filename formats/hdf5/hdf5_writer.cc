@@ -1,0 +1,133 @@
+#include "formats/hdf5/hdf5_writer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "formats/hdf5/hdf5_errors.h"
+#include "stoker/error.h"
+
+namespace stoker::formats {
+namespace {
+
+H5::DataType file_type_of(DType t) {
+  switch (t) {
+    case DType::u8: return H5::PredType::STD_U8LE;
+    case DType::i8: return H5::PredType::STD_I8LE;
+    case DType::u16: return H5::PredType::STD_U16LE;
+    case DType::i16: return H5::PredType::STD_I16LE;
+    case DType::i32: return H5::PredType::STD_I32LE;
+    case DType::i64: return H5::PredType::STD_I64LE;
+    case DType::f32: return H5::PredType::IEEE_F32LE;
+    case DType::f64: return H5::PredType::IEEE_F64LE;
+    case DType::u32: return H5::PredType::STD_U32LE;
+    case DType::u64: return H5::PredType::STD_U64LE;
+    case DType::b8: {
+      // What h5py writes for numpy's bool: an enum over int8, FALSE = 0, TRUE = 1.
+      H5::EnumType b{H5::IntType(H5::PredType::STD_I8LE)};
+      std::int8_t no = 0, yes = 1;
+      b.insert("FALSE", &no);
+      b.insert("TRUE", &yes);
+      return b;
+    }
+    case DType::bf16: {
+      // bfloat16: a 2-byte HDF5 float with 8 exponent and 7 mantissa bits (docs/hdf5.md).
+      H5::FloatType bf16;
+      bf16.copy(H5::PredType::IEEE_F32LE);
+      bf16.setFields(15, 7, 8, 0, 7);
+      bf16.setSize(2);
+      bf16.setEbias(127);
+      return bf16;
+    }
+    case DType::f16: {
+      // IEEE binary16, little-endian: what h5py writes for numpy's float16.
+      H5::FloatType f16;
+      f16.copy(H5::PredType::IEEE_F32LE);
+      f16.setFields(15, 10, 5, 0, 10);
+      f16.setSize(2);
+      f16.setEbias(15);
+      return f16;
+    }
+  }
+  throw Error("hdf5 writer: unknown dtype");
+}
+
+}  // namespace
+
+struct Hdf5Writer::Impl {
+  std::string path;
+  Schema schema;
+  H5::H5File file;
+  std::vector<H5::DataSet> dsets;
+  std::vector<H5::DataType> types;
+  bool open = false;
+};
+
+Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5WriteOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Hdf5Quiet quiet;
+  impl_->path = path;
+  impl_->schema = schema;
+  impl_->file = hdf5_call([&] { return path + ": cannot create"; }, [&] { return H5::H5File(path, H5F_ACC_TRUNC); });
+  impl_->open = true;
+  for (const auto& f : schema.fields) {
+    const auto context = [&] { return fmt::format("{}: dataset '{}': cannot create", path, f.name); };
+    hdf5_call(context, [&] {
+      std::vector<hsize_t> dims{schema.num_samples};
+      for (auto d : f.shape) dims.push_back(static_cast<hsize_t>(d));
+      const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
+      H5::DSetCreatPropList dcpl;
+      if (options.layout == Hdf5WriteOptions::Layout::chunked) {
+        std::vector<hsize_t> chunk = dims;
+        chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(options.rows_per_chunk, schema.num_samples));
+        dcpl.setChunk(static_cast<int>(chunk.size()), chunk.data());
+        if (options.gzip_level > 0) dcpl.setDeflate(options.gzip_level);
+      }
+      H5::DataType type = file_type_of(f.dtype);
+      impl_->dsets.push_back(impl_->file.createDataSet(f.name, type, space, dcpl));
+      impl_->types.push_back(std::move(type));
+    });
+  }
+}
+
+Hdf5Writer::~Hdf5Writer() {
+  Hdf5Quiet quiet;
+  impl_.reset();
+}
+
+void Hdf5Writer::write(std::size_t f, std::uint64_t start, std::uint64_t count, const void* data) {
+  Hdf5Quiet quiet;
+  const Field& field = impl_->schema.fields.at(f);
+  hdf5_call(
+      [&] {
+        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, field.name, start,
+                           start + count - 1);
+      },
+      [&] {
+        const H5::DataSet& dset = impl_->dsets[f];
+        H5::DataSpace space = dset.getSpace();
+        std::vector<hsize_t> offset(field.shape.size() + 1, 0), extent{count};
+        offset[0] = start;
+        for (auto d : field.shape) extent.push_back(static_cast<hsize_t>(d));
+        space.selectHyperslab(H5S_SELECT_SET, extent.data(), offset.data());
+        const H5::DataSpace mem(static_cast<int>(extent.size()), extent.data());
+        dset.write(data, impl_->types[f], mem, space);
+      });
+}
+
+void Hdf5Writer::close() {
+  Hdf5Quiet quiet;
+  impl_->dsets.clear();
+  impl_->types.clear();
+  if (impl_->open) {
+    const auto context = [&] { return impl_->path + ": flush"; };
+    hdf5_call(context, [&] {
+      impl_->file.flush(H5F_SCOPE_LOCAL);
+      impl_->file.close();
+    });
+    impl_->open = false;
+  }
+}
+
+}  // namespace stoker::formats

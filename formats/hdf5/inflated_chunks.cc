@@ -1,0 +1,73 @@
+#include "formats/hdf5/inflated_chunks.h"
+
+#include <fmt/format.h>
+#include <libdeflate.h>
+
+#include <cstring>
+
+#include "formats/hdf5/hdf5_errors.h"
+#include "stoker/error.h"
+
+namespace stoker::formats {
+
+InflatedChunks::InflatedChunks(std::size_t chunk_bytes, std::size_t capacity)
+    : chunk_bytes_(chunk_bytes),
+      capacity_(std::max<std::size_t>(capacity, 1)),
+      decompressor_(libdeflate_alloc_decompressor(), libdeflate_free_decompressor) {
+  if (!decompressor_) throw Error("libdeflate_alloc_decompressor: out of memory");
+}
+
+InflatedChunks::~InflatedChunks() = default;
+
+const std::byte* InflatedChunks::get(hid_t dataset, std::uint64_t index, std::span<const hsize_t> offset,
+                                     const std::string& context) {
+  for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+    if (it->index == index) {
+      lru_.splice(lru_.begin(), lru_, it);
+      return lru_.front().bytes.data();
+    }
+  }
+  unsigned filter_mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t stored = 0;
+  if (H5Dget_chunk_info_by_coord(dataset, offset.data(), &filter_mask, &addr, &stored) < 0) {
+    throw_hdf5(fmt::format("{}: locating chunk {}", context, index));
+  }
+  if (addr == HADDR_UNDEF) return nullptr;
+  raw_.resize(stored);
+  std::uint32_t filters = 0;
+  if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &filters, raw_.data()) < 0) {
+    throw_hdf5(fmt::format("{}: reading chunk {}", context, index));
+  }
+  Entry e{index, {}};
+  if (lru_.size() == capacity_) {
+    e.bytes = std::move(lru_.back().bytes);  // reuse the evicted buffer
+    lru_.pop_back();
+  }
+  e.bytes.resize(chunk_bytes_);
+  if (filters & 1u) {
+    // The deflate filter was skipped for this chunk (it did not shrink it): stored as is.
+    if (stored != chunk_bytes_) {
+      throw Error(
+          fmt::format("{}: chunk {} is stored unfiltered with {} bytes, not {}", context, index, stored, chunk_bytes_));
+    }
+    std::memcpy(e.bytes.data(), raw_.data(), chunk_bytes_);
+  } else {
+    std::size_t out = 0;
+    const libdeflate_result rc =
+        libdeflate_zlib_decompress(decompressor_.get(), raw_.data(), stored, e.bytes.data(), chunk_bytes_, &out);
+    if (rc != LIBDEFLATE_SUCCESS || out != chunk_bytes_) {
+      throw Error(fmt::format("{}: chunk {} does not inflate to {} bytes ({}): the file is damaged", context, index,
+                              chunk_bytes_,
+                              rc == LIBDEFLATE_BAD_DATA             ? "bad deflate data"
+                              : rc == LIBDEFLATE_INSUFFICIENT_SPACE ? "more data than a chunk holds"
+                              : rc == LIBDEFLATE_SHORT_OUTPUT       ? fmt::format("only {} bytes", out)
+                                                                    : "libdeflate error"));
+    }
+  }
+  ++inflated_;
+  lru_.push_front(std::move(e));
+  return lru_.front().bytes.data();
+}
+
+}  // namespace stoker::formats

@@ -1,0 +1,36 @@
+#include "formats/lmdb/lmdb_env.h"
+
+#include <fmt/format.h>
+
+#include "stoker/error.h"
+
+namespace stoker::formats {
+
+void check_mdb(int rc, const std::string& context) {
+  if (rc != MDB_SUCCESS) throw Error(fmt::format("{}: {}", context, mdb_strerror(rc)));
+}
+
+LmdbEnv::LmdbEnv() { check_mdb(mdb_env_create(&env_), "mdb_env_create"); }
+
+void LmdbEnv::close() noexcept {
+  if (env_) mdb_env_close(env_);
+  env_ = nullptr;
+}
+
+LmdbTxn::LmdbTxn(MDB_env* env, unsigned flags, const std::string& context) {
+  check_mdb(mdb_txn_begin(env, nullptr, flags, &txn_), context + ": begin transaction");
+}
+
+void LmdbTxn::commit(const std::string& context) {
+  MDB_txn* t = std::exchange(txn_, nullptr);
+  check_mdb(mdb_txn_commit(t), context + ": commit");
+}
+
+int LmdbTxn::try_commit() noexcept { return mdb_txn_commit(std::exchange(txn_, nullptr)); }
+
+void LmdbTxn::abort() noexcept {
+  if (txn_) mdb_txn_abort(txn_);
+  txn_ = nullptr;
+}
+
+}  // namespace stoker::formats

@@ -1,0 +1,336 @@
+#include "formats/lmdb/lmdb_reader.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "formats/core/npy_header.h"
+#include "formats/lmdb/lmdb_calls.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_keys.h"
+#include "formats/lmdb/lmdb_record.h"
+#include "loader/base/env.h"
+#include "loader/base/posix_error.h"
+#include "stoker/error.h"
+
+namespace stoker::formats {
+namespace {
+
+LmdbEnv open_readonly(const std::string& path, bool sequential = false) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw_errno(path);
+  LmdbEnv env;
+  check_mdb(mdb_env_set_maxdbs(env.get(), 4), path);
+  unsigned flags = MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK | (sequential ? 0u : unsigned{MDB_NORDAHEAD});
+  if (!S_ISDIR(st.st_mode)) flags |= MDB_NOSUBDIR;
+  int rc = mdb_env_open(env.get(), path.c_str(), flags, 0644);
+  if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
+    throw Error(fmt::format("{}: not an LMDB database ({})", path, mdb_strerror(rc)));
+  }
+  if (rc == ENOENT && S_ISDIR(st.st_mode)) {
+    throw Error(fmt::format("{}: directory holds no LMDB database (no data.mdb)", path));
+  }
+  check_mdb(rc, path + ": cannot open LMDB environment");
+  return env;
+}
+
+// Sub-database `name`, or nullopt when the database has none (a database without a stoker schema).
+std::optional<MDB_dbi> find_db(MDB_txn* txn, const char* name, const std::string& path) {
+  MDB_dbi dbi;
+  int rc = mdb_dbi_open(txn, name, 0, &dbi);
+  if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) return std::nullopt;
+  check_mdb(rc, fmt::format("{}: opening sub-database '{}'", path, name));
+  return dbi;
+}
+
+MDB_dbi open_db(MDB_txn* txn, const char* name, const std::string& path) {
+  MDB_dbi dbi;
+  int rc = mdb_dbi_open(txn, name, 0, &dbi);
+  if (rc == MDB_NOTFOUND) {
+    throw Error(
+        fmt::format("{}: LMDB database without a stoker schema (no '{}' sub-database); write it with "
+                    "h5-to-lmdb or as docs/lmdb-layout.md describes",
+                    path, name));
+  }
+  if (rc == MDB_INCOMPATIBLE) {
+    throw Error(
+        fmt::format("{}: LMDB database without a stoker schema ('{}' is a plain key, not a sub-database); "
+                    "write it with h5-to-lmdb or as docs/lmdb-layout.md describes",
+                    path, name));
+  }
+  check_mdb(rc, fmt::format("{}: opening sub-database '{}'", path, name));
+  return dbi;
+}
+
+StoredSchema read_stored_schema(MDB_txn* txn, const std::string& path) {
+  MDB_dbi meta = open_db(txn, kMetaDb, path);
+  MDB_val key{kSchemaKey.size(), const_cast<char*>(kSchemaKey.data())}, val;
+  int rc = mdb_get(txn, meta, &key, &val);
+  if (rc == MDB_NOTFOUND) {
+    throw Error(
+        fmt::format("{}: LMDB database without a stoker schema (no key 'schema' in sub-database '{}')", path, kMetaDb));
+  }
+  check_mdb(rc, path + ": reading the schema");
+  return schema_from_json(std::string(static_cast<const char*>(val.mv_data), val.mv_size), path);
+}
+
+}  // namespace
+
+StoredSchema lmdb_stored_schema(const std::string& path) {
+  LmdbEnv env = open_readonly(path);
+  LmdbTxn txn(env.get(), MDB_RDONLY, path);
+  return read_stored_schema(txn.get(), path);
+}
+
+namespace {}  // namespace
+
+struct LmdbReader::Impl {
+  std::string path;
+  LmdbEnv env;
+  MDB_txn* txn = nullptr;  // reset between batches
+  MDB_dbi samples = 0;
+  Schema full;
+  Schema selected;
+  std::vector<std::size_t> full_index;   // per selected field: its index in `full`
+  std::vector<std::uint64_t> max_bytes;  // per selected field: exact bound of a bytes field, 0 unknown
+  std::unique_ptr<RecordLayout> layout;  // stoker's layout
+  // A database without a stoker schema: its keys, and the .npy header every value carries (fixed "data").
+  std::optional<PlainKeys> plain;
+  std::optional<NpyHeader> npy;
+  std::vector<std::byte> npy_prefix;  // the first value's header bytes, which every value must repeat
+  std::string plain_layout;
+
+  ~Impl() {
+    if (txn) mdb_txn_abort(txn);
+  }
+  MDB_val key_of(std::uint64_t i, char* buf) const {
+    if (plain) return plain->key(i, buf);
+    encode_key(i, reinterpret_cast<unsigned char*>(buf));
+    return {8, buf};
+  }
+  std::string key_text(std::uint64_t i) const {
+    char buf[24];
+    const MDB_val k = key_of(i, buf);
+    return plain ? show_key(k.mv_data, k.mv_size) : fmt::format("{:016x}", i);
+  }
+  std::string too_large(std::uint64_t i, std::size_t bytes) const {
+    return fmt::format("{}: sample {} (key {}) holds {} bytes, more than a sample may ({} bytes, kMaxSampleBytes)",
+                       path, i, key_text(i), bytes, kMaxSampleBytes);
+  }
+  void open_plain(MDB_txn* txn, const Schema* known);
+};
+
+void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
+  check_mdb(mdb_dbi_open(t, nullptr, 0, &samples), path + ": opening the main database");
+  MDB_stat st;
+  check_mdb(mdb_stat(t, samples, &st), path + ": stat");
+  if (st.ms_entries == 0) throw Error(fmt::format("{}: database is empty (no stoker schema and no keys)", path));
+  const std::uint64_t n = st.ms_entries;
+  MDB_cursor* raw = nullptr;
+  check_mdb(mdb_cursor_open(t, samples, &raw), path + ": cursor");
+  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw, mdb_cursor_close);
+  MDB_val k, v;
+  check_mdb(LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_FIRST), path + ": first key");
+  const std::string expect =
+      "a database without a stoker schema is read when its keys are the sample indices 0 .. N-1 written as decimal "
+      "(b'17'), zero-padded decimal (b'00000017') or 8-byte big-endian integers";
+  const std::optional<PlainKeys> found = PlainKeys::from_first_key(k);
+  if (!found) {
+    throw Error(fmt::format("{}: no stoker schema, and the first key {} is not sample index 0: {}", path,
+                            show_key(k.mv_data, k.mv_size), expect));
+  }
+  const PlainKeys keys = *found;
+  plain = keys;
+  // The first value decides the field: .npy arrays make a fixed field, anything else bytes.
+  const std::span<const std::byte> first(static_cast<const std::byte*>(v.mv_data), v.mv_size);
+  Field data = Field::bytes_field("data");
+  std::uint64_t largest = 0;
+  if (looks_like_npy(first)) {
+    try {
+      npy = parse_npy_header(first);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: sample 0 (key {}): {}", path, show_key(k.mv_data, k.mv_size), e.what()));
+    }
+    npy_prefix.assign(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(npy->header_bytes));
+    data = Field{"data", FieldKind::fixed, npy->dtype, npy->shape};
+  }
+  if (known) {
+    full = *known;
+  } else {
+    // Every key, so that a missing index is found now and named, and the largest value measured
+    // (the leaf pages only: a value's size is in its node, large values' own pages are not read).
+    std::vector<bool> seen(n, false);
+    std::uint64_t count = 0;
+    int rc = MDB_SUCCESS;
+    for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
+      const auto i = keys.parse(k);
+      if (!i) {
+        throw Error(fmt::format("{}: key {} is not a sample index like the first key ({}); {}", path,
+                                show_key(k.mv_data, k.mv_size), keys.describe(), expect));
+      }
+      if (*i < n) seen[*i] = true;
+      // Refused here, not at the read: its size would otherwise size the slots.
+      if (v.mv_size > kMaxSampleBytes) throw Error(too_large(*i, v.mv_size));
+      largest = std::max<std::uint64_t>(largest, v.mv_size);
+    }
+    if (rc != MDB_NOTFOUND) check_mdb(rc, path + ": scanning the keys");
+    const auto missing = std::find(seen.begin(), seen.end(), false);
+    if (missing != seen.end()) {
+      const auto i = static_cast<std::uint64_t>(missing - seen.begin());
+      throw Error(
+          fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
+                      "({})",
+                      path, i, key_text(i), n, n - 1, keys.describe()));
+    }
+    full.num_samples = n;
+    full.fields = {data};
+  }
+  if (!(full.fields.size() == 1 && full.fields[0] == data && full.num_samples == n)) {
+    throw Error(fmt::format("{}: the database changed after the loader opened it", path));
+  }
+  max_bytes.assign(1, data.is_bytes() ? largest : 0);
+  plain_layout = fmt::format("LMDB without a stoker schema, {} samples: keys {}; values {}", n, keys.describe(),
+                             npy ? fmt::format(".npy arrays, {}", data.describe()) : std::string("bytes"));
+}
+
+LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential,
+                       const Schema* known)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = path;
+  m.env = open_readonly(path, sequential);
+  check_mdb(mdb_txn_begin(m.env.get(), nullptr, MDB_RDONLY, &m.txn), path + ": begin read transaction");
+  std::vector<std::uint64_t> stored_max;
+  if (!find_db(m.txn, kMetaDb, path)) {
+    m.open_plain(m.txn, known);
+    stored_max = m.max_bytes;
+  } else {
+    StoredSchema stored = read_stored_schema(m.txn, path);
+    if (!stored.complete) {
+      throw Error(
+          fmt::format("{}: incomplete database (an interrupted conversion?); finish it with "
+                      "h5-to-lmdb --resume",
+                      path));
+    }
+    if (stored.schema.num_samples == 0) throw Error(fmt::format("{}: dataset is empty (0 samples)", path));
+    m.full = stored.schema;
+    stored_max = stored.max_bytes;
+    m.samples = open_db(m.txn, kSamplesDb, path);
+    MDB_stat st;
+    check_mdb(mdb_stat(m.txn, m.samples, &st), path + ": stat of 'samples'");
+    if (st.ms_entries != m.full.num_samples) {
+      throw Error(
+          fmt::format("{}: sub-database 'samples' holds {} records but the schema says {} samples (damaged "
+                      "database?)",
+                      path, st.ms_entries, m.full.num_samples));
+    }
+    m.layout = std::make_unique<RecordLayout>(m.full);
+  }
+  m.selected = select_fields(m.full, fields, path);
+  for (const auto& f : m.selected.fields) {
+    const auto at =
+        static_cast<std::size_t>(std::find(m.full.fields.begin(), m.full.fields.end(), f) - m.full.fields.begin());
+    m.full_index.push_back(at);
+  }
+  m.max_bytes.clear();
+  for (std::size_t at : m.full_index) m.max_bytes.push_back(at < stored_max.size() ? stored_max[at] : 0);
+  // A handle opened in a read transaction survives only that transaction's commit; then one read
+  // transaction is kept, reset between batches.
+  int rc = mdb_txn_commit(std::exchange(m.txn, nullptr));
+  check_mdb(rc, path + ": opening sub-databases");
+  check_mdb(mdb_txn_begin(m.env.get(), nullptr, MDB_RDONLY, &m.txn), path + ": begin read transaction");
+  mdb_txn_reset(m.txn);
+}
+
+LmdbReader::~LmdbReader() = default;
+
+const Schema& LmdbReader::schema() const { return impl_->selected; }
+
+SampleBound LmdbReader::sample_bound(std::size_t f) const {
+  const std::uint64_t b = impl_->max_bytes.at(f);
+  return {b, b > 0};
+}
+
+std::string LmdbReader::describe_layout() const { return impl_->plain_layout; }
+
+void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
+  Impl& m = *impl_;
+  if (mdb_txn_renew(m.txn) != MDB_SUCCESS) return;
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (std::uint64_t i : indices) {
+    char keybuf[24];
+    MDB_val key = m.key_of(i, keybuf), val;
+    if (mdb_get(m.txn, m.samples, &key, &val) != MDB_SUCCESS) continue;  // read() reports it
+    const auto begin = reinterpret_cast<std::uintptr_t>(val.mv_data) & ~(page - 1);
+    const auto end = reinterpret_cast<std::uintptr_t>(val.mv_data) + val.mv_size;
+    (void)detail::Env::get().madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+  }
+  mdb_txn_reset(m.txn);
+}
+
+void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
+  Impl& m = *impl_;
+  if (int rc = mdb_txn_renew(m.txn); rc != MDB_SUCCESS) check_mdb(rc, m.path + ": renew read transaction");
+  struct Reset {
+    MDB_txn* t;
+    ~Reset() { mdb_txn_reset(t); }
+  } reset{m.txn};
+  const std::size_t nf = m.selected.fields.size();
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    char keybuf[24];
+    MDB_val key = m.key_of(indices[k], keybuf), val;
+    int rc = LmdbCalls::get().mdb_get(m.txn, m.samples, &key, &val);
+    if (rc == MDB_NOTFOUND) {
+      throw Error(fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
+    }
+    if (rc != MDB_SUCCESS)
+      check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
+    const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
+    if (m.plain) {
+      if (!m.npy) {
+        if (rec.size() > kMaxSampleBytes) throw Error(m.too_large(indices[k], rec.size()));
+        std::byte* at = out[0].bytes->append(rec.size());
+        if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
+        continue;
+      }
+      if (rec.size() != m.npy->header_bytes + m.npy->data_bytes ||
+          std::memcmp(rec.data(), m.npy_prefix.data(), m.npy_prefix.size()) != 0) {
+        std::string why;
+        try {
+          if (!looks_like_npy(rec)) throw Error("it is not a .npy array");
+          const NpyHeader h = parse_npy_header(rec);
+          why = h.header_bytes + h.data_bytes != rec.size()
+                    ? fmt::format("its .npy header says {} bytes of data, the value holds {}", h.data_bytes,
+                                  rec.size() - std::min(rec.size(), h.header_bytes))
+                    : fmt::format("its .npy header ({}[{}]) differs from sample 0's, which made the field {}",
+                                  dtype_name(h.dtype), fmt::join(h.shape, ","), m.full.fields[0].describe());
+        } catch (const Error& e) {
+          why = e.what();
+        }
+        throw Error(fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
+      }
+      std::memcpy(out[0].fixed + k * m.npy->data_bytes, rec.data() + m.npy->header_bytes, m.npy->data_bytes);
+      continue;
+    }
+    if (m.layout->variable() || rec.size() != m.layout->fixed_part()) {
+      if (std::string why = m.layout->check(rec); !why.empty()) {
+        throw Error(fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
+      }
+    }
+    for (std::size_t f = 0; f < nf; ++f) {
+      const std::span<const std::byte> src = m.layout->field(rec, m.full_index[f]);
+      std::byte* dst =
+          m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
+      if (!src.empty()) std::memcpy(dst, src.data(), src.size());
+    }
+  }
+}
+
+}  // namespace stoker::formats

@@ -1,0 +1,71 @@
+#include "stoker/batch.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "loader/batch/batch_owner.h"
+#include "stoker/error.h"
+
+namespace stoker {
+
+Batch::Batch(Batch&& other) noexcept
+    : owner_(std::move(other.owner_)),
+      slot_(other.slot_),
+      device_(other.device_),
+      ready_event_(std::exchange(other.ready_event_, nullptr)),
+      epoch_(other.epoch_),
+      index_(other.index_),
+      indices_(std::exchange(other.indices_, {})),
+      fields_(std::move(other.fields_)) {}
+
+Batch& Batch::operator=(Batch&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::move(other.owner_);
+    slot_ = other.slot_;
+    device_ = other.device_;
+    ready_event_ = std::exchange(other.ready_event_, nullptr);
+    epoch_ = other.epoch_;
+    index_ = other.index_;
+    indices_ = std::exchange(other.indices_, {});
+    fields_ = std::move(other.fields_);
+  }
+  return *this;
+}
+
+Batch::~Batch() { release(); }
+
+void Batch::release() noexcept {
+  if (owner_) {
+    owner_->release(slot_);
+    owner_.reset();
+  }
+  indices_ = {};
+  fields_.clear();
+  ready_event_ = nullptr;
+}
+
+void Batch::ready_on(void* stream) {
+  if (owner_) owner_->ready_on(slot_, stream);
+}
+
+void Batch::record_stream(void* stream) {
+  if (owner_) owner_->record_stream(slot_, stream);
+}
+
+const FieldView& Batch::field(std::string_view name) const {
+  for (const auto& f : fields_) {
+    if (f.name == name) return f;
+  }
+  std::vector<std::string_view> names;
+  for (const auto& f : fields_) names.push_back(f.name);
+  if (!owner_) throw Error(fmt::format("batch: no field '{}': the batch is empty (moved from or released)", name));
+  throw Error(fmt::format("batch: no field '{}' (fields: {})", name, fmt::join(names, ", ")));
+}
+
+}  // namespace stoker

@@ -1,0 +1,187 @@
+#include "loader/device/device_buffer_pool.h"
+
+#include <algorithm>
+#include <iostream>
+#include <utility>
+
+namespace stoker::detail {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+DeviceBufferPool::DeviceBufferPool(std::unique_ptr<DeviceBackend> backend, const Schema& schema, std::size_t batch_size,
+                                   std::size_t count)
+    : backend_(std::move(backend)), meter_(std::make_unique<GpuIdleMeter>(*backend_)), schema_(schema) {
+  std::size_t off = 0;
+  for (const auto& f : schema_.fields) {
+    offsets_.push_back(off);
+    off = align_up(off + f.bytes_per_sample() * batch_size);
+  }
+  buffer_bytes_ = std::max<std::size_t>(off, kAlign);
+  buffers_.resize(count);
+  try {
+    copy_stream_ = backend_->create_stream();
+    for (Buffer& b : buffers_) {
+      b.device = backend_->alloc_device(buffer_bytes_);
+      b.ready = backend_->create_event(false);
+      b.copy_start = backend_->create_event(true);
+      b.copy_end = backend_->create_event(true);
+    }
+  } catch (...) {
+    destroy();  // no destructor runs for a throwing constructor
+    throw;
+  }
+  for (std::uint32_t i = static_cast<std::uint32_t>(count); i-- > 0;) free_list_.push_back(i);
+}
+
+DeviceBufferPool::~DeviceBufferPool() { destroy(); }
+
+void DeviceBufferPool::destroy() noexcept {
+  DeviceBackend& be = *backend_;
+  meter_.reset();
+  for (Buffer& b : buffers_) {
+    for (EventHandle e : b.release_events) be.destroy_event(e);
+    b.release_events.clear();
+    try {
+      if (b.ready) be.synchronize(b.ready);  // no copy may still write into freed memory
+    } catch (const std::exception& e) {
+      std::cerr << "stoker: warning: " << e.what() << std::endl;
+    }
+    for (EventHandle* e : {&b.ready, &b.copy_start, &b.copy_end}) {
+      if (*e) be.destroy_event(std::exchange(*e, nullptr));
+    }
+    if (b.device) be.free_device(std::exchange(b.device, nullptr));
+  }
+  if (copy_stream_) be.destroy_stream(std::exchange(copy_stream_, nullptr));
+}
+
+std::optional<std::uint32_t> DeviceBufferPool::try_acquire() {
+  std::lock_guard lock(mu_);
+  if (free_list_.empty()) return std::nullopt;
+  std::uint32_t id = free_list_.back();
+  free_list_.pop_back();
+  buffers_[id].free = false;
+  return id;
+}
+
+void DeviceBufferPool::give_back(std::uint32_t id) {
+  {
+    std::lock_guard lock(mu_);
+    buffers_[id].free = true;
+    free_list_.push_back(id);
+  }
+  if (on_free_) on_free_();
+}
+
+bool DeviceBufferPool::has_free() const {
+  std::lock_guard lock(mu_);
+  return !free_list_.empty();
+}
+
+bool DeviceBufferPool::all_held() const {
+  std::lock_guard lock(mu_);
+  return held_ == buffers_.size();
+}
+
+void DeviceBufferPool::begin_copy(std::uint32_t id) {
+  Buffer& b = buffers_[id];
+  std::vector<EventHandle> release_events;
+  {
+    std::lock_guard lock(mu_);
+    release_events.swap(b.release_events);
+    if (b.copy_timed && backend_->query(b.copy_end)) {
+      copies_.seconds += backend_->elapsed_seconds(b.copy_start, b.copy_end);
+    }
+    b.copy_timed = false;
+  }
+  // The copy stream waits, on the device, for the work the user queued on this buffer.
+  for (EventHandle e : release_events) {
+    backend_->stream_wait(copy_stream_, e);
+    backend_->destroy_event(e);
+  }
+  backend_->record(b.copy_start, copy_stream_);
+}
+
+void DeviceBufferPool::end_copy(std::uint32_t id, std::uint64_t bytes) {
+  Buffer& b = buffers_[id];
+  backend_->record(b.ready, copy_stream_);
+  backend_->record(b.copy_end, copy_stream_);
+  std::lock_guard lock(mu_);
+  b.copy_timed = true;
+  copies_.bytes += bytes;
+}
+
+Batch DeviceBufferPool::make_batch(std::uint32_t id, std::uint64_t epoch, std::uint64_t index,
+                                   std::span<const std::uint64_t> indices, std::span<const FieldView> host_fields) {
+  Buffer& b = buffers_[id];
+  b.indices.assign(indices.begin(), indices.end());
+  Batch out;
+  out.slot_ = id;
+  out.epoch_ = epoch;
+  out.index_ = index;
+  out.indices_ = b.indices;
+  out.device_ = backend_->device();
+  out.ready_event_ = b.ready;
+  for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+    FieldView v = host_fields[f];
+    v.name = schema_.fields[f].name;
+    v.device = backend_->device();
+    v.data = b.device + offsets_[f];
+    out.fields_.push_back(std::move(v));
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++held_;
+  }
+  out.owner_ = shared_from_this();  // last: from here on, destroying the Batch returns the buffer
+  return out;
+}
+
+DeviceBufferPool::CopyTotals DeviceBufferPool::copy_totals() const {
+  std::lock_guard lock(mu_);
+  return copies_;
+}
+
+void DeviceBufferPool::release(std::uint32_t id) noexcept {
+  Buffer& b = buffers_[id];
+  std::vector<StreamHandle> streams;
+  {
+    std::lock_guard lock(mu_);
+    streams.swap(b.streams);
+  }
+  std::vector<EventHandle> events;
+  try {
+    for (StreamHandle s : streams) {
+      EventHandle e = backend_->create_event(false);
+      backend_->record(e, s);
+      events.push_back(e);
+      meter_->released_on(s);  // the start of an idle gap, if one follows
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "stoker: warning: " << e.what() << std::endl;
+  }
+  {
+    std::lock_guard lock(mu_);
+    b.release_events.insert(b.release_events.end(), events.begin(), events.end());
+    b.free = true;
+    --held_;
+    free_list_.push_back(id);
+  }
+  if (on_free_) on_free_();
+}
+
+void DeviceBufferPool::record_stream(std::uint32_t id, void* stream) {
+  std::lock_guard lock(mu_);
+  auto& s = buffers_[id].streams;
+  if (std::find(s.begin(), s.end(), stream) == s.end()) s.push_back(stream);
+}
+
+void DeviceBufferPool::ready_on(std::uint32_t id, void* stream) {
+  meter_->ready_on(stream, buffers_[id].ready);  // `ready` is re-recorded only after release
+  record_stream(id, stream);
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,17 @@
+#include "loader/device/stager_factory.h"
+
+#include "loader/device/pinned_stager.h"
+#include "loader/device/registered_stager.h"
+
+namespace stoker::detail {
+
+std::unique_ptr<Stager> make_stager(Staging staging, DeviceBufferPool& pool, std::byte* slots, std::size_t bytes,
+                                    const std::function<void(const std::string&)>& warn) {
+  if (staging == Staging::registered_shm) {
+    if (auto registered = RegisteredStager::try_create(pool, slots, bytes)) return registered;
+    warn("cannot page-lock the shared-memory slots; staging through pinned buffers instead");
+  }
+  return std::make_unique<PinnedStager>(pool);
+}
+
+}  // namespace stoker::detail

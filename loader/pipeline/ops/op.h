@@ -1,0 +1,53 @@
+// The per-sample operations of pipelines (docs/pipeline.md): the interface every operation has
+// (the built-in ones are in loader/pipeline/ops/image_ops.h, the registry of names in loader/pipeline/ops/registry.h).
+// An operation is built from its text, bound once to what the operation before it makes (which checks that it can take
+// it and says what it makes), then run on every sample. Operations keep scratch memory between samples. Not
+// synchronised.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoker/dtype.h"
+#include "stoker/pipeline.h"
+
+namespace stoker::detail {
+
+// One operation as written: name and numeric arguments.
+struct OpText {
+  std::string name;
+  std::vector<double> args;
+  std::string text;  // "random_resized_crop(224)", for errors
+};
+
+// A sample's dtype and shape between operations (-1: known per sample only), whether it is
+// encoded bytes, and whether an image is CHW (after to_chw).
+struct Spec {
+  bool bytes = false;
+  DType dtype = DType::u8;
+  std::vector<std::int64_t> shape;
+  bool chw = false;
+};
+
+// "u8[?,?,3]", "f32[3,224,224] (CHW)", "bytes"
+std::string describe(const Spec& s);
+
+class Op {
+ public:
+  explicit Op(OpText text) : text_(std::move(text)) {}
+  virtual ~Op() = default;
+  // The output for `in`; records what run() needs to know of the input (its layout). Throws
+  // stoker::Error for an input the operation cannot take (the caller names the field and position).
+  virtual Spec bind(const Spec& in) = 0;
+  // One sample; throws stoker::Error with the reason (the caller names the field and sample).
+  virtual void run(const SampleIn& in, SampleOut& out, SampleRandom& random) = 0;
+  const OpText& text() const { return text_; }
+
+ protected:
+  OpText text_;
+};
+
+}  // namespace stoker::detail

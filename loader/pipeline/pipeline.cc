@@ -1,0 +1,210 @@
+#include "loader/pipeline/pipeline.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "loader/pipeline/ops/image_ops.h"
+#include "loader/pipeline/ops/op.h"
+#include "loader/pipeline/ops/registry.h"
+#include "stoker/error.h"
+
+namespace stoker {
+
+namespace detail {
+namespace {
+
+// ---- parsing ----
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+OpText parse_op(std::string_view text, std::string_view field) {
+  OpText op;
+  op.text = std::string(trim(text));
+  std::string_view t = op.text;
+  const auto paren = t.find('(');
+  op.name = std::string(trim(t.substr(0, paren)));
+  if (op.name.empty()) throw Error(fmt::format("pipeline: field '{}': an empty operation", field));
+  if (paren == std::string_view::npos) return op;
+  if (t.back() != ')') throw Error(fmt::format("pipeline: field '{}': '{}' lacks its closing ')'", field, op.text));
+  std::string_view args = t.substr(paren + 1, t.size() - paren - 2);
+  if (trim(args).empty()) return op;
+  for (std::size_t start = 0; start <= args.size();) {
+    const auto end = std::min(args.find(',', start), args.size());
+    const std::string_view a = trim(args.substr(start, end - start));
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(a.data(), a.data() + a.size(), v);
+    if (a.empty() || ec != std::errc() || ptr != a.data() + a.size() || !std::isfinite(v)) {
+      throw Error(fmt::format("pipeline: field '{}': '{}': argument {} ('{}') is not a number", field, op.text,
+                              op.args.size() + 1, a));
+    }
+    op.args.push_back(v);
+    start = end + 1;
+  }
+  return op;
+}
+
+}  // namespace
+
+std::vector<FieldPipelineText> parse_pipeline(std::string_view text) {
+  std::vector<FieldPipelineText> out;
+  for (std::size_t start = 0; start <= text.size();) {
+    const auto end = std::min(text.find(';', start), text.size());
+    const std::string_view part = trim(text.substr(start, end - start));
+    start = end + 1;
+    if (part.empty()) continue;
+    const auto eq = part.find('=');
+    if (eq == std::string_view::npos) {
+      throw Error(fmt::format("pipeline: '{}' is not FIELD=operations (e.g. jpeg=decode,center_crop(224))", part));
+    }
+    FieldPipelineText f;
+    f.field = std::string(trim(part.substr(0, eq)));
+    if (f.field.empty()) throw Error(fmt::format("pipeline: '{}' names no field before '='", part));
+    for (const auto& other : out) {
+      if (other.field == f.field) throw Error(fmt::format("pipeline: field '{}' has two pipelines", f.field));
+    }
+    const std::string_view ops = part.substr(eq + 1);
+    int depth = 0;
+    std::size_t op_start = 0;
+    for (std::size_t i = 0; i <= ops.size(); ++i) {
+      const char ch = i < ops.size() ? ops[i] : ',';
+      if (ch == '(') ++depth;
+      if (ch == ')') --depth;
+      if (depth < 0) throw Error(fmt::format("pipeline: field '{}': unbalanced ')' in '{}'", f.field, ops));
+      if (ch == ',' && depth == 0) {
+        f.ops.push_back(parse_op(ops.substr(op_start, i - op_start), f.field));
+        op_start = i + 1;
+      }
+    }
+    if (depth != 0) throw Error(fmt::format("pipeline: field '{}': unbalanced '(' in '{}'", f.field, ops));
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+struct SamplePipelines::Chain {
+  std::size_t field = 0;
+  std::vector<std::unique_ptr<Op>> ops;  // bound, and fused where a pair runs in one pass
+  Spec input;
+  std::vector<std::int64_t> output_shape;
+  std::string text;
+  SampleOut a, b;
+};
+
+SamplePipelines::SamplePipelines() = default;
+SamplePipelines::SamplePipelines(SamplePipelines&&) noexcept = default;
+SamplePipelines& SamplePipelines::operator=(SamplePipelines&&) noexcept = default;
+SamplePipelines::~SamplePipelines() = default;
+
+SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, std::uint64_t seed)
+    : output_(source), seed_(seed) {
+  by_field_.assign(source.fields.size(), nullptr);
+  for (const auto& fp : parse_pipeline(text)) {
+    const Field* field = source.find(fp.field);
+    if (!field) {
+      throw Error(fmt::format("pipeline: no field '{}' to run it on (fields: {})", fp.field, source.describe_fields()));
+    }
+    auto chain = std::make_unique<Chain>();
+    chain->field = static_cast<std::size_t>(field - source.fields.data());
+    chain->input =
+        field->is_bytes() ? Spec{true, DType::u8, {}, false} : Spec{false, field->dtype, field->shape, false};
+    Spec spec = chain->input;
+    std::vector<std::string> texts;
+    std::vector<std::unique_ptr<Op>> bound;
+    std::vector<Spec> outputs;
+    for (const auto& op_text : fp.ops) {
+      try {
+        auto op = make_op(op_text);
+        spec = op->bind(spec);
+        bound.push_back(std::move(op));
+        outputs.push_back(spec);
+      } catch (const Error& e) {
+        throw Error(fmt::format("pipeline: field '{}', operation {}: {}", fp.field, bound.size() + 1, e.what()));
+      }
+      texts.push_back(op_text.text);
+    }
+    for (std::size_t i = 0; i < bound.size(); ++i) {
+      if (i + 1 < bound.size()) {
+        if (auto both = fuse(bound[i], bound[i + 1], outputs[i + 1])) {
+          chain->ops.push_back(std::move(both));
+          ++i;
+          continue;
+        }
+      }
+      chain->ops.push_back(std::move(bound[i]));
+    }
+    chain->text = fmt::format("{}={}", fp.field, fmt::join(texts, ","));
+    if (spec.bytes || std::any_of(spec.shape.begin(), spec.shape.end(), [](std::int64_t d) { return d < 0; })) {
+      throw Error(
+          fmt::format("pipeline: field '{}' ends in {}, whose size differs per sample: end it with an operation "
+                      "of a fixed output size (resize(H,W), center_crop(H,W), random_resized_crop(H,W)), or "
+                      "declare the size every image has with decode(H,W)",
+                      fp.field, detail::describe(spec)));
+    }
+    chain->output_shape = spec.shape;
+    Field& out = output_.fields[chain->field];
+    out = Field{out.name, FieldKind::fixed, spec.dtype, spec.shape};
+    by_field_[chain->field] = chain.get();
+    chains_.push_back(std::move(chain));
+  }
+  output_.validate("pipeline");
+}
+
+std::string SamplePipelines::describe() const {
+  std::vector<std::string> parts;
+  for (const Chain* c : by_field_) {
+    if (c) parts.push_back(c->text);
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+void SamplePipelines::run(std::size_t f, std::span<const std::byte> in, std::uint64_t epoch, std::uint64_t index,
+                          std::byte* dst) {
+  Chain& c = *by_field_[f];
+  const std::uint64_t key[4] = {seed_, epoch, index, f};
+  SampleRandom random(XXH64(key, sizeof key, 0));
+  const Field& field = output_.fields[f];
+  SampleIn current{c.input.bytes, c.input.dtype, c.input.shape, in};
+  SampleOut* out = &c.a;
+  // Each operation's output is the next one's input; the last one writes into the batch.
+  for (std::size_t i = 0; i < c.ops.size(); ++i) {
+    out->set_target(i + 1 == c.ops.size() ? dst : nullptr, field.bytes_per_sample());
+    c.ops[i]->run(current, *out, random);
+    current = SampleIn{false, out->dtype(), out->shape(), std::as_const(*out).data()};
+    out = out == &c.a ? &c.b : &c.a;
+  }
+  if (current.dtype != field.dtype ||
+      !std::equal(current.shape.begin(), current.shape.end(), c.output_shape.begin(), c.output_shape.end())) {
+    throw Error(fmt::format("the pipeline made {}[{}], not the declared {}", dtype_name(current.dtype),
+                            fmt::join(current.shape, ","), field.describe()));
+  }
+  if (current.data.data() != dst) std::memcpy(dst, current.data.data(), field.bytes_per_sample());
+}
+
+}  // namespace detail
+
+void check_pipeline(std::string_view text) {
+  for (const auto& f : detail::parse_pipeline(text)) {
+    for (const auto& op : f.ops) {
+      try {
+        (void)detail::make_op(op);
+      } catch (const Error& e) {
+        throw Error(fmt::format("pipeline: field '{}': {}", f.field, e.what()));
+      }
+    }
+  }
+}
+
+}  // namespace stoker

@@ -1,0 +1,60 @@
+// SamplePipelines: the per-sample operations of Options::pipeline (stoker/pipeline.h), built once
+// per process from the text and the dataset's schema, then run by a worker on every sample of the
+// fields they name. Each process has its own (fork copies it): operations keep scratch memory
+// between samples, so a warm pipeline does not allocate. Not synchronised.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loader/pipeline/ops/op.h"
+#include "stoker/pipeline.h"
+#include "stoker/schema.h"
+
+namespace stoker::detail {
+
+struct FieldPipelineText {
+  std::string field;
+  std::vector<OpText> ops;
+};
+
+// Parses "FIELD=op,op(args),...; FIELD=..."; throws stoker::Error naming what is malformed.
+std::vector<FieldPipelineText> parse_pipeline(std::string_view text);
+
+class SamplePipelines {
+ public:
+  SamplePipelines();  // none: every field as read
+  // Throws stoker::Error naming the field, operation or argument for an unknown field or
+  // operation, bad arguments, or a pipeline whose output size is not known (ends in a decoded
+  // image of each image's own size).
+  SamplePipelines(std::string_view text, const Schema& source, std::uint64_t seed);
+  SamplePipelines(SamplePipelines&&) noexcept;
+  SamplePipelines& operator=(SamplePipelines&&) noexcept;
+  ~SamplePipelines();
+
+  // The schema delivered: the source's, each field with a pipeline replaced by its output.
+  const Schema& output() const noexcept { return output_; }
+  bool empty() const noexcept { return chains_.empty(); }
+  // Whether source field f has a pipeline.
+  bool transforms(std::size_t f) const noexcept { return f < by_field_.size() && by_field_[f] != nullptr; }
+  // "jpeg=decode,random_resized_crop(224,224),flip,to_chw", in field order.
+  std::string describe() const;
+
+  // Runs field f's pipeline on sample `index` of `epoch` (input: its bytes, of the source field's
+  // kind), writing output().fields[f].bytes_per_sample() bytes at dst. Throws stoker::Error with
+  // the operation's reason (the caller names the field and sample).
+  void run(std::size_t f, std::span<const std::byte> in, std::uint64_t epoch, std::uint64_t index, std::byte* dst);
+
+ private:
+  struct Chain;
+  std::vector<std::unique_ptr<Chain>> chains_;
+  std::vector<Chain*> by_field_;
+  Schema output_;
+  std::uint64_t seed_ = 0;
+};
+
+}  // namespace stoker::detail

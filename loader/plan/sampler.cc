@@ -1,0 +1,89 @@
+#include "loader/plan/sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "loader/plan/quasi_random.h"
+#include "loader/plan/shuffle.h"
+#include "stoker/error.h"
+
+namespace stoker::detail {
+
+Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
+                 bool drop_last, std::uint64_t group)
+    : num_samples_(num_samples),
+      batch_size_(batch_size),
+      order_(order),
+      group_(std::max<std::uint64_t>(group, 1)),
+      seed_(seed),
+      shard_(shard),
+      drop_last_(drop_last) {
+  if (batch_size == 0) throw Error("options: batch_size is 0; it must be at least 1");
+  if (shard.world_size == 0) throw Error("options: shard.world_size is 0; it must be at least 1");
+  if (shard.rank >= shard.world_size) {
+    throw Error(fmt::format("options: shard.rank {} is not below shard.world_size {}", shard.rank, shard.world_size));
+  }
+}
+
+std::uint64_t Sampler::per_rank(std::uint64_t skip) const noexcept {
+  const std::uint64_t left = skip < num_samples_ ? num_samples_ - skip : 0;
+  const std::uint64_t world = shard_.world_size;
+  return drop_last_ ? left / world : (left + world - 1) / world;
+}
+
+std::uint64_t Sampler::batches_per_epoch(std::uint64_t skip) const noexcept {
+  const std::uint64_t p = per_rank(skip);
+  return drop_last_ ? p / batch_size_ : (p + batch_size_ - 1) / batch_size_;
+}
+
+std::uint64_t Sampler::samples_per_epoch(std::uint64_t skip) const noexcept {
+  return drop_last_ ? batches_per_epoch(skip) * batch_size_ : per_rank(skip);
+}
+
+std::uint64_t Sampler::consumed_after(std::uint64_t skip, std::uint64_t batches) const noexcept {
+  // Rank r's k-th sample is position skip + r + k * W of the order (padding aside): after each rank
+  // delivered n samples, positions [skip, skip + n * W) are done, except those past the end (padding).
+  const std::uint64_t n = std::min<std::uint64_t>(batches * batch_size_, samples_per_epoch(skip));
+  const std::uint64_t left = skip < num_samples_ ? num_samples_ - skip : 0;
+  return skip + std::min<std::uint64_t>(n * shard_.world_size, left);
+}
+
+std::string Sampler::order_description() const {
+  switch (order_) {
+    case Order::sequential: return "sequential";
+    case Order::random: return "random";
+    case Order::quasi_random: return fmt::format("quasi_random(group={},window={})", group_, kQuasiRandomWindowGroups);
+  }
+  return "?";
+}
+
+std::vector<std::uint64_t> Sampler::global_order(std::uint64_t epoch) const {
+  switch (order_) {
+    case Order::random: return permutation(num_samples_, seed_, epoch);
+    case Order::quasi_random: return quasi_random_order(num_samples_, group_, kQuasiRandomWindowGroups, seed_, epoch);
+    case Order::sequential: break;
+  }
+  std::vector<std::uint64_t> all(num_samples_);
+  std::iota(all.begin(), all.end(), std::uint64_t{0});
+  return all;
+}
+
+std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch, std::uint64_t skip) const {
+  std::vector<std::uint64_t> all = global_order(epoch);
+  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(skip, all.size())));
+  const std::uint64_t left = all.size();
+  const std::uint64_t world = shard_.world_size;
+  const std::uint64_t each = per_rank(skip);
+  const std::uint64_t total = each * world;
+  // Pad by wrapping around (DistributedSampler): the first remaining samples again, as often as needed.
+  for (std::uint64_t k = left; k < total; ++k) all.push_back(all[k % left]);
+  std::vector<std::uint64_t> mine;
+  mine.reserve(each);
+  for (std::uint64_t k = shard_.rank; k < total; k += world) mine.push_back(all[k]);
+  mine.resize(samples_per_epoch(skip));
+  return mine;
+}
+
+}  // namespace stoker::detail

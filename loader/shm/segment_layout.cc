@@ -1,0 +1,171 @@
+#include "loader/shm/segment_layout.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace stoker::detail {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kLine = 64;
+
+constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+// A channel: tasks.write, tasks.read, done.write, done.read, cpu_ns, each on its own cache line,
+// then the two rings' items.
+std::size_t channel_bytes(std::uint32_t num_slots) {
+  return align_up(5 * kLine + 2 * align_up(num_slots * sizeof(std::uint32_t), kLine), kLine);
+}
+
+}  // namespace
+
+SlotRing::SlotRing(std::byte* counters, std::byte* items, std::uint32_t capacity) noexcept
+    : write_(reinterpret_cast<std::atomic<std::uint64_t>*>(counters)),
+      read_(reinterpret_cast<std::atomic<std::uint64_t>*>(counters + kLine)),
+      items_(reinterpret_cast<std::uint32_t*>(items)),
+      capacity_(capacity) {}
+
+void SlotRing::initialize() noexcept {
+  new (write_) std::atomic<std::uint64_t>(0);
+  new (read_) std::atomic<std::uint64_t>(0);
+}
+
+bool SlotRing::push(std::uint32_t value) noexcept {
+  std::uint64_t w = write_->load(std::memory_order_relaxed);
+  if (w - read_->load(std::memory_order_acquire) == capacity_) return false;
+  items_[w % capacity_] = value;
+  write_->store(w + 1, std::memory_order_release);
+  return true;
+}
+
+bool SlotRing::pop(std::uint32_t& value) noexcept {
+  std::uint64_t r = read_->load(std::memory_order_relaxed);
+  if (r == write_->load(std::memory_order_acquire)) return false;
+  value = items_[r % capacity_];
+  read_->store(r + 1, std::memory_order_release);
+  return true;
+}
+
+SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers,
+                             const std::vector<std::uint64_t>& sample_bound)
+    : schema_(schema), sample_bound_(sample_bound), batch_size_(batch_size), num_workers_(num_workers) {
+  error_offset_ = indices_offset_ + align_up(batch_size * sizeof(std::uint64_t), kLine);
+  std::size_t off = error_offset_ + kErrorTextBytes;
+  for (std::size_t i = 0; i < schema.fields.size(); ++i) {
+    const Field& f = schema.fields[i];
+    off = align_up(off, kLine);
+    field_offsets_.push_back(off);
+    if (f.is_bytes()) {
+      off = align_up(off + (batch_size + 1) * sizeof(std::uint64_t), kLine);
+      data_offsets_.push_back(off);
+      // The bound is at most kMaxSampleBytes, so this cannot overflow for any batch size that fits memory.
+      const std::uint64_t bound =
+          std::clamp<std::uint64_t>(i < sample_bound.size() ? sample_bound[i] : 0, 1, kMaxSampleBytes);
+      data_capacity_.push_back(align_up(bound * batch_size, kLine));
+      off += data_capacity_.back();
+    } else {
+      data_offsets_.push_back(off);
+      data_capacity_.push_back(0);
+      off += f.bytes_per_sample() * batch_size;
+    }
+  }
+  slot_bytes_ = align_up(off, kPage);
+}
+
+std::size_t SegmentLayout::control_bytes(std::uint32_t num_slots) const noexcept {
+  std::size_t fields = sizeof(SegmentHeader) + schema_.fields.size() * sizeof(FieldLayout);
+  return align_up(align_up(fields, kLine) + num_workers_ * channel_bytes(num_slots), kPage);
+}
+
+std::size_t SegmentLayout::segment_bytes(std::uint32_t num_slots) const noexcept {
+  return control_bytes(num_slots) + num_slots * slot_bytes_;
+}
+
+void SegmentLayout::initialize(std::byte* base, std::uint32_t num_slots) const {
+  auto* h = new (base) SegmentHeader{};
+  std::memcpy(h->magic, kSegmentMagic, sizeof kSegmentMagic);
+  h->version = kSegmentVersion;
+  h->num_slots = num_slots;
+  h->num_workers = num_workers_;
+  h->num_fields = static_cast<std::uint32_t>(schema_.fields.size());
+  h->batch_size = batch_size_;
+  h->segment_bytes = segment_bytes(num_slots);
+  h->control_bytes = control_bytes(num_slots);
+  h->slots_offset = h->control_bytes;
+  h->slot_bytes = slot_bytes_;
+  h->fields_offset = sizeof(SegmentHeader);
+  h->channels_offset = align_up(sizeof(SegmentHeader) + schema_.fields.size() * sizeof(FieldLayout), kLine);
+  h->channel_bytes = channel_bytes(num_slots);
+  auto* fl = reinterpret_cast<FieldLayout*>(base + h->fields_offset);
+  for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+    new (&fl[f]) FieldLayout{};
+    fl[f].kind = static_cast<std::uint8_t>(schema_.fields[f].kind);
+    fl[f].dtype = static_cast<std::uint8_t>(schema_.fields[f].dtype);
+    fl[f].offset = field_offsets_[f];
+    fl[f].bytes_per_sample = schema_.fields[f].bytes_per_sample();
+    fl[f].capacity = schema_.fields[f].is_bytes() ? data_capacity_[f] : fl[f].bytes_per_sample * batch_size_;
+  }
+  SegmentView view(base, *this);
+  for (std::uint32_t w = 0; w < num_workers_; ++w) {
+    WorkerChannel c = view.channel(w);
+    c.tasks.initialize();
+    c.done.initialize();
+    new (c.cpu_ns) std::atomic<std::uint64_t>(0);
+  }
+  for (std::uint32_t s = 0; s < num_slots; ++s) new (&view.slot_header(s)) SlotHeader{};
+}
+
+SegmentView::SegmentView(std::byte* base, const SegmentLayout& layout)
+    : base_(base),
+      header_(reinterpret_cast<const SegmentHeader*>(base)),
+      indices_offset_(layout.indices_offset_),
+      error_offset_(layout.error_offset_),
+      field_offsets_(layout.field_offsets_),
+      data_offsets_(layout.data_offsets_),
+      data_capacity_(layout.data_capacity_) {}
+
+std::byte* SegmentView::slot_begin(std::uint32_t s) const noexcept {
+  return base_ + header_->slots_offset + static_cast<std::size_t>(s) * header_->slot_bytes;
+}
+
+SlotHeader& SegmentView::slot_header(std::uint32_t s) const noexcept {
+  return *reinterpret_cast<SlotHeader*>(slot_begin(s));
+}
+
+std::uint64_t* SegmentView::slot_indices(std::uint32_t s) const noexcept {
+  return reinterpret_cast<std::uint64_t*>(slot_begin(s) + indices_offset_);
+}
+
+char* SegmentView::slot_error(std::uint32_t s) const noexcept {
+  return reinterpret_cast<char*>(slot_begin(s) + error_offset_);
+}
+
+std::byte* SegmentView::slot_field(std::uint32_t s, std::size_t f) const noexcept {
+  return slot_begin(s) + field_offsets_[f];
+}
+
+WorkerChannel SegmentView::channel(std::uint32_t w) const noexcept {
+  std::byte* c = base_ + header_->channels_offset + static_cast<std::size_t>(w) * header_->channel_bytes;
+  const std::uint32_t n = header_->num_slots;
+  std::byte* items = c + 5 * kLine;
+  std::size_t ring_items = align_up(n * sizeof(std::uint32_t), kLine);
+  WorkerChannel out;
+  // Counters first (tasks.write, tasks.read, done.write, done.read, cpu_ns), then the items.
+  out.tasks = SlotRing(c, items, n);
+  out.done = SlotRing(c + 2 * kLine, items + ring_items, n);
+  out.cpu_ns = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 4 * kLine);
+  return out;
+}
+
+void SegmentView::set_error(std::uint32_t s, std::string_view message) const noexcept {
+  std::size_t n = std::min(message.size(), kErrorTextBytes);
+  std::memcpy(slot_error(s), message.data(), n);
+  slot_header(s).error_bytes = static_cast<std::uint32_t>(n);
+}
+
+std::string_view SegmentView::error(std::uint32_t s) const noexcept {
+  return {slot_error(s), slot_header(s).error_bytes};
+}
+
+}  // namespace stoker::detail

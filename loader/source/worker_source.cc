@@ -1,0 +1,219 @@
+#include "loader/source/worker_source.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "loader/source/held_batches.h"
+#include "loader/source/slot_task.h"
+
+namespace stoker::detail {
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
+                           WorkerPool::Dataset dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn)
+    : slots_(slots),
+      workers_(std::move(slots), num_workers, std::move(dataset)),
+      tasks_(depth, num_workers),
+      timeout_(timeout),
+      respawn_(std::move(respawn)) {}
+
+void WorkerSource::fail(std::string message) {
+  broken_ = std::move(message);
+  throw Error(*broken_);
+}
+
+void WorkerSource::issue() {
+  while (tasks_.can_issue()) {
+    // An automatic depth is a ring of that many slots, as a fixed one is: the batches the training
+    // loop holds take their share of it (a larger share of the reserved ring in rotation is slower:
+    // its slots stop sharing the caches). One batch is always in flight while a slot is free.
+    if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth()) break;
+    auto s = slots_->acquire();
+    if (!s) break;
+    write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
+    const std::uint32_t w = tasks_.worker_for_next();
+    tasks_.issue(*s, w);
+    workers_.assign(w, *s);
+  }
+}
+
+void WorkerSource::collect() {
+  workers_.collect([&](std::uint32_t s) { tasks_.mark_arrived(slots_->view().slot_header(s).task_id); });
+}
+
+void WorkerSource::restart_fork_server(const std::string& what) {
+  const std::string death = what;
+  deaths_.push_back(death);
+  if (!workers_.can_restart_server() || respawns_ >= respawn_.max) {
+    fail(fmt::format("{}; the loader cannot continue{}", death,
+                     workers_.can_restart_server() ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
+                                                   : std::string(" (a fork server is replaced only when the program "
+                                                                 "called stoker::init: docs/faults.md)")));
+  }
+  // Its workers die with it (PR_SET_PDEATHSIG); once none can write into a slot any more, what
+  // they finished counts and the rest is loaded again by new workers, into the same slots.
+  workers_.bury_workers();
+  collect();
+  std::vector<std::vector<std::uint32_t>> pending(workers_.size());
+  std::size_t batches = 0;
+  for (std::uint32_t w = 0; w < workers_.size(); ++w) {
+    pending[w] = tasks_.pending_slots_of(w);
+    batches += pending[w].size();
+  }
+  try {
+    workers_.restart_server();
+  } catch (const Error& e) {
+    fail(fmt::format("{}; starting a new one failed: {}", death, e.what()));
+  }
+  for (std::uint32_t w = 0; w < workers_.size(); ++w) {
+    for (std::uint32_t s : pending[w]) workers_.assign(w, s);
+  }
+  ++respawns_;
+  if (respawn_.warn) {
+    respawn_.warn(fmt::format(
+        "{}; a new fork server (pid {}) and {} workers replace it (respawn {} of at most {}), and "
+        "load the {} unfinished batch{} again",
+        death, workers_.server_pid(), workers_.size(), respawns_, respawn_.max, batches, batches == 1 ? "" : "es"));
+  }
+}
+
+void WorkerSource::check_exits() {
+  std::optional<WorkerExit> exit;
+  try {
+    exit = workers_.poll_exit();
+  } catch (const Error& e) {
+    restart_fork_server(e.what());
+    return;
+  }
+  if (!exit) return;
+  collect();  // what it finished before it died counts
+  std::string held = "while idle";
+  if (auto t = tasks_.pending_of(exit->worker)) {
+    const auto samples = plan_->batch(*t);
+    held = fmt::format("while loading batch {} of epoch {} (samples {}{})", *t, plan_->epoch,
+                       fmt::join(samples.begin(), samples.begin() + std::min<std::size_t>(samples.size(), 8), ", "),
+                       samples.size() > 8 ? ", ..." : "");
+  }
+  std::string death = describe_worker_death(*exit, held);
+  if (auto it = killed_stuck_.find(exit->pid); it != killed_stuck_.end()) {
+    death = it->second;  // not the out-of-memory killer's SIGKILL: ours, for being stuck
+    killed_stuck_.erase(it);
+  }
+  deaths_.push_back(death);
+  if (respawns_ >= respawn_.max) {
+    fail(fmt::format("stoker: {}; the loader cannot continue{}", death,
+                     deaths_.size() > 1
+                         ? fmt::format(" (all {} worker deaths: {})", deaths_.size(), fmt::join(deaths_, "; "))
+                     : respawn_.max > 0 ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
+                                        : ""));
+  }
+  // The replacement loads the dead worker's unfinished batches again, into the same slots: their
+  // tasks (sample indices) are in the slots' headers, so they come out exactly as they would have.
+  const std::vector<std::uint32_t> slots = tasks_.pending_slots_of(exit->worker);
+  pid_t pid = -1;
+  try {
+    pid = workers_.respawn(exit->worker, slots);
+  } catch (const Error& e) {
+    fail(fmt::format("stoker: {}; replacing it failed: {}", death, e.what()));
+  }
+  ++respawns_;
+  if (respawn_.warn) {
+    respawn_.warn(
+        fmt::format("{}; replaced by pid {} (respawn {} of at most {}), which loads its {} unfinished "
+                    "batch{} again",
+                    death, pid, respawns_, respawn_.max, slots.size(), slots.size() == 1 ? "" : "es"));
+  }
+}
+
+void WorkerSource::wait_for(std::uint64_t t) {
+  auto start = Clock::now();
+  for (;;) {
+    collect();
+    if (tasks_.at(t).arrived) return;
+    check_exits();
+    std::chrono::milliseconds left(-1);
+    if (timeout_.count() > 0) {
+      left = std::max(std::chrono::milliseconds(0),
+                      timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+    }
+    switch (workers_.wait(left)) {
+      case WorkerPool::Wake::interrupted: throw Error("stoker: the loader is shutting down");
+      case WorkerPool::Wake::timeout: {
+        collect();
+        if (tasks_.at(t).arrived) return;
+        const std::uint32_t w = tasks_.at(t).worker;
+        if (respawns_ < respawn_.max) {
+          // Stuck: killed, then replaced like a worker that died (its exit report comes next).
+          killed_stuck_.emplace(workers_.pid(w),
+                                fmt::format("worker {} (pid {}) had not delivered batch {} of epoch {} within {} ms "
+                                            "and was killed",
+                                            w, workers_.pid(w), t, plan_->epoch, timeout_.count()));
+          // ESRCH (it died meanwhile) needs nothing more: its exit report comes either way.
+          (void)::kill(workers_.pid(w), SIGKILL);
+          start = Clock::now();
+          break;
+        }
+        fail(
+            fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
+                        "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
+                        "legitimately that slow",
+                        w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w)));
+      }
+      case WorkerPool::Wake::activity: break;
+    }
+  }
+}
+
+void WorkerSource::abandon() {
+  if (broken_) throw Error(*broken_);
+  while (tasks_.in_flight() > 0) {
+    wait_for(tasks_.next_to_receive());
+    slots_->release(tasks_.receive().slot);
+  }
+}
+
+void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
+  if (broken_) throw Error(*broken_);
+  plan_ = &plan;
+  tasks_.start(first, plan.num_batches);
+  issue();  // workers start on the first batches before the first next()
+}
+
+void WorkerSource::set_auto_tuner(std::unique_ptr<AutoTuner> tuner) {
+  tuner_ = std::move(tuner);
+  tasks_.set_active(tuner_->workers(), tuner_->depth());
+}
+
+std::uint32_t WorkerSource::next_filled() {
+  if (broken_) throw Error(*broken_);
+  const auto t0 = Clock::now();
+  if (tuner_ && interval_batches_ == 0) interval_start_ = t0;
+  check_exits();  // a dead worker is reported at once, not only when its batch is due
+  issue();
+  if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
+  wait_for(tasks_.next_to_receive());
+  const std::uint32_t s = tasks_.receive().slot;
+  if (tuner_ && !tuner_->settled()) {
+    const auto t1 = Clock::now();
+    interval_waited_ += std::chrono::duration<double>(t1 - t0).count();
+    ++interval_batches_;
+    const double seconds = std::chrono::duration<double>(t1 - interval_start_).count();
+    if (interval_batches_ >= AutoTuner::kMinBatches && seconds >= AutoTuner::kMinSeconds) {
+      if (!std::exchange(warming_, false) && tuner_->observe(interval_batches_, seconds, interval_waited_)) {
+        tasks_.set_active(tuner_->workers(), tuner_->depth());
+      }
+      interval_batches_ = 0;
+      interval_waited_ = 0;
+    }
+  }
+  issue();  // the window moved on
+  return s;
+}
+
+}  // namespace stoker::detail

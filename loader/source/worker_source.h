@@ -1,0 +1,82 @@
+// WorkerSource: batches loaded by worker processes, handed out in order.
+//
+// Keeps up to `depth` batches of the epoch in flight (loader/source/task_table.h), each in a slot of its
+// own given to the least-loaded worker (loader/workers/worker_pool.h), and waits for the next one in
+// order. A worker that dies is reported at once, naming the batch it held; one that has not
+// delivered within the timeout is reported as stuck. Consumer thread only, except interrupt().
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loader/source/auto_tuner.h"
+#include "loader/source/slot_source.h"
+#include "loader/source/task_table.h"
+#include "loader/workers/worker_pool.h"
+
+namespace stoker::detail {
+
+class WorkerSource final : public SlotSource {
+ public:
+  // What happens when a worker dies or is stuck: up to `max` replacements in the loader's life,
+  // each said once through `warn`.
+  struct RespawnPolicy {
+    std::uint32_t max = 3;
+    std::function<void(const std::string&)> warn;
+  };
+  // timeout: how long next_filled() waits for its batch (zero: no limit).
+  WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
+               WorkerPool::Dataset dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn);
+
+  void abandon() override;
+  void start(const EpochPlan& plan, std::uint64_t first) override;
+  std::uint32_t next_filled() override;
+  void interrupt() noexcept override { workers_.interrupt(); }
+  // Batches that share data come in runs of `batches` (0: none): see TaskTable::worker_for_next.
+  void set_affinity_span(std::uint64_t batches) noexcept { tasks_.set_affinity_span(batches); }
+  // Let `tuner` choose the active workers and depth from the consumer's waits (Options = kAuto).
+  void set_auto_tuner(std::unique_ptr<AutoTuner> tuner);
+  // The tuner's choice, or nullptr without one.
+  const AutoTuner* auto_tuner() const noexcept { return tuner_.get(); }
+
+  // Stops the workers (idempotent).
+  void stop(std::chrono::milliseconds grace) noexcept { workers_.stop(grace); }
+  std::vector<int> pids() const { return workers_.pids(); }
+  std::uint64_t respawns() const noexcept { return respawns_; }
+  double worker_cpu_seconds() const { return workers_.cpu_seconds(); }
+
+ private:
+  // Issues batches while the window and the free slots allow.
+  void issue();
+  void collect();
+  // Replaces a worker that exited, its unfinished batches given to the replacement, or throws past
+  // the respawn limit (or when the fork server is gone).
+  void check_exits();
+  // The fork server died (`what` says how): a new one and new workers, or the error.
+  void restart_fork_server(const std::string& what);
+  void wait_for(std::uint64_t batch);
+  [[noreturn]] void fail(std::string message);
+
+  std::shared_ptr<SlotPool> slots_;
+  WorkerPool workers_;
+  TaskTable tasks_;
+  std::chrono::milliseconds timeout_;
+  const EpochPlan* plan_ = nullptr;
+  std::optional<std::string> broken_;  // the loader cannot continue: why
+  RespawnPolicy respawn_;
+  std::uint64_t respawns_ = 0;
+  std::vector<std::string> deaths_;            // every worker death so far, for the final error
+  std::map<pid_t, std::string> killed_stuck_;  // killed by us for being stuck, until its exit report: why
+  // Auto-tuning: the tuner and the consumer's current interval.
+  std::unique_ptr<AutoTuner> tuner_;
+  std::chrono::steady_clock::time_point interval_start_{};
+  std::uint64_t interval_batches_ = 0;
+  double interval_waited_ = 0;
+  bool warming_ = true;  // the first interval: workers open the dataset, caches fill
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,24 @@
+// stoker::init: records the process's arguments for exec'd fork servers, or, in an exec'd fork
+// server, is the server's whole life (stoker/init.h).
+#include "stoker/init.h"
+
+#include <cstdlib>
+
+#include "loader/workers/fork_server.h"
+#include "loader/workers/program_image.h"
+#include "loader/workers/worker_pool.h"
+
+namespace stoker {
+
+void init(int argc, char** argv) {
+  if (const char* sock = std::getenv(detail::kForkServerEnv)) {
+    const int fd = std::atoi(sock);
+    ::unsetenv(detail::kForkServerEnv);  // not for anything this process starts
+    detail::serve_exec_fork_server(fd);
+  }
+  detail::record_program_arguments(argc, argv);
+}
+
+bool clean_workers() noexcept { return detail::program_initialised(); }
+
+}  // namespace stoker

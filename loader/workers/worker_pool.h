@@ -1,0 +1,123 @@
+// WorkerPool: the worker processes and the consumer's end of their rings.
+//
+// Starts the fork server (loader/workers/fork_server.h), which forks the workers; hands slots to workers
+// (task ring + eventfd); collects the slots they finished (done rings); waits for any of: a
+// finished slot, a worker's exit report, an interrupt, a timeout; stops them all. It knows
+// nothing of epochs or batch order (loader/source/task_table.h does). Consumer thread only, except
+// interrupt().
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/core/reader.h"
+#include "loader/base/unique_fd.h"
+#include "loader/shm/slot_pool.h"
+#include "loader/workers/fork_server.h"
+#include "loader/workers/lifeline.h"
+
+namespace stoker::detail {
+
+class WorkerPool {
+ public:
+  // What every worker opens (lazily, after fork) and the schema it must find there.
+  struct Dataset {
+    std::string path;
+    formats::ReaderOptions reader_options;
+    Schema expected;       // the reader's schema
+    std::string pipeline;  // Options::pipeline, built again in each worker
+    std::uint64_t seed = 0;
+  };
+
+  // Forks `num_workers` workers over `slots`. Must run before the process starts threads of
+  // stoker's own (the fork server is forked from the calling process).
+  WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers, Dataset dataset);
+  ~WorkerPool();  // stop()
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  std::uint32_t size() const noexcept { return num_workers_; }
+  pid_t server_pid() const noexcept { return server_ ? server_->pid() : -1; }
+  pid_t pid(std::uint32_t worker) const noexcept { return server_->worker_pids()[worker]; }
+  std::vector<int> pids() const;
+
+  // Gives `slot` (its header and indices written) to `worker`.
+  void assign(std::uint32_t worker, std::uint32_t slot);
+
+  // Calls on_done(slot) for every slot the workers finished since the last call.
+  template <class F>
+  void collect(F&& on_done) {
+    for (std::uint32_t w = 0; w < num_workers_; ++w) {
+      WorkerChannel ch = slots_->view().channel(w);
+      std::uint32_t s;
+      while (ch.done.pop(s)) on_done(s);
+    }
+  }
+
+  enum class Wake { activity, timeout, interrupted };
+  // Blocks until a worker finished a slot or exited (activity), `timeout` passed (a negative one
+  // never does), or interrupt() was called.
+  Wake wait(std::chrono::milliseconds timeout);
+  // Makes a wait() in another thread return `interrupted` (any thread; for shutdown).
+  void interrupt() noexcept;
+
+  // A worker's exit, reported by the fork server, without blocking. Throws stoker::Error when the
+  // fork server itself is gone.
+  std::optional<WorkerExit> poll_exit() { return server_->poll_exit(); }
+
+  // Replaces worker `worker`, which has exited (and whose finished slots were collected): its task
+  // ring is emptied, a new process forked, and `slots` (its unfinished tasks, in order) given to it
+  // again. Returns the new pid.
+  pid_t respawn(std::uint32_t worker, const std::vector<std::uint32_t>& slots);
+
+  // Whether a fork server that died can be replaced: when it was started by exec (stoker::init),
+  // a new one inherits nothing of this process's threads. A forked one would be forked from this
+  // multi-threaded process, so it is not replaced.
+  bool can_restart_server() const noexcept { return exec_.has_value(); }
+  // After the fork server died: waits (up to 10 s, then SIGKILL) until its workers, which
+  // PR_SET_PDEATHSIG kills, are gone, so that none still writes into a slot. Never throws.
+  void bury_workers() noexcept;
+  // Starts a new fork server and workers, with empty task rings. Throws stoker::Error.
+  void restart_server();
+
+  // CPU time of every worker so far.
+  double cpu_seconds() const;
+
+  // Sends every worker the stop sentinel, waits up to `grace` for them, kills the rest, reaps all.
+  // Idempotent; never throws.
+  void stop(std::chrono::milliseconds grace) noexcept;
+
+ private:
+  // Empties a dead worker's task ring and keeps its CPU time.
+  void retire_channel(std::uint32_t worker) noexcept;
+
+  std::shared_ptr<SlotPool> slots_;
+  std::uint32_t num_workers_;
+  Lifeline lifeline_;         // its write end: this process only, not its fork() children
+  UniqueFd done_event_;       // any worker finished a slot
+  UniqueFd interrupt_event_;  // the trainer's alone: not kept in the children
+  std::vector<UniqueFd> task_events_;
+  std::unique_ptr<ForkServer> server_;
+  std::function<void(std::uint32_t)> worker_main_;  // the fork-only path's
+  std::vector<int> keep_;
+  std::optional<ExecStart> exec_;     // how the fork server was started by exec, to start another
+  std::uint64_t retired_cpu_ns_ = 0;  // CPU time of workers that died and were replaced
+};
+
+// "worker 1 (pid 4242) was killed by signal SIGKILL while loading batch 3 of epoch 0 (samples 7,
+// 9, ...); SIGKILL often comes from the out-of-memory killer (see dmesg)". `held` says what the
+// worker had in hand ("while idle", or the batch).
+// In a process exec'd as a fork server (stoker::init): receives the loader's setup on `sock` and
+// serves its workers; never returns.
+[[noreturn]] void serve_exec_fork_server(int sock);
+
+std::string describe_worker_death(const WorkerExit& exit, const std::string& held);
+
+}  // namespace stoker::detail
