@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The module arrows of docs/architecture.md, held against the code.
+
+    check_layering.py SOURCE_DIR
+
+Reads the table of modules (module, what it owns, may include) and the Mermaid picture from
+docs/architecture.md, then checks that
+  - every `#include "..."` in a module's files names a public header (include/stoker/, where
+    stoker/torch.h is only for loader/torch), a header of the same module, or one of a module its
+    row allows; a violation is reported as FILE:LINE with the module and what its row allows;
+  - every folder of loader/ and formats/ that holds code is a module of the table;
+  - the table's arrows have no cycle;
+  - the picture draws only arrows of the table, and implies every arrow of the table.
+Exits 1 with every problem listed, 0 when there is none.
+"""
+import os
+import re
+import sys
+
+ROW = re.compile(r"^\| `([a-z0-9_/]+)` \|[^|]*\| ([^|]*) \|\s*$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+NODE = re.compile(r'^\s*(\w+)\["([^"]+)"\]\s*$')
+EDGE = re.compile(r"^\s*(\w+)\s*-->\s*(\w+)\s*$")
+CODE = (".h", ".cc", ".cpp")
+# Folders whose code the table governs; bench/, tests/, fuzz/ and examples/ may include anything.
+GOVERNED = ("loader", "formats", "tools")
+
+
+def read_architecture(path):
+    allowed, picture, nodes = {}, set(), {}
+    in_picture = False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = ROW.match(line)
+            if m:
+                module, deps = m.group(1), m.group(2)
+                allowed[module] = set(re.findall(r"`([a-z0-9_/]+)`", deps))
+                continue
+            if line.startswith("```mermaid"):
+                in_picture = True
+                continue
+            if in_picture and line.startswith("```"):
+                in_picture = False
+                continue
+            if in_picture:
+                n = NODE.match(line)
+                if n:
+                    nodes[n.group(1)] = n.group(2)
+                e = EDGE.match(line)
+                if e:
+                    picture.add((e.group(1), e.group(2)))
+    drawn = set()
+    problems = []
+    for a, b in picture:
+        if a not in nodes or b not in nodes:
+            problems.append(f"docs/architecture.md: the picture's arrow {a} --> {b} uses a node it does not declare")
+            continue
+        drawn.add((nodes[a], nodes[b]))
+    return allowed, drawn, set(nodes.values()), problems
+
+
+def closure(arrows, modules):
+    reach = {m: set() for m in modules}
+    for a, b in arrows:
+        reach.setdefault(a, set()).add(b)
+    changed = True
+    while changed:
+        changed = False
+        for m in list(reach):
+            more = set().union(*(reach.get(n, set()) for n in reach[m])) - reach[m]
+            if more:
+                reach[m] |= more
+                changed = True
+    return reach
+
+
+def module_of(path, modules):
+    """The module a file belongs to: the longest module path that is a folder above it."""
+    folder = os.path.dirname(path)
+    while folder:
+        if folder in modules:
+            return folder
+        folder = os.path.dirname(folder)
+    return None
+
+
+def main(source_dir):
+    os.chdir(source_dir)
+    allowed, drawn, drawn_nodes, problems = read_architecture("docs/architecture.md")
+    if not allowed:
+        print("docs/architecture.md: no table of modules found")
+        return 1
+    modules = set(allowed)
+    for m, deps in sorted(allowed.items()):
+        for d in sorted(deps - modules):
+            problems.append(f"docs/architecture.md: module '{m}' may include '{d}', which is not a module of the table")
+
+    # Cycles: a module that reaches itself.
+    table_arrows = {(a, b) for a, deps in allowed.items() for b in deps}
+    reach = closure(table_arrows, modules)
+    for m in sorted(modules):
+        if m in reach[m]:
+            problems.append(f"docs/architecture.md: module '{m}' reaches itself through the arrows of the table (a cycle)")
+
+    # The picture: its arrows are the table's, and it implies all of them.
+    for a, b in sorted(drawn - table_arrows):
+        problems.append(f"docs/architecture.md: the picture draws {a} --> {b}, which the table does not allow")
+    drawn_reach = closure(drawn, modules)
+    for m in sorted(modules):
+        for b in sorted(reach[m] - drawn_reach.get(m, set())):
+            problems.append(f"docs/architecture.md: the picture does not show that '{m}' may include '{b}'")
+    for m in sorted(modules - drawn_nodes):
+        problems.append(f"docs/architecture.md: the picture has no node for module '{m}'")
+
+    # Every include of every governed file.
+    checked = 0
+    for top in GOVERNED:
+        for root, _, files in os.walk(top):
+            code = [f for f in files if f.endswith(CODE)]
+            if code and root not in modules:
+                problems.append(f"{root}/: holds code but is not a module of docs/architecture.md's table")
+            for name in sorted(code):
+                path = os.path.join(root, name)
+                mine = module_of(path, modules)
+                if mine is None:
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for lineno, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        checked += 1
+                        header = m.group(1)
+                        if header == "stoker/torch.h":
+                            if mine != "loader/torch":
+                                problems.append(f"{path}:{lineno}: includes stoker/torch.h, which only loader/torch may")
+                            continue
+                        if header.startswith("stoker/"):
+                            continue  # the public API
+                        theirs = module_of(header, modules)
+                        if theirs is None:
+                            problems.append(f"{path}:{lineno}: includes \"{header}\", which is in no module")
+                        elif theirs != mine and theirs not in allowed[mine]:
+                            may = ", ".join(sorted(allowed[mine])) or "no module"
+                            problems.append(
+                                f"{path}:{lineno}: includes \"{header}\" of module '{theirs}', which module '{mine}' "
+                                f"may not include (docs/architecture.md allows: {may})")
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} problem(s) with the module arrows")
+        return 1
+    print(f"{checked} includes in {len(modules)} modules follow docs/architecture.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
