@@ -23,8 +23,8 @@
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/open_reader.h"
 #include "loader/device/device_backend.h"
+#include "loader/device/spin_kernel.h"
 #include "stoker/loader.h"
-#include "tools/gpu_step.h"
 #include "tools/synthetic_data.h"
 
 namespace {
@@ -78,7 +78,7 @@ struct Run {
 // One epoch to the device; a spinning step of `step_ms` per batch (0: none); with `verify`, every
 // batch is copied back and hashed against the source.
 Run run(const Options& base, stoker::Staging staging, double step_ms, bool verify, detail::DeviceBackend& be,
-        detail::StreamHandle compute, stoker::tools::GpuStep& step, stoker::formats::Reader* source) {
+        detail::StreamHandle compute, stoker::detail::SpinKernel& step, stoker::formats::Reader* source) {
   Options o = base;
   o.staging = staging;
   Loader loader(o);
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
     o.shuffle = true;
     o.device = dev;
     auto compute = backend->create_stream();
-    stoker::tools::GpuStep step(dev);
+    stoker::detail::SpinKernel step(dev);
 
     double load_ms = 0;
     for (auto [name, staging] : {std::pair{"pinned_copy", stoker::Staging::pinned_copy},

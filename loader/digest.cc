@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstring>
+#include <vector>
 
 namespace stoker {
 
@@ -16,13 +17,28 @@ void ContentDigest::add(std::uint64_t index, std::span<const std::byte> sample_b
 }
 
 void ContentDigest::add(const Batch& batch) {
-  XXH64_state_t state;
   const auto fields = batch.fields();
+  // A staged batch's fields are in device memory: copied back first (staged batches have fixed
+  // fields only, so sample k of field f is its k-th equal part).
+  std::vector<std::vector<std::byte>> host;
+  if (batch.device().staged()) {
+    host.resize(fields.size());
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      host[f].resize(fields[f].bytes);
+      batch.copy_field_to_host(f, host[f].data());
+    }
+  }
+  XXH64_state_t state;
   for (std::size_t k = 0; k < batch.size(); ++k) {
     XXH64_reset(&state, batch.indices()[k]);
-    for (const auto& f : fields) {
-      const auto bytes = f.sample(k);
-      XXH64_update(&state, bytes.data(), bytes.size());
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      if (host.empty()) {
+        const auto bytes = fields[f].sample(k);
+        XXH64_update(&state, bytes.data(), bytes.size());
+      } else {
+        const std::size_t per = host[f].size() / batch.size();
+        XXH64_update(&state, host[f].data() + k * per, per);
+      }
     }
     sum_ += XXH64_digest(&state);
   }

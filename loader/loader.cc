@@ -133,16 +133,17 @@ LoaderImpl::LoaderImpl(Options options)
     for (const auto& f : schema_.fields) {
       if (f.is_bytes()) names.push_back(f.name);
     }
-    throw Error(
-        fmt::format("{}: field(s) {} are variable-length bytes, which stoker delivers on the CPU only: decode "
-                    "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
-                    opt_.source, fmt::join(names, ", ")));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: field(s) {} are variable-length bytes, which stoker delivers on the CPU only: decode "
+                            "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
+                            opt_.source, fmt::join(names, ", ")));
   }
   dataset_ = WorkerPool::Dataset{opt_.source, reader_options, source_schema, opt_.pipeline, opt_.seed};
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, order, opt_.seed, opt_.shard, opt_.drop_last,
                      reader->locality_rows());
   if (sampler_.batches_per_epoch() == 0) {
-    throw Error(fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)", opt_.source,
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)", opt_.source,
                             schema_.num_samples, opt_.batch_size, opt_.shard.world_size));
   }
   SegmentLayout layout(schema_, opt_.batch_size, num_workers, sample_bound);
@@ -219,7 +220,8 @@ std::uint32_t LoaderImpl::local_ranks() const {
 std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   const std::uint64_t batches = sampler_.batches_per_epoch(skip);
   if (start_batch > batches) {
-    throw Error(fmt::format("stoker: start_batch {} is past the end of the epoch ({} batches)", start_batch, batches));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("stoker: start_batch {} is past the end of the epoch ({} batches)", start_batch, batches));
   }
   const std::uint64_t generation =
       feeder_ ? feeder_->start_epoch(epoch, start_batch, skip) : start_host_epoch(epoch, start_batch, skip);
@@ -268,14 +270,15 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
     differ.push_back(fmt::format("seed {} in the state, {} here", state.seed, here.seed));
   }
   if (!differ.empty()) {
-    throw Error(fmt::format("stoker: the loader state is not for this loader ({}): it would resume another order",
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("stoker: the loader state is not for this loader ({}): it would resume another order",
                             fmt::join(differ, "; ")));
   }
   if (state.epoch_finished || state.consumed >= state.num_samples) {
-    throw Error(
-        fmt::format("stoker: the loader state's epoch {} is finished (all its batches were delivered): start "
-                    "epoch {} instead of resuming",
-                    state.epoch, state.epoch + 1));
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("stoker: the loader state's epoch {} is finished (all its batches were delivered): start "
+                            "epoch {} instead of resuming",
+                            state.epoch, state.epoch + 1));
   }
   return start_epoch(state.epoch, 0, state.consumed);
 }
@@ -329,9 +332,9 @@ Batch LoaderImpl::take(std::uint32_t s) {
       stats_.overflow_batches += 1;
     }
   } else if (h.status != static_cast<std::uint32_t>(SlotStatus::ok)) {
-    std::string message(v.error(s));
+    Error error = v.slot_error_of(s);
     slots_->release(s);
-    throw Error(message);
+    throw error;
   }
   Batch b = slots_->make_batch(s, std::move(outside));
   std::uint64_t bytes = 0;
@@ -348,7 +351,8 @@ Batch LoaderImpl::take(std::uint32_t s) {
 
 std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
   if (generation != generation_) {
-    throw Error("stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
+    throw Error(ErrorCode::invalid_option,
+                "stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
   }
   if (handed_out_ == plan_.num_batches) return std::nullopt;
   const auto t0 = Clock::now();
@@ -413,8 +417,8 @@ std::ostream& operator<<(std::ostream& os, const Stats& s) {
   return os << fmt::format(
              "batches {} samples {} bytes {} wait {:.3f}s worker busy {:.3f}s worker cpu {:.3f}s workers {} depth {} "
              "shm {}",
-             s.batches, s.samples, format_bytes(s.bytes), s.wait_seconds, s.worker_busy_seconds, s.worker_cpu_seconds,
-             s.workers, s.depth, format_bytes(s.shm_bytes));
+             s.batches, s.samples, detail::format_bytes(s.bytes), s.wait_seconds, s.worker_busy_seconds,
+             s.worker_cpu_seconds, s.workers, s.depth, detail::format_bytes(s.shm_bytes));
 }
 
 }  // namespace stoker

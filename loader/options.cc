@@ -16,10 +16,10 @@ namespace stoker {
 Shard Shard::from_env() {
   auto info = detail::launch_info_from_env([](const char* name) { return std::getenv(name); });
   if (!info) {
-    throw Error(
-        "Shard::from_env: no launcher's variables are set (RANK/WORLD_SIZE from torchrun, "
-        "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE from Open MPI, PMI_RANK/PMI_SIZE, or "
-        "SLURM_PROCID/SLURM_NTASKS); set Options::shard explicitly for a single process");
+    throw Error(ErrorCode::invalid_option,
+                "Shard::from_env: no launcher's variables are set (RANK/WORLD_SIZE from torchrun, "
+                "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE from Open MPI, PMI_RANK/PMI_SIZE, or "
+                "SLURM_PROCID/SLURM_NTASKS); set Options::shard explicitly for a single process");
   }
   return Shard{info->rank, info->world_size};
 }
@@ -34,7 +34,7 @@ Device Device::parse(std::string_view text) {
     auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
     if (ec == std::errc() && p == n.data() + n.size() && index >= 0) return cuda(index);
   }
-  throw Error(fmt::format("device '{}': expected cpu, cuda, cuda:N or emulated", text));
+  throw Error(ErrorCode::invalid_option, fmt::format("device '{}': expected cpu, cuda, cuda:N or emulated", text));
 }
 
 std::string Device::str() const {

@@ -7,24 +7,27 @@
 namespace stoker::detail {
 
 void check_options(const Options& o) {
-  if (o.source.empty()) throw Error("options: source is empty; set it to an HDF5 file or an LMDB database");
-  if (o.batch_size == 0) throw Error("options: batch_size is 0; it must be at least 1");
-  if (o.prefetch == 0) throw Error("options: prefetch is 0; it must be at least 1");
+  if (o.source.empty())
+    throw Error(ErrorCode::invalid_option, "options: source is empty; set it to an HDF5 file or an LMDB database");
+  if (o.batch_size == 0) throw Error(ErrorCode::invalid_option, "options: batch_size is 0; it must be at least 1");
+  if (o.prefetch == 0) throw Error(ErrorCode::invalid_option, "options: prefetch is 0; it must be at least 1");
   if (o.num_workers > 1024 && o.num_workers != kAuto) {
-    throw Error(fmt::format("options: num_workers {} is more than 1024", o.num_workers));
+    throw Error(ErrorCode::invalid_option, fmt::format("options: num_workers {} is more than 1024", o.num_workers));
   }
   if (o.prefetch > 1024 && o.prefetch != kAuto) {
-    throw Error(fmt::format("options: prefetch {} is more than 1024", o.prefetch));
+    throw Error(ErrorCode::invalid_option, fmt::format("options: prefetch {} is more than 1024", o.prefetch));
   }
   if (o.prefetch == kAuto && o.num_workers == 0) {
-    throw Error("options: prefetch is kAuto but num_workers is 0: automatic prefetch tunes worker processes");
+    throw Error(ErrorCode::invalid_option,
+                "options: prefetch is kAuto but num_workers is 0: automatic prefetch tunes worker processes");
   }
   if (!(o.shm_fraction > 0 && o.shm_fraction <= 0.5)) {
-    throw Error(fmt::format("options: shm_fraction {} is outside (0, 0.5]", o.shm_fraction));
+    throw Error(ErrorCode::invalid_option, fmt::format("options: shm_fraction {} is outside (0, 0.5]", o.shm_fraction));
   }
-  if (o.batch_size > (1u << 24)) throw Error(fmt::format("options: batch_size {} is too large", o.batch_size));
+  if (o.batch_size > (1u << 24))
+    throw Error(ErrorCode::invalid_option, fmt::format("options: batch_size {} is too large", o.batch_size));
   if (o.device.staged() && o.prefetch_to_device == 0) {
-    throw Error("options: prefetch_to_device is 0; it must be at least 1");
+    throw Error(ErrorCode::invalid_option, "options: prefetch_to_device is 0; it must be at least 1");
   }
 }
 

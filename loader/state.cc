@@ -35,26 +35,32 @@ LoaderState LoaderState::from_json(std::string_view text) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("loader state: not JSON ({}); was the file truncated?", e.what()));
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("loader state: not JSON ({}); was the file truncated?", e.what()));
   }
-  if (!j.is_object() || !j.contains("stoker_state")) throw Error("loader state: not a stoker loader state");
+  if (!j.is_object() || !j.contains("stoker_state"))
+    throw Error(ErrorCode::state_mismatch, "loader state: not a stoker loader state");
   if (j["stoker_state"] != kStateVersion) {
-    throw Error(fmt::format("loader state: version {} is not the version {} this stoker reads",
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("loader state: version {} is not the version {} this stoker reads",
                             j["stoker_state"].dump(), kStateVersion));
   }
   LoaderState s;
   auto get = [&](const char* key, auto& out) {
-    if (!j.contains(key)) throw Error(fmt::format("loader state: no '{}'", key));
+    if (!j.contains(key)) throw Error(ErrorCode::state_mismatch, fmt::format("loader state: no '{}'", key));
     using T = std::decay_t<decltype(out)>;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      const auto v = json_integer<T>(j.at(key));  // never a blind cast of a float
-      if (!v) throw Error(fmt::format("loader state: '{}' is {}, not a whole number in range", key, j.at(key).dump()));
+      const auto v = detail::json_integer<T>(j.at(key));  // never a blind cast of a float
+      if (!v)
+        throw Error(ErrorCode::state_mismatch,
+                    fmt::format("loader state: '{}' is {}, not a whole number in range", key, j.at(key).dump()));
       out = *v;
     } else {
       try {
         j.at(key).get_to(out);
       } catch (const nlohmann::json::exception&) {
-        throw Error(fmt::format("loader state: '{}' has the wrong type ({})", key, j.at(key).dump()));
+        throw Error(ErrorCode::state_mismatch,
+                    fmt::format("loader state: '{}' has the wrong type ({})", key, j.at(key).dump()));
       }
     }
   };
@@ -68,13 +74,14 @@ LoaderState LoaderState::from_json(std::string_view text) {
   get("fields", s.fields);
   get("fingerprint", stored);
   if (stored != fingerprint(s)) {
-    throw Error(
-        fmt::format("loader state: the fingerprint {} does not match the contents ({}): the state was edited "
-                    "or damaged",
-                    stored, fingerprint(s)));
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("loader state: the fingerprint {} does not match the contents ({}): the state was edited "
+                            "or damaged",
+                            stored, fingerprint(s)));
   }
   if (s.consumed > s.num_samples) {
-    throw Error(fmt::format("loader state: consumed {} is more than num_samples {}", s.consumed, s.num_samples));
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("loader state: consumed {} is more than num_samples {}", s.consumed, s.num_samples));
   }
   return s;
 }

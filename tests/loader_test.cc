@@ -394,11 +394,11 @@ TEST_F(LoaderData, TheBudgetLowersTheRingOrRefusesWithTheNumbers) {
     ADD_FAILURE() << "a loader that cannot fit was created";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("not enough shared memory for 2 workers: needs " +
-                                    format_bytes(layout.segment_bytes(2)) + " (2 batch slots of"));
-    EXPECT_THAT(e.what(), HasSubstr("the shm budget option of " + format_bytes(layout.segment_bytes(2) - 1)));
+                                    detail::format_bytes(layout.segment_bytes(2)) + " (2 batch slots of"));
+    EXPECT_THAT(e.what(), HasSubstr("the shm budget option of " + detail::format_bytes(layout.segment_bytes(2) - 1)));
     // The option is what holds the ring back: raising it is the advice, not a larger container.
     EXPECT_THAT(e.what(), HasSubstr("Raise the shm budget option (Options::shm_budget, --shm-budget) to " +
-                                    format_bytes(layout.segment_bytes(2)) + " or more"));
+                                    detail::format_bytes(layout.segment_bytes(2)) + " or more"));
     EXPECT_THAT(e.what(), Not(HasSubstr("--shm-size=")));
   }
 }

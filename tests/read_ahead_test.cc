@@ -138,14 +138,14 @@ TEST(ReadAhead, AWorkersFirstHdf5BatchIsHintedAtItsSamplesOffsets) {
 
     EXPECT_TRUE(hints.memory_hints.empty());
     ASSERT_EQ(hints.file_hints.size(), kBatch.size());
-    UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    detail::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     ASSERT_TRUE(file);
     std::vector<std::byte> got(kSampleBytes);
     for (std::size_t k = 0; k < kBatch.size(); ++k) {
       const HintRecorder::FileHint& h = hints.file_hints[k];
       EXPECT_EQ(h.length, kSampleBytes);
       EXPECT_EQ(hints.file_hints[k].fd, hints.file_hints[0].fd) << "one descriptor, the reader's";
-      pread_exact(file.get(), got.data(), got.size(), h.offset, path);
+      detail::pread_exact(file.get(), got.data(), got.size(), h.offset, path);
       EXPECT_EQ(got, test::expected_field(schema.fields[0], kBatch[k]))
           << "hint " << k << " is not sample " << kBatch[k];
     }

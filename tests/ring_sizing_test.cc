@@ -70,8 +70,8 @@ TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
     reserve_ring(layout_, request_, budget(small, small));
     FAIL() << "no refusal";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(),
-                HasSubstr("not enough shared memory for 2 workers: needs " + format_bytes(layout_.segment_bytes(2))));
+    EXPECT_THAT(e.what(), HasSubstr("not enough shared memory for 2 workers: needs " +
+                                    detail::format_bytes(layout_.segment_bytes(2))));
     EXPECT_THAT(e.what(), HasSubstr("in /dev/shm (test /dev/shm)"));
     EXPECT_THAT(e.what(), HasSubstr("of memory (test memory)"));
     EXPECT_THAT(e.what(), HasSubstr("Start the container with --shm-size="));
@@ -108,7 +108,7 @@ TEST_F(RingSizing, TheAdviceRaisesWhatHeldTheRingBack) {
     return std::string("no refusal");
   };
   const std::string option = "Raise the shm budget option (Options::shm_budget, --shm-budget) to " +
-                             format_bytes(layout_.segment_bytes(2)) + " or more; or use fewer workers";
+                             detail::format_bytes(layout_.segment_bytes(2)) + " or more; or use fewer workers";
   EXPECT_THAT(refusal(BudgetBound::option, BudgetBound::option, ShmBacking::automatic), HasSubstr(option));
   EXPECT_THAT(refusal(BudgetBound::option, BudgetBound::option, ShmBacking::automatic), Not(HasSubstr("--shm-size")));
   EXPECT_THAT(refusal(BudgetBound::shm_space, BudgetBound::option, ShmBacking::memfd), HasSubstr(option));

@@ -10,7 +10,6 @@
 #include <random>
 #include <sstream>
 
-#include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_writer.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
@@ -120,35 +119,6 @@ void write_lmdb(const std::string& path, const Schema& schema) {
     w.append(rec.data());
   }
   w.finish(digest.hex());
-}
-
-void write_plain_lmdb(const std::string& path,
-                      const std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>>& records) {
-  formats::LmdbEnv env;
-  formats::check_mdb(mdb_env_set_mapsize(env.get(), 64 << 20), path);
-  formats::check_mdb(mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644), path);
-  formats::LmdbTxn txn(env.get(), 0, path);
-  MDB_dbi dbi;
-  formats::check_mdb(mdb_dbi_open(txn.get(), nullptr, 0, &dbi), path);
-  for (const auto& [k, v] : records) {
-    MDB_val key{k.size(), const_cast<std::byte*>(k.data())}, val{v.size(), const_cast<std::byte*>(v.data())};
-    formats::check_mdb(mdb_put(txn.get(), dbi, &key, &val, 0), path);
-  }
-  txn.commit(path);
-}
-
-void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::string_view value) {
-  formats::LmdbEnv env;
-  formats::check_mdb(mdb_env_set_maxdbs(env.get(), 4), path);
-  formats::check_mdb(mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644), path);
-  formats::LmdbTxn txn(env.get(), 0, path);
-  MDB_dbi dbi;
-  formats::check_mdb(mdb_dbi_open(txn.get(), formats::kSamplesDb, 0, &dbi), path);
-  unsigned char key[8];
-  formats::encode_key(index, key);
-  MDB_val k{8, key}, v{value.size(), const_cast<char*>(value.data())};
-  formats::check_mdb(mdb_put(txn.get(), dbi, &k, &v, 0), path);
-  txn.commit(path);
 }
 
 TempDir::TempDir() {

@@ -30,6 +30,7 @@ Schema all_dtypes_schema(std::uint64_t n);
 
 void write_hdf5(const std::string& path, const Schema& schema, const formats::Hdf5WriteOptions& options);
 void write_lmdb(const std::string& path, const Schema& schema);
+// The two below are in test_lmdb.cc, for the suite that links stoker_internal.
 // A database as py-lmdb writes one: keys and values in the main database, no stoker schema.
 void write_plain_lmdb(const std::string& path,
                       const std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>>& records);

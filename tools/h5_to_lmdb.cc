@@ -25,8 +25,6 @@
 #include "formats/hdf5/hdf5_reader.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/lmdb/lmdb_writer.h"
-#include "loader/base/posix_error.h"
-#include "loader/base/unique_fd.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "tools/cli.h"
@@ -54,7 +52,7 @@ struct Args {
 // What makes two runs the same conversion: the source file as it was, and the fields.
 json fingerprint(const std::string& input, const stoker::Schema& schema) {
   struct stat st;
-  if (::stat(input.c_str(), &st) != 0) stoker::throw_errno(input);
+  if (::stat(input.c_str(), &st) != 0) throw stoker::Error::from_errno(errno, input);
   json fields = json::array();
   for (const auto& f : schema.fields) fields.push_back(f.describe());
   return {{"source", fs::absolute(input).string()},
@@ -140,8 +138,11 @@ void split_sample(const stoker::Schema& s, const Block& block, std::uint64_t k,
 }
 
 void fsync_dir(const std::string& dir) {
-  stoker::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd || ::fsync(fd.get()) != 0) stoker::throw_errno(dir + ": fsync");
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw stoker::Error::from_errno(errno, dir + ": opening it to fsync");
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  if (rc != 0) throw stoker::Error::from_errno(err, dir + ": fsync");
 }
 
 // Moves `from` to `to` atomically, replacing `to` (a file, or an LMDB directory) when present.
@@ -149,11 +150,11 @@ void move_into_place(const std::string& from, const std::string& to) {
   if (fs::is_directory(to)) {
     // rename(2) cannot replace a non-empty directory: exchange the two, then drop the old one.
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0) {
-      stoker::throw_errno(fmt::format("{}: replacing it with {}", to, from));
+      throw stoker::Error::from_errno(errno, fmt::format("{}: replacing it with {}", to, from));
     }
     fs::remove_all(from);
   } else if (::rename(from.c_str(), to.c_str()) != 0) {
-    stoker::throw_errno(fmt::format("{}: moving {} into place", to, from));
+    throw stoker::Error::from_errno(errno, fmt::format("{}: moving {} into place", to, from));
   }
   fsync_dir(fs::absolute(to).parent_path().string());
 }

@@ -16,14 +16,12 @@
 #include <sstream>
 #include <thread>
 
-#include "loader/base/posix_error.h"
-#include "loader/device/device_backend.h"
+#include "stoker/device_stream.h"
 #include "stoker/digest.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "stoker/state.h"
 #include "tools/cli.h"
-#include "tools/gpu_step.h"
 #include "tools/synthetic_data.h"
 
 namespace {
@@ -83,53 +81,20 @@ double percentile(std::vector<double> v, double p) {
 // The "training loop" side on a staged device: a compute stream of its own, a simulated step,
 // and at most one step queued ahead of the host, as a loop that reads its loss each step has.
 struct DeviceLoop {
-  std::unique_ptr<stoker::detail::DeviceBackend> backend;
-  stoker::detail::StreamHandle stream = nullptr;
-  std::unique_ptr<stoker::tools::GpuStep> step;
-  stoker::detail::EventHandle done[2] = {nullptr, nullptr};
+  stoker::DeviceStream stream;
+  std::uint64_t previous = 0;  // the mark after the previous step (0: none)
 
-  explicit DeviceLoop(const stoker::Device& device) : backend(stoker::detail::make_device_backend(device)) {
-    backend->bind_thread();
-    stream = backend->create_stream();
-    step = std::make_unique<stoker::tools::GpuStep>(device);
-    for (auto& e : done) e = backend->create_event(false);
-  }
-  ~DeviceLoop() {
-    for (auto& e : done) {
-      backend->synchronize(e);
-      backend->destroy_event(e);
-    }
-    backend->destroy_stream(stream);
-  }
-  void consume(Batch& b, double step_ms, std::uint64_t i) {
-    b.ready_on(stream);
-    if (step_ms > 0) step->launch(stream, step_ms);
-    backend->record(done[i % 2], stream);
-    if (i > 0) backend->synchronize(done[(i + 1) % 2]);  // the previous step
-  }
-  // Adds a staged batch's samples to `content`: waits for its copy (the ready event), copies each
-  // field back to the host, and hashes the samples as ContentDigest::add(Batch) would.
-  void digest(const Batch& b, stoker::ContentDigest& content) {
-    backend->synchronize(b.ready_event());
-    std::vector<std::vector<std::byte>> host(b.fields().size());
-    for (std::size_t f = 0; f < host.size(); ++f) {
-      host[f].resize(b.fields()[f].bytes);
-      backend->copy_to_host(host[f].data(), b.fields()[f].data, host[f].size());
-    }
-    std::vector<std::byte> sample;
-    for (std::size_t k = 0; k < b.size(); ++k) {
-      sample.clear();
-      for (std::size_t f = 0; f < host.size(); ++f) {
-        const std::size_t per = host[f].size() / b.size();
-        sample.insert(sample.end(), host[f].begin() + static_cast<std::ptrdiff_t>(k * per),
-                      host[f].begin() + static_cast<std::ptrdiff_t>((k + 1) * per));
-      }
-      content.add(b.indices()[k], sample);
-    }
+  explicit DeviceLoop(const stoker::Device& device) : stream(device) {}
+  void consume(Batch& b, double step_ms) {
+    b.ready_on(stream.handle());
+    stream.simulate_step(step_ms);
+    const std::uint64_t mark = stream.mark();
+    stream.wait(previous);
+    previous = mark;
   }
   void finish() {
-    backend->synchronize(done[0]);
-    backend->synchronize(done[1]);
+    stream.synchronize();
+    previous = 0;
   }
 };
 
@@ -179,7 +144,7 @@ void write_npy(const std::string& path, stoker::DType dtype, const std::vector<s
   out.write(reinterpret_cast<const char*>(&len), 2);
   out << header;
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  if (!out) stoker::throw_errno(path + ": writing");
+  if (!out) throw stoker::Error::from_errno(errno, path + ": writing");
 }
 
 // The first batch as NumPy files in `dir`: FIELD.npy per fixed field; FIELD.bytes.npy (u8, flat)
@@ -228,15 +193,11 @@ EpochResult run_epoch(Loader& loader, std::uint64_t epoch, const std::optional<s
     r.samples += b->size();
     for (const auto& f : b->fields()) r.bytes += f.bytes;
     if (args.digest) {
-      if (device) {
-        device->digest(*b, content);  // device memory: read back once the copy has landed
-      } else {
-        content.add(*b);
-      }
+      content.add(*b);  // a staged batch is read back once its copy has landed
       order.add(*b);
     }
     if (device) {
-      device->consume(*b, args.step_ms, r.batches);
+      device->consume(*b, args.step_ms);
     } else if (args.step_ms > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.step_ms));
     }
@@ -341,7 +302,8 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
       "{:<28} {:>5} {:>9} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>8.2f} {:>7.3f} {:>7.3f} {:>6.1f} {:>7} {:>8} {:>10} "
       "{:>7.2f} {:>7.2f}\n",
       name, epoch, r.samples, r.batches, r.seconds, sps, mibps, r.ttfb_ms, r.wait_p50_ms, r.wait_p99_ms, r.stall_pct,
-      s.workers, prefetch, stoker::format_bytes(s.shm_bytes), r.worker_cpu_s, r.consumer_cpu_s);
+      s.workers, prefetch, stoker::tools::binary_size(static_cast<double>(s.shm_bytes)), r.worker_cpu_s,
+      r.consumer_cpu_s);
   if (r.gpu_idle_pct >= 0 || r.h2d_gib_per_s >= 0) {
     std::cout << fmt::format("  device {}: gpu idle {:.1f}% of the steps, h2d {:.2f} GiB/s, staging {}{}\n",
                              args.device, r.gpu_idle_pct, r.h2d_gib_per_s, staging_name(s.staging),
@@ -364,7 +326,7 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
 
 stoker::LoaderState read_state(const std::string& path) {
   std::ifstream in(path);
-  if (!in) stoker::throw_errno(errno, path);
+  if (!in) throw stoker::Error::from_errno(errno, path);
   std::stringstream text;
   text << in.rdbuf();
   try {
@@ -381,7 +343,7 @@ void write_state(const std::string& path, const stoker::LoaderState& state) {
     std::ofstream out(tmp, std::ios::trunc);
     out << state.to_json() << "\n";
     out.flush();
-    if (!out) stoker::throw_errno(errno, tmp);
+    if (!out) throw stoker::Error::from_errno(errno, tmp);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
@@ -601,7 +563,7 @@ int main(int argc, char** argv) {
     }
     // The demo: a small dataset, generated, benchmarked in both formats, removed.
     std::string tmpl = (std::filesystem::temp_directory_path() / "loader-bench-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) stoker::throw_errno(tmpl);
+    if (!::mkdtemp(tmpl.data())) throw stoker::Error::from_errno(errno, tmpl);
     struct Cleanup {
       std::string dir;
       ~Cleanup() {

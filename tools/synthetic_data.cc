@@ -1,11 +1,12 @@
 #include "tools/synthetic_data.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "formats/lmdb/lmdb_writer.h"
-#include "loader/base/splitmix64.h"
 #include "stoker/digest.h"
 
 namespace stoker::tools {
@@ -16,10 +17,12 @@ constexpr std::uint64_t kBlock = 1024;
 // 4 bits of noise on a level that changes every 1024 samples: deflate halves it, about what it does
 // to decoded photos, so the gzip variant exercises real inflation.
 void fill_image(std::byte* out, std::size_t bytes, std::uint64_t index) {
-  detail::SplitMix64 rng(detail::splitmix64_mix(index ^ 0x5eed5eed5eed5eedULL));  // unrelated streams per sample
   std::uint64_t noise = 0;
   for (std::size_t k = 0; k < bytes; ++k) {
-    if (k % 16 == 0) noise = rng.next();
+    if (k % 16 == 0) {
+      const std::uint64_t at = k / 16;  // 64 bits of noise per 16 bytes, unrelated between samples
+      noise = XXH64(&at, sizeof at, index);
+    }
     auto level = static_cast<unsigned>(index / 1024 * 16);
     out[k] = static_cast<std::byte>((level & 0xf0u) | (noise & 0x0fu));
     noise >>= 4;

@@ -60,42 +60,48 @@ NpyHeader parse_npy_header(std::span<const std::byte> value) {
   const unsigned major = p[6];
   std::size_t len_bytes = major == 1 ? 2 : (major == 2 || major == 3) ? 4 : 0;
   if (len_bytes == 0) {
-    throw Error(fmt::format(".npy format version {}.{} is not one stoker reads (1, 2 or 3)", major, p[7]));
+    throw Error(ErrorCode::dataset,
+                fmt::format(".npy format version {}.{} is not one stoker reads (1, 2 or 3)", major, p[7]));
   }
-  if (value.size() < 8 + len_bytes) throw Error(".npy header is truncated");
+  if (value.size() < 8 + len_bytes) throw Error(ErrorCode::dataset, ".npy header is truncated");
   std::size_t dict_len = p[8] | (p[9] << 8);
   if (len_bytes == 4) dict_len |= (std::size_t{p[10]} << 16) | (std::size_t{p[11]} << 24);
   NpyHeader h;
   h.header_bytes = 8 + len_bytes + dict_len;
   if (h.header_bytes > value.size()) {
-    throw Error(fmt::format(".npy header says it is {} bytes long, the value has {}", h.header_bytes, value.size()));
+    throw Error(ErrorCode::dataset,
+                fmt::format(".npy header says it is {} bytes long, the value has {}", h.header_bytes, value.size()));
   }
   const std::string_view dict(reinterpret_cast<const char*>(p) + 8 + len_bytes, dict_len);
   const auto descr_at = value_of(dict, "descr");
   if (descr_at == std::string_view::npos || descr_at >= dict.size() ||
       (dict[descr_at] != '\'' && dict[descr_at] != '"')) {
-    throw Error(fmt::format(".npy header has no 'descr' string: {}", dict));
+    throw Error(ErrorCode::dataset, fmt::format(".npy header has no 'descr' string: {}", dict));
   }
   const auto descr_end = dict.find(dict[descr_at], descr_at + 1);
-  if (descr_end == std::string_view::npos) throw Error(fmt::format(".npy header is malformed: {}", dict));
+  if (descr_end == std::string_view::npos)
+    throw Error(ErrorCode::dataset, fmt::format(".npy header is malformed: {}", dict));
   const std::string_view descr = dict.substr(descr_at + 1, descr_end - descr_at - 1);
   const auto dtype = dtype_of_descr(descr);
   if (!dtype) {
-    throw Error(
-        fmt::format(".npy dtype '{}' is not one stoker delivers (little-endian bool, u8 .. u64, i8 .. i64, "
-                    "f16, f32, f64)",
-                    descr));
+    throw Error(ErrorCode::dataset,
+                fmt::format(".npy dtype '{}' is not one stoker delivers (little-endian bool, u8 .. u64, i8 .. i64, "
+                            "f16, f32, f64)",
+                            descr));
   }
   h.dtype = *dtype;
   const auto fortran_at = value_of(dict, "fortran_order");
-  if (fortran_at == std::string_view::npos) throw Error(fmt::format(".npy header has no 'fortran_order': {}", dict));
-  if (dict.substr(fortran_at, 4) == "True") throw Error(".npy array is in Fortran order; stoker delivers C order");
+  if (fortran_at == std::string_view::npos)
+    throw Error(ErrorCode::dataset, fmt::format(".npy header has no 'fortran_order': {}", dict));
+  if (dict.substr(fortran_at, 4) == "True")
+    throw Error(ErrorCode::dataset, ".npy array is in Fortran order; stoker delivers C order");
   const auto shape_at = value_of(dict, "shape");
   if (shape_at == std::string_view::npos || shape_at >= dict.size() || dict[shape_at] != '(') {
-    throw Error(fmt::format(".npy header has no 'shape' tuple: {}", dict));
+    throw Error(ErrorCode::dataset, fmt::format(".npy header has no 'shape' tuple: {}", dict));
   }
   const auto shape_end = dict.find(')', shape_at);
-  if (shape_end == std::string_view::npos) throw Error(fmt::format(".npy header is malformed: {}", dict));
+  if (shape_end == std::string_view::npos)
+    throw Error(ErrorCode::dataset, fmt::format(".npy header is malformed: {}", dict));
   std::uint64_t bytes = dtype_size(h.dtype);
   for (std::size_t i = shape_at + 1; i < shape_end;) {
     while (i < shape_end && (dict[i] == ' ' || dict[i] == ',')) ++i;
@@ -108,10 +114,12 @@ NpyHeader parse_npy_header(std::span<const std::byte> value) {
       ++i, ++digits;
     }
     if (digits == 0 || (i < shape_end && dict[i] != ',' && dict[i] != ' ')) {
-      throw Error(fmt::format(".npy shape is malformed: {}", dict.substr(shape_at, shape_end - shape_at + 1)));
+      throw Error(ErrorCode::dataset,
+                  fmt::format(".npy shape is malformed: {}", dict.substr(shape_at, shape_end - shape_at + 1)));
     }
     if (d == 0 || d > kMaxSampleBytes / bytes) {
-      throw Error(fmt::format(".npy shape {} is empty or larger than a sample may be ({} bytes, kMaxSampleBytes)",
+      throw Error(ErrorCode::dataset,
+                  fmt::format(".npy shape {} is empty or larger than a sample may be ({} bytes, kMaxSampleBytes)",
                               dict.substr(shape_at, shape_end - shape_at + 1), kMaxSampleBytes));
     }
     bytes *= d;

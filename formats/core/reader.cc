@@ -14,7 +14,8 @@ std::byte* VarBytes::append(std::size_t n) {
     // Doubling keeps a warm reader allocation-free; the limit keeps a hostile length from
     // asking for more than a sample may hold.
     if (n > kMaxSampleBytes) {
-      throw Error(fmt::format("a sample of {} bytes is more than {} (kMaxSampleBytes)", n, kMaxSampleBytes));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("a sample of {} bytes is more than {} (kMaxSampleBytes)", n, kMaxSampleBytes));
     }
     const std::size_t want = std::max({size_ + n, capacity_ * 2, std::size_t{64} << 10});
     if (owned_capacity_ < want) {
@@ -38,7 +39,8 @@ void Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* c
   std::vector<FieldOut> out(dest.size());
   for (std::size_t f = 0; f < dest.size(); ++f) {
     if (schema().fields.at(f).is_bytes()) {
-      throw Error(fmt::format("field '{}' is of kind bytes: read it into a VarBytes", schema().fields[f].name));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("field '{}' is of kind bytes: read it into a VarBytes", schema().fields[f].name));
     }
     out[f].fixed = dest[f];
   }
@@ -64,9 +66,10 @@ Schema select_fields(const Schema& available, const std::vector<std::string>& wa
     if (!f) {
       std::vector<std::string> names;
       for (const auto& g : available.fields) names.push_back(g.name);
-      throw Error(fmt::format("{}: unknown field '{}' (fields: {})", path, name, fmt::join(names, ", ")));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: unknown field '{}' (fields: {})", path, name, fmt::join(names, ", ")));
     }
-    if (out.find(name)) throw Error(fmt::format("{}: field '{}' is selected twice", path, name));
+    if (out.find(name)) throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' is selected twice", path, name));
     out.fields.push_back(*f);
   }
   return out;

@@ -41,45 +41,51 @@ std::string Schema::describe_fields() const {
 }
 
 void Schema::validate(const std::string& context) const {
-  if (fields.empty()) throw Error(fmt::format("{}: the schema has no fields", context));
+  if (fields.empty()) throw Error(ErrorCode::dataset, fmt::format("{}: the schema has no fields", context));
   if (fields.size() > kMaxFields) {
-    throw Error(fmt::format("{}: {} fields, more than the {} a schema may have", context, fields.size(), kMaxFields));
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: {} fields, more than the {} a schema may have", context, fields.size(), kMaxFields));
   }
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const Field& f = fields[i];
-    if (f.name.empty()) throw Error(fmt::format("{}: field {} has an empty name", context, i));
+    if (f.name.empty()) throw Error(ErrorCode::dataset, fmt::format("{}: field {} has an empty name", context, i));
     for (std::size_t j = 0; j < i; ++j) {
-      if (fields[j].name == f.name) throw Error(fmt::format("{}: two fields are named '{}'", context, f.name));
+      if (fields[j].name == f.name)
+        throw Error(ErrorCode::dataset, fmt::format("{}: two fields are named '{}'", context, f.name));
     }
     if (f.is_bytes()) {
       if (f.dtype != DType::u8 || !f.shape.empty()) {
-        throw Error(fmt::format("{}: field '{}' is of kind bytes and must have dtype u8 and shape [] (it has {}[{}])",
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: field '{}' is of kind bytes and must have dtype u8 and shape [] (it has {}[{}])",
                                 context, f.name, dtype_name(f.dtype), fmt::join(f.shape, ",")));
       }
       continue;
     }
     if (f.kind != FieldKind::fixed) {
-      throw Error(fmt::format("{}: field '{}' has an unknown kind {}", context, f.name, static_cast<int>(f.kind)));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: field '{}' has an unknown kind {}", context, f.name, static_cast<int>(f.kind)));
     }
     // bytes = dtype size x every dimension, each step checked against the limit (so no overflow).
     std::uint64_t bytes = dtype_size(f.dtype);
     for (std::int64_t d : f.shape) {
-      if (d < 1) throw Error(fmt::format("{}: field '{}' has a dimension {} (at least 1)", context, f.name, d));
+      if (d < 1)
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: field '{}' has a dimension {} (at least 1)", context, f.name, d));
       if (static_cast<std::uint64_t>(d) > kMaxSampleBytes / bytes) {
-        throw Error(
-            fmt::format("{}: field '{}' ({}[{}]) would be more than {} bytes a sample, the most stoker "
-                        "accepts (kMaxSampleBytes)",
-                        context, f.name, dtype_name(f.dtype), fmt::join(f.shape, ","), kMaxSampleBytes));
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: field '{}' ({}[{}]) would be more than {} bytes a sample, the most stoker "
+                                "accepts (kMaxSampleBytes)",
+                                context, f.name, dtype_name(f.dtype), fmt::join(f.shape, ","), kMaxSampleBytes));
       }
       bytes *= static_cast<std::uint64_t>(d);
     }
     total += bytes;
     if (total > kMaxSampleBytes) {
-      throw Error(
-          fmt::format("{}: a sample of all fields would be more than {} bytes (at field '{}'), the most "
-                      "stoker accepts (kMaxSampleBytes)",
-                      context, kMaxSampleBytes, f.name));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: a sample of all fields would be more than {} bytes (at field '{}'), the most "
+                              "stoker accepts (kMaxSampleBytes)",
+                              context, kMaxSampleBytes, f.name));
     }
   }
 }

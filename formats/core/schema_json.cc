@@ -37,25 +37,30 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
   try {
     json j = json::parse(text);
     if (j.value("format", "") != "stoker") {
-      throw Error(fmt::format("{}: schema record is not a stoker schema (no \"format\": \"stoker\")", context));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: schema record is not a stoker schema (no \"format\": \"stoker\")", context));
     }
     // Integers only, in range: a number in a file is never cast blindly.
     auto integer = [&](const json& v, const std::string& what) -> std::int64_t {
-      const auto i = json_integer<std::int64_t>(v);
-      if (!i) throw Error(fmt::format("{}: schema record: {} is {}, not a whole number", context, what, v.dump()));
+      const auto i = detail::json_integer<std::int64_t>(v);
+      if (!i)
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: schema record: {} is {}, not a whole number", context, what, v.dump()));
       return *i;
     };
     auto count = [&](const json& v, const std::string& what) -> std::uint64_t {
-      const auto u = json_integer<std::uint64_t>(v);
-      if (!u) throw Error(fmt::format("{}: schema record: {} is {}, not a count", context, what, v.dump()));
+      const auto u = detail::json_integer<std::uint64_t>(v);
+      if (!u)
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: schema record: {} is {}, not a count", context, what, v.dump()));
       return *u;
     };
     const std::int64_t version = integer(j.at("version"), "version");
     if (version < 1 || version > kSchemaFormatVersion) {
-      throw Error(
-          fmt::format("{}: schema version {} is not supported (this stoker reads versions 1 to {}); "
-                      "upgrade stoker",
-                      context, version, kSchemaFormatVersion));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: schema version {} is not supported (this stoker reads versions 1 to {}); "
+                              "upgrade stoker",
+                              context, version, kSchemaFormatVersion));
     }
     out.schema.num_samples = count(j.at("num_samples"), "num_samples");
     out.complete = j.at("complete").get<bool>();
@@ -73,24 +78,28 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
         continue;
       }
       if (kind != "fixed") {
-        throw Error(fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)", context,
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)", context,
                                 f.name, kind));
       }
       auto dtype = jf.at("dtype").get<std::string>();
       auto parsed = parse_dtype(dtype);
-      if (!parsed) throw Error(fmt::format("{}: field '{}' has unknown dtype '{}'", context, f.name, dtype));
+      if (!parsed)
+        throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' has unknown dtype '{}'", context, f.name, dtype));
       f.dtype = *parsed;
       const json& shape = jf.at("shape");
-      if (!shape.is_array()) throw Error(fmt::format("{}: field '{}' has a shape that is not a list", context, f.name));
+      if (!shape.is_array())
+        throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' has a shape that is not a list", context, f.name));
       if (shape.size() > 32) {
-        throw Error(fmt::format("{}: field '{}' has {} dimensions, more than 32", context, f.name, shape.size()));
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: field '{}' has {} dimensions, more than 32", context, f.name, shape.size()));
       }
       for (const json& d : shape) f.shape.push_back(integer(d, fmt::format("a dimension of field '{}'", f.name)));
       out.schema.fields.push_back(std::move(f));
       if (out.schema.fields.size() > kMaxFields) break;  // validate() says so
     }
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: malformed schema record: {}", context, e.what()));
+    throw Error(ErrorCode::dataset, fmt::format("{}: malformed schema record: {}", context, e.what()));
   }
   out.max_bytes.resize(out.schema.fields.size(), 0);
   out.schema.validate(context);

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "stoker/export.h"
 #include "stoker/schema.h"
 
 namespace stoker::formats {
@@ -23,9 +22,9 @@ struct StoredSchema {
 // version 1, so that older readers keep reading what they can.
 inline constexpr int kSchemaFormatVersion = 2;
 
-STOKER_TOOLS_API std::string schema_to_json(const StoredSchema& stored);
+std::string schema_to_json(const StoredSchema& stored);
 
 // Throws stoker::Error prefixed with `context` when the text is not a valid version 1 or 2 schema.
-STOKER_TOOLS_API StoredSchema schema_from_json(const std::string& text, const std::string& context);
+StoredSchema schema_from_json(const std::string& text, const std::string& context);
 
 }  // namespace stoker::formats

@@ -56,7 +56,7 @@ std::string hdf5_error_detail(const std::string& fallback) {
 void throw_hdf5(const std::string& context, const H5::Exception* e) {
   std::string fallback = "HDF5 call failed";
   if (e) fallback = e->getDetailMsg().empty() ? e->getFuncName() + " failed" : e->getDetailMsg();
-  throw Error(fmt::format("{}: {}", context, hdf5_error_detail(fallback)));
+  throw Error(ErrorCode::dataset, fmt::format("{}: {}", context, hdf5_error_detail(fallback)));
 }
 
 }  // namespace stoker::formats

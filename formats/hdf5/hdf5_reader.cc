@@ -22,15 +22,15 @@ constexpr haddr_t kNotLookedUp = HADDR_MAX;
 
 H5::H5File open_file(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw_errno(path);
-  if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory, not an HDF5 file", path));
+  if (::stat(path.c_str(), &st) != 0) detail::throw_errno(path, ErrorCode::dataset);
+  if (S_ISDIR(st.st_mode)) throw Error(ErrorCode::dataset, fmt::format("{}: is a directory, not an HDF5 file", path));
   bool is_hdf5 = false;
   try {
     is_hdf5 = H5::H5File::isHdf5(path);
   } catch (const H5::Exception&) {
     H5Eclear2(H5E_DEFAULT);
   }
-  if (!is_hdf5) throw Error(fmt::format("{}: not an HDF5 file (no HDF5 signature)", path));
+  if (!is_hdf5) throw Error(ErrorCode::dataset, fmt::format("{}: not an HDF5 file (no HDF5 signature)", path));
   const auto context = [&] { return path + ": cannot open"; };
   return hdf5_call(context, [&] {
     H5::FileAccPropList fapl;
@@ -243,21 +243,23 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
   return hdf5_call(context, [&] {
     TypeMatch m = match_type(dset);
     if (!m.dtype && !m.vlen_bytes) {
-      throw Error(fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupported));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupported));
     }
     const H5::DataSpace space = dset.getSpace();
     const int rank = space.getSimpleExtentNdims();
-    if (rank < 1) throw Error(fmt::format("{}: is a scalar; a field needs a leading sample dimension", ctx));
+    if (rank < 1)
+      throw Error(ErrorCode::dataset, fmt::format("{}: is a scalar; a field needs a leading sample dimension", ctx));
     Inspected out;
     out.dims.resize(static_cast<std::size_t>(rank));
     space.getSimpleExtentDims(out.dims.data());
-    if (out.dims[0] == 0) throw Error(fmt::format("{}: is empty (0 samples)", ctx));
+    if (out.dims[0] == 0) throw Error(ErrorCode::dataset, fmt::format("{}: is empty (0 samples)", ctx));
     if (m.vlen_bytes) {
       if (rank != 1) {
-        throw Error(
-            fmt::format("{}: a variable-length dataset of rank {}; a bytes field is one-dimensional (one "
-                        "element per sample)",
-                        ctx, rank));
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: a variable-length dataset of rank {}; a bytes field is one-dimensional (one "
+                                "element per sample)",
+                                ctx, rank));
       }
       out.field = Field::bytes_field(name);
       return out;
@@ -265,9 +267,10 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
     out.field.name = name;
     out.field.dtype = *m.dtype;
     for (int d = 1; d < rank; ++d) {
-      if (out.dims[d] == 0) throw Error(fmt::format("{}: has a zero-sized dimension {}", ctx, d));
+      if (out.dims[d] == 0) throw Error(ErrorCode::dataset, fmt::format("{}: has a zero-sized dimension {}", ctx, d));
       if (out.dims[d] > kMaxSampleBytes) {
-        throw Error(fmt::format("{}: dimension {} is {}, more than a sample may hold ({} bytes, kMaxSampleBytes)", ctx,
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: dimension {} is {}, more than a sample may hold ({} bytes, kMaxSampleBytes)", ctx,
                                 d, out.dims[d], kMaxSampleBytes));
       }
       out.field.shape.push_back(static_cast<std::int64_t>(out.dims[d]));
@@ -308,7 +311,8 @@ Inspected inspect_members(const H5::H5File& file, const std::string& group, cons
     const H5::DataSet first = file.openDataSet(group + "/0");
     const TypeMatch m = match_type(first);
     if (!m.numeric) {
-      throw Error(fmt::format("{}: member '0' holds {}; the members of a sample group must be numeric datasets ({})",
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: member '0' holds {}; the members of a sample group must be numeric datasets ({})",
                               ctx, m.why.empty() ? "variable-length data" : m.why, kSupported));
     }
     member_dtype = *m.dtype;
@@ -335,7 +339,8 @@ void require_group(const H5::H5File& file, const std::string& path, const std::s
     const std::string part = group.substr(start, end - start);
     const GroupListing up = list_group(file, parent, path);
     if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
-      throw Error(fmt::format("{}: {}no group '{}' ({})", path, prefix, parent.empty() ? part : parent + "/" + part,
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: {}no group '{}' ({})", path, prefix, parent.empty() ? part : parent + "/" + part,
                               describe_listing(up, parent)));
     }
     parent = parent.empty() ? part : parent + "/" + part;
@@ -363,7 +368,7 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
       const auto& w = wanted[i];
       if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), w) !=
           wanted.begin() + static_cast<std::ptrdiff_t>(i)) {
-        throw Error(fmt::format("{}: field '{}' is selected twice", path, w));
+        throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' is selected twice", path, w));
       }
       const std::string full = base + w;
       const auto slash = full.find_last_of('/');
@@ -378,15 +383,16 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
       if (std::find(here.groups.begin(), here.groups.end(), leaf) != here.groups.end()) {
         const std::uint64_t n = sample_group_size(file, full, path);
         if (n == 0) {
-          throw Error(
-              fmt::format("{}: field '{}' is a group whose members are not named 0 .. N-1 (a sample group); "
-                          "name the datasets in it instead ({})",
-                          path, w, describe_listing(list_group(file, full, path), full)));
+          throw Error(ErrorCode::dataset,
+                      fmt::format("{}: field '{}' is a group whose members are not named 0 .. N-1 (a sample group); "
+                                  "name the datasets in it instead ({})",
+                                  path, w, describe_listing(list_group(file, full, path), full)));
         }
         out.push_back({w, full, n});
         continue;
       }
-      throw Error(fmt::format("{}: unknown field '{}' ({})", path, w, describe_listing(here, parent_group)));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: unknown field '{}' ({})", path, w, describe_listing(here, parent_group)));
     }
     return out;
   }
@@ -408,10 +414,10 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
     }
   }
   if (!cannot.empty()) {
-    throw Error(
-        fmt::format("{}: cannot deliver every dataset of {}: {}; name the fields to load "
-                    "(--fields / Options::fields) from: {}",
-                    path, group_label(group), fmt::join(cannot, ", "), describe_listing(here, group)));
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: cannot deliver every dataset of {}: {}; name the fields to load "
+                            "(--fields / Options::fields) from: {}",
+                            path, group_label(group), fmt::join(cannot, ", "), describe_listing(here, group)));
   }
   if (out.empty()) {
     std::string example;
@@ -423,7 +429,8 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
         example = fmt::format(", e.g. --fields {} or --group {}", fmt::join(paths, ","), base + containers.front());
       }
     }
-    throw Error(fmt::format("{}: no datasets in {} (groups: {}); name the fields by path{}", path, group_label(group),
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: no datasets in {} (groups: {}); name the fields by path{}", path, group_label(group),
                             containers.empty() ? "none" : fmt::format("{}", fmt::join(containers, ", ")), example));
   }
   std::sort(out.begin(), out.end(), [](const FieldSource& a, const FieldSource& b) { return a.name < b.name; });
@@ -433,7 +440,8 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
 void check_same_n(const std::vector<Inspected>& cols, const std::string& path) {
   for (const auto& c : cols) {
     if (c.dims[0] != cols.front().dims[0]) {
-      throw Error(fmt::format("{}: fields with different numbers of samples: '{}' has {}, '{}' has {}", path,
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: fields with different numbers of samples: '{}' has {}, '{}' has {}", path,
                               cols.front().field.name, cols.front().dims[0], c.field.name, c.dims[0]));
     }
   }
@@ -468,7 +476,7 @@ Schema hdf5_schema(const std::string& path, const std::vector<std::string>& want
 struct Hdf5Reader::Impl {
   std::string path;
   H5::H5File file;
-  UniqueFd fd;  // for the direct path
+  detail::UniqueFd fd;  // for the direct path
   Schema schema;
   std::vector<Column> columns;
 
@@ -646,8 +654,8 @@ haddr_t Hdf5Reader::Impl::chunk_address(Column& c, std::uint64_t chunk) {
 
 void Hdf5Reader::Impl::read_direct(Column& c, std::uint64_t start, std::uint64_t count, std::byte* dst) {
   if (!c.chunked) {
-    pread_exact(fd.get(), dst, count * c.sample_bytes, static_cast<off_t>(c.contiguous_offset + start * c.sample_bytes),
-                path);
+    detail::pread_exact(fd.get(), dst, count * c.sample_bytes,
+                        static_cast<off_t>(c.contiguous_offset + start * c.sample_bytes), path);
     return;
   }
   while (count > 0) {
@@ -658,7 +666,7 @@ void Hdf5Reader::Impl::read_direct(Column& c, std::uint64_t start, std::uint64_t
     if (addr == HADDR_UNDEF) {
       fill_rows(c, n, dst);
     } else {
-      pread_exact(fd.get(), dst, n * c.sample_bytes, static_cast<off_t>(addr + row * c.sample_bytes), path);
+      detail::pread_exact(fd.get(), dst, n * c.sample_bytes, static_cast<off_t>(addr + row * c.sample_bytes), path);
     }
     dst += n * c.sample_bytes;
     start += n;
@@ -702,8 +710,8 @@ Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& 
   Hdf5Quiet quiet;
   impl_->path = path;
   impl_->file = open_file(path);
-  impl_->fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!impl_->fd) throw_errno(path);
+  impl_->fd = detail::UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!impl_->fd) detail::throw_errno(path, ErrorCode::dataset);
   // A read of a sample not yet cached would otherwise fetch up to 4x its size around it: on a
   // shuffled epoch, pages nobody reads. A hint: its result does not matter.
   if (!sequential) (void)::posix_fadvise(impl_->fd.get(), 0, 0, POSIX_FADV_RANDOM);
@@ -805,6 +813,7 @@ void Hdf5Reader::Impl::read_vlen(Column& c, std::uint64_t start, std::uint64_t c
                 for (hsize_t k = 0; k < n; ++k) {
                   if (staged[k].len > kMaxSampleBytes) {
                     throw Error(
+                        ErrorCode::dataset,
                         fmt::format("{}: sample {} holds {} bytes, more than a sample may ({} bytes, kMaxSampleBytes)",
                                     c.where, start + k, staged[k].len, kMaxSampleBytes));
                   }
@@ -830,13 +839,15 @@ void Hdf5Reader::Impl::read_member(Column& c, std::uint64_t i, VarBytes& out) {
   const H5::DataSet d = hdf5_call(where, [&] { return file.openDataSet(fmt::format("{}/{}", c.object, i)); });
   const TypeMatch m = hdf5_call(where, [&] { return match_type(d); });
   if (!m.dtype || *m.dtype != c.member_dtype) {
-    throw Error(fmt::format("{} is {}, but the group's member '0' is {}: a sample group's members share one dtype",
+    throw Error(ErrorCode::dataset,
+                fmt::format("{} is {}, but the group's member '0' is {}: a sample group's members share one dtype",
                             where(), m.dtype ? std::string(dtype_name(*m.dtype)) : m.why, dtype_name(c.member_dtype)));
   }
   const auto elements =
       hdf5_call(where, [&] { return static_cast<std::uint64_t>(d.getSpace().getSimpleExtentNpoints()); });
   if (elements > kMaxSampleBytes / dtype_size(c.member_dtype)) {
-    throw Error(fmt::format("{} holds {} elements, more than a sample may ({} bytes, kMaxSampleBytes)", where(),
+    throw Error(ErrorCode::dataset,
+                fmt::format("{} holds {} elements, more than a sample may ({} bytes, kMaxSampleBytes)", where(),
                             elements, kMaxSampleBytes));
   }
   std::byte* dst = out.append(elements * dtype_size(c.member_dtype));
@@ -891,11 +902,13 @@ void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<const Fi
     for (std::size_t k = 0; k < indices.size();) {
       std::uint64_t start = indices[k];
       if (start >= n) {
-        throw Error(fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, start, n));
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, start, n));
       }
       std::size_t run = 1;
       while (k + run < indices.size() && indices[k + run] == start + run) ++run;
-      if (start + run > n) throw Error(fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, n, n));
+      if (start + run > n)
+        throw Error(ErrorCode::dataset, fmt::format("{}: sample {} is out of range ({} samples)", impl_->path, n, n));
       if (c.source == Column::Source::members) {
         for (std::size_t r = 0; r < run; ++r) impl_->read_member(c, start + r, *out[f].bytes);
       } else if (c.source == Column::Source::vlen) {
@@ -909,7 +922,8 @@ void Hdf5Reader::read(std::span<const std::uint64_t> indices, std::span<const Fi
             impl_->read_inflated(c, start, run, dst);
           }
         } catch (const Error& e) {
-          throw Error(fmt::format("{}: samples {}..{}: {}", c.where, start, start + run - 1, e.what()));
+          throw Error(ErrorCode::dataset,
+                      fmt::format("{}: samples {}..{}: {}", c.where, start, start + run - 1, e.what()));
         }
       } else {
         impl_->read_hdf5(c, start, run, dst);

@@ -30,7 +30,7 @@ namespace stoker::formats {
 // non-empty only those datasets (names or paths such as "train/images") are examined.
 // Names are relative to `group` ("" is the root); with no names, its datasets and sample groups (a
 // group whose members are named 0 .. N-1, one sample each: a bytes field named after the group).
-STOKER_TOOLS_API Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {},
+Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {},
                                     const std::string& group = "");
 
 class STOKER_TOOLS_API Hdf5Reader final : public Reader {

@@ -14,7 +14,7 @@ InflatedChunks::InflatedChunks(std::size_t chunk_bytes, std::size_t capacity)
     : chunk_bytes_(chunk_bytes),
       capacity_(std::max<std::size_t>(capacity, 1)),
       decompressor_(libdeflate_alloc_decompressor(), libdeflate_free_decompressor) {
-  if (!decompressor_) throw Error("libdeflate_alloc_decompressor: out of memory");
+  if (!decompressor_) throw Error(ErrorCode::io, "libdeflate_alloc_decompressor: out of memory");
 }
 
 InflatedChunks::~InflatedChunks() = default;
@@ -48,8 +48,8 @@ const std::byte* InflatedChunks::get(hid_t dataset, std::uint64_t index, std::sp
   if (filters & 1u) {
     // The deflate filter was skipped for this chunk (it did not shrink it): stored as is.
     if (stored != chunk_bytes_) {
-      throw Error(
-          fmt::format("{}: chunk {} is stored unfiltered with {} bytes, not {}", context, index, stored, chunk_bytes_));
+      throw Error(ErrorCode::dataset, fmt::format("{}: chunk {} is stored unfiltered with {} bytes, not {}", context,
+                                                  index, stored, chunk_bytes_));
     }
     std::memcpy(e.bytes.data(), raw_.data(), chunk_bytes_);
   } else {
@@ -57,12 +57,12 @@ const std::byte* InflatedChunks::get(hid_t dataset, std::uint64_t index, std::sp
     const libdeflate_result rc =
         libdeflate_zlib_decompress(decompressor_.get(), raw_.data(), stored, e.bytes.data(), chunk_bytes_, &out);
     if (rc != LIBDEFLATE_SUCCESS || out != chunk_bytes_) {
-      throw Error(fmt::format("{}: chunk {} does not inflate to {} bytes ({}): the file is damaged", context, index,
-                              chunk_bytes_,
-                              rc == LIBDEFLATE_BAD_DATA             ? "bad deflate data"
-                              : rc == LIBDEFLATE_INSUFFICIENT_SPACE ? "more data than a chunk holds"
-                              : rc == LIBDEFLATE_SHORT_OUTPUT       ? fmt::format("only {} bytes", out)
-                                                                    : "libdeflate error"));
+      throw Error(ErrorCode::dataset, fmt::format("{}: chunk {} does not inflate to {} bytes ({}): the file is damaged",
+                                                  context, index, chunk_bytes_,
+                                                  rc == LIBDEFLATE_BAD_DATA             ? "bad deflate data"
+                                                  : rc == LIBDEFLATE_INSUFFICIENT_SPACE ? "more data than a chunk holds"
+                                                  : rc == LIBDEFLATE_SHORT_OUTPUT ? fmt::format("only {} bytes", out)
+                                                                                  : "libdeflate error"));
     }
   }
   ++inflated_;

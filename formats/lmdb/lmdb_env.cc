@@ -7,7 +7,9 @@
 namespace stoker::formats {
 
 void check_mdb(int rc, const std::string& context) {
-  if (rc != MDB_SUCCESS) throw Error(fmt::format("{}: {}", context, mdb_strerror(rc)));
+  if (rc == MDB_SUCCESS) return;
+  // LMDB's own codes (negative) are about the database; positive ones are errno values of OS calls.
+  throw Error(rc > 0 ? ErrorCode::io : ErrorCode::dataset, fmt::format("{}: {}", context, mdb_strerror(rc)));
 }
 
 LmdbEnv::LmdbEnv() { check_mdb(mdb_env_create(&env_), "mdb_env_create"); }

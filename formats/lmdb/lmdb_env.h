@@ -9,7 +9,6 @@
 #include <string_view>
 #include <utility>
 
-#include "stoker/export.h"
 
 namespace stoker::formats {
 
@@ -25,10 +24,11 @@ inline void encode_key(std::uint64_t index, unsigned char out[8]) noexcept {
   }
 }
 
-// Throws stoker::Error("<context>: <mdb_strerror>") when rc != MDB_SUCCESS.
-STOKER_TOOLS_API void check_mdb(int rc, const std::string& context);
+// Throws stoker::Error("<context>: <mdb_strerror>") when rc != MDB_SUCCESS: ErrorCode::io for an OS
+// error (errno), ErrorCode::dataset for one of LMDB's (MDB_CORRUPTED, MDB_INVALID, ...).
+void check_mdb(int rc, const std::string& context);
 
-class STOKER_TOOLS_API LmdbEnv {
+class LmdbEnv {
  public:
   LmdbEnv();  // mdb_env_create
   LmdbEnv(LmdbEnv&& o) noexcept : env_(std::exchange(o.env_, nullptr)) {}
@@ -51,7 +51,7 @@ class STOKER_TOOLS_API LmdbEnv {
 };
 
 // Aborts on destruction unless committed. Move-only.
-class STOKER_TOOLS_API LmdbTxn {
+class LmdbTxn {
  public:
   LmdbTxn() = default;
   LmdbTxn(MDB_env* env, unsigned flags, const std::string& context);

@@ -25,17 +25,17 @@ namespace {
 
 LmdbEnv open_readonly(const std::string& path, bool sequential = false) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw_errno(path);
+  if (::stat(path.c_str(), &st) != 0) detail::throw_errno(path, ErrorCode::dataset);
   LmdbEnv env;
   check_mdb(mdb_env_set_maxdbs(env.get(), 4), path);
   unsigned flags = MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK | (sequential ? 0u : unsigned{MDB_NORDAHEAD});
   if (!S_ISDIR(st.st_mode)) flags |= MDB_NOSUBDIR;
   int rc = mdb_env_open(env.get(), path.c_str(), flags, 0644);
   if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
-    throw Error(fmt::format("{}: not an LMDB database ({})", path, mdb_strerror(rc)));
+    throw Error(ErrorCode::dataset, fmt::format("{}: not an LMDB database ({})", path, mdb_strerror(rc)));
   }
   if (rc == ENOENT && S_ISDIR(st.st_mode)) {
-    throw Error(fmt::format("{}: directory holds no LMDB database (no data.mdb)", path));
+    throw Error(ErrorCode::dataset, fmt::format("{}: directory holds no LMDB database (no data.mdb)", path));
   }
   check_mdb(rc, path + ": cannot open LMDB environment");
   return env;
@@ -54,16 +54,16 @@ MDB_dbi open_db(MDB_txn* txn, const char* name, const std::string& path) {
   MDB_dbi dbi;
   int rc = mdb_dbi_open(txn, name, 0, &dbi);
   if (rc == MDB_NOTFOUND) {
-    throw Error(
-        fmt::format("{}: LMDB database without a stoker schema (no '{}' sub-database); write it with "
-                    "h5-to-lmdb or as docs/lmdb-layout.md describes",
-                    path, name));
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: LMDB database without a stoker schema (no '{}' sub-database); write it with "
+                            "h5-to-lmdb or as docs/lmdb-layout.md describes",
+                            path, name));
   }
   if (rc == MDB_INCOMPATIBLE) {
-    throw Error(
-        fmt::format("{}: LMDB database without a stoker schema ('{}' is a plain key, not a sub-database); "
-                    "write it with h5-to-lmdb or as docs/lmdb-layout.md describes",
-                    path, name));
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: LMDB database without a stoker schema ('{}' is a plain key, not a sub-database); "
+                            "write it with h5-to-lmdb or as docs/lmdb-layout.md describes",
+                            path, name));
   }
   check_mdb(rc, fmt::format("{}: opening sub-database '{}'", path, name));
   return dbi;
@@ -75,6 +75,7 @@ StoredSchema read_stored_schema(MDB_txn* txn, const std::string& path) {
   int rc = mdb_get(txn, meta, &key, &val);
   if (rc == MDB_NOTFOUND) {
     throw Error(
+        ErrorCode::dataset,
         fmt::format("{}: LMDB database without a stoker schema (no key 'schema' in sub-database '{}')", path, kMetaDb));
   }
   check_mdb(rc, path + ": reading the schema");
@@ -131,7 +132,8 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
   check_mdb(mdb_dbi_open(t, nullptr, 0, &samples), path + ": opening the main database");
   MDB_stat st;
   check_mdb(mdb_stat(t, samples, &st), path + ": stat");
-  if (st.ms_entries == 0) throw Error(fmt::format("{}: database is empty (no stoker schema and no keys)", path));
+  if (st.ms_entries == 0)
+    throw Error(ErrorCode::dataset, fmt::format("{}: database is empty (no stoker schema and no keys)", path));
   const std::uint64_t n = st.ms_entries;
   MDB_cursor* raw = nullptr;
   check_mdb(mdb_cursor_open(t, samples, &raw), path + ": cursor");
@@ -143,8 +145,8 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
       "(b'17'), zero-padded decimal (b'00000017') or 8-byte big-endian integers";
   const std::optional<PlainKeys> found = PlainKeys::from_first_key(k);
   if (!found) {
-    throw Error(fmt::format("{}: no stoker schema, and the first key {} is not sample index 0: {}", path,
-                            show_key(k.mv_data, k.mv_size), expect));
+    throw Error(ErrorCode::dataset, fmt::format("{}: no stoker schema, and the first key {} is not sample index 0: {}",
+                                                path, show_key(k.mv_data, k.mv_size), expect));
   }
   const PlainKeys keys = *found;
   plain = keys;
@@ -156,7 +158,8 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
     try {
       npy = parse_npy_header(first);
     } catch (const Error& e) {
-      throw Error(fmt::format("{}: sample 0 (key {}): {}", path, show_key(k.mv_data, k.mv_size), e.what()));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: sample 0 (key {}): {}", path, show_key(k.mv_data, k.mv_size), e.what()));
     }
     npy_prefix.assign(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(npy->header_bytes));
     data = Field{"data", FieldKind::fixed, npy->dtype, npy->shape};
@@ -172,28 +175,28 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
     for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
       const auto i = keys.parse(k);
       if (!i) {
-        throw Error(fmt::format("{}: key {} is not a sample index like the first key ({}); {}", path,
-                                show_key(k.mv_data, k.mv_size), keys.describe(), expect));
+        throw Error(ErrorCode::dataset, fmt::format("{}: key {} is not a sample index like the first key ({}); {}",
+                                                    path, show_key(k.mv_data, k.mv_size), keys.describe(), expect));
       }
       if (*i < n) seen[*i] = true;
       // Refused here, not at the read: its size would otherwise size the slots.
-      if (v.mv_size > kMaxSampleBytes) throw Error(too_large(*i, v.mv_size));
+      if (v.mv_size > kMaxSampleBytes) throw Error(ErrorCode::dataset, too_large(*i, v.mv_size));
       largest = std::max<std::uint64_t>(largest, v.mv_size);
     }
     if (rc != MDB_NOTFOUND) check_mdb(rc, path + ": scanning the keys");
     const auto missing = std::find(seen.begin(), seen.end(), false);
     if (missing != seen.end()) {
       const auto i = static_cast<std::uint64_t>(missing - seen.begin());
-      throw Error(
-          fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
-                      "({})",
-                      path, i, key_text(i), n, n - 1, keys.describe()));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
+                              "({})",
+                              path, i, key_text(i), n, n - 1, keys.describe()));
     }
     full.num_samples = n;
     full.fields = {data};
   }
   if (!(full.fields.size() == 1 && full.fields[0] == data && full.num_samples == n)) {
-    throw Error(fmt::format("{}: the database changed after the loader opened it", path));
+    throw Error(ErrorCode::dataset, fmt::format("{}: the database changed after the loader opened it", path));
   }
   max_bytes.assign(1, data.is_bytes() ? largest : 0);
   plain_layout = fmt::format("LMDB without a stoker schema, {} samples: keys {}; values {}", n, keys.describe(),
@@ -214,22 +217,23 @@ LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& 
   } else {
     StoredSchema stored = read_stored_schema(m.txn, path);
     if (!stored.complete) {
-      throw Error(
-          fmt::format("{}: incomplete database (an interrupted conversion?); finish it with "
-                      "h5-to-lmdb --resume",
-                      path));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: incomplete database (an interrupted conversion?); finish it with "
+                              "h5-to-lmdb --resume",
+                              path));
     }
-    if (stored.schema.num_samples == 0) throw Error(fmt::format("{}: dataset is empty (0 samples)", path));
+    if (stored.schema.num_samples == 0)
+      throw Error(ErrorCode::dataset, fmt::format("{}: dataset is empty (0 samples)", path));
     m.full = stored.schema;
     stored_max = stored.max_bytes;
     m.samples = open_db(m.txn, kSamplesDb, path);
     MDB_stat st;
     check_mdb(mdb_stat(m.txn, m.samples, &st), path + ": stat of 'samples'");
     if (st.ms_entries != m.full.num_samples) {
-      throw Error(
-          fmt::format("{}: sub-database 'samples' holds {} records but the schema says {} samples (damaged "
-                      "database?)",
-                      path, st.ms_entries, m.full.num_samples));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: sub-database 'samples' holds {} records but the schema says {} samples (damaged "
+                              "database?)",
+                              path, st.ms_entries, m.full.num_samples));
     }
     m.layout = std::make_unique<RecordLayout>(m.full);
   }
@@ -288,14 +292,15 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
     MDB_val key = m.key_of(indices[k], keybuf), val;
     int rc = LmdbCalls::get().mdb_get(m.txn, m.samples, &key, &val);
     if (rc == MDB_NOTFOUND) {
-      throw Error(fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
     }
     if (rc != MDB_SUCCESS)
       check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
     const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
     if (m.plain) {
       if (!m.npy) {
-        if (rec.size() > kMaxSampleBytes) throw Error(m.too_large(indices[k], rec.size()));
+        if (rec.size() > kMaxSampleBytes) throw Error(ErrorCode::dataset, m.too_large(indices[k], rec.size()));
         std::byte* at = out[0].bytes->append(rec.size());
         if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
         continue;
@@ -304,7 +309,7 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
           std::memcmp(rec.data(), m.npy_prefix.data(), m.npy_prefix.size()) != 0) {
         std::string why;
         try {
-          if (!looks_like_npy(rec)) throw Error("it is not a .npy array");
+          if (!looks_like_npy(rec)) throw Error(ErrorCode::dataset, "it is not a .npy array");
           const NpyHeader h = parse_npy_header(rec);
           why = h.header_bytes + h.data_bytes != rec.size()
                     ? fmt::format("its .npy header says {} bytes of data, the value holds {}", h.data_bytes,
@@ -314,14 +319,16 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
         } catch (const Error& e) {
           why = e.what();
         }
-        throw Error(fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
       }
       std::memcpy(out[0].fixed + k * m.npy->data_bytes, rec.data() + m.npy->header_bytes, m.npy->data_bytes);
       continue;
     }
     if (m.layout->variable() || rec.size() != m.layout->fixed_part()) {
       if (std::string why = m.layout->check(rec); !why.empty()) {
-        throw Error(fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
       }
     }
     for (std::size_t f = 0; f < nf; ++f) {

@@ -80,8 +80,9 @@ bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
     struct statvfs vfs;
     std::string dir = std::filesystem::absolute(path).parent_path().string();
     if (::statvfs(dir.c_str(), &vfs) == 0) {
-      check_mdb(rc, fmt::format("{}: commit ({} free in {}: is the disk full?)", path,
-                                format_bytes(static_cast<unsigned long long>(vfs.f_bavail) * vfs.f_frsize), dir));
+      check_mdb(rc,
+                fmt::format("{}: commit ({} free in {}: is the disk full?)", path,
+                            detail::format_bytes(static_cast<unsigned long long>(vfs.f_bavail) * vfs.f_frsize), dir));
     }
   }
   check_mdb(rc, path + ": commit");
@@ -175,19 +176,21 @@ std::optional<std::string> LmdbWriter::meta(std::string_view key) const {
 }
 
 void LmdbWriter::append(const void* record) {
-  if (impl_->layout->variable()) throw Error(impl_->path + ": a schema with bytes fields needs append_record()");
+  if (impl_->layout->variable())
+    throw Error(ErrorCode::dataset, impl_->path + ": a schema with bytes fields needs append_record()");
   append_record({static_cast<const std::byte*>(record), impl_->record_bytes});
 }
 
 void LmdbWriter::append_sample(std::span<const std::span<const std::byte>> fields) {
   Impl& m = *impl_;
   if (fields.size() != m.schema.fields.size()) {
-    throw Error(fmt::format("{}: sample {} has {} fields, the schema {}", m.path, next_index(), fields.size(),
-                            m.schema.fields.size()));
+    throw Error(ErrorCode::dataset, fmt::format("{}: sample {} has {} fields, the schema {}", m.path, next_index(),
+                                                fields.size(), m.schema.fields.size()));
   }
   for (std::size_t f = 0; f < fields.size(); ++f) {
     if (!m.schema.fields[f].is_bytes() && fields[f].size() != m.schema.fields[f].bytes_per_sample()) {
-      throw Error(fmt::format("{}: sample {} field '{}' has {} bytes, the schema says {}", m.path, next_index(),
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: sample {} field '{}' has {} bytes, the schema says {}", m.path, next_index(),
                               m.schema.fields[f].name, fields[f].size(), m.schema.fields[f].bytes_per_sample()));
     }
   }
@@ -201,7 +204,7 @@ void LmdbWriter::append_sample(std::span<const std::span<const std::byte>> field
 void LmdbWriter::append_record(std::span<const std::byte> record) {
   Impl& m = *impl_;
   if (std::string why = m.layout->check(record); !why.empty()) {
-    throw Error(fmt::format("{}: record {} {}", m.path, next_index(), why));
+    throw Error(ErrorCode::dataset, fmt::format("{}: record {} {}", m.path, next_index(), why));
   }
   for (std::size_t f = 0; f < m.schema.fields.size(); ++f) {
     if (m.schema.fields[f].is_bytes()) {
@@ -218,7 +221,8 @@ void LmdbWriter::finish(const std::string& content_digest) {
   Impl& m = *impl_;
   m.commit(nullptr);
   if (m.committed != m.schema.num_samples) {
-    throw Error(fmt::format("{}: finishing with {} of {} samples written", m.path, m.committed, m.schema.num_samples));
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: finishing with {} of {} samples written", m.path, m.committed, m.schema.num_samples));
   }
   // The largest samples of a resumed conversion's earlier runs are not known here: scan them.
   if (m.layout->variable() && m.resumed) scan_max_bytes();

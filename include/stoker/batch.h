@@ -92,6 +92,10 @@ class STOKER_API Batch {
   // Notes that work queued on `stream` reads this batch: its device buffer is reused only after
   // that work has finished, even when the Batch is destroyed earlier (like Tensor::record_stream).
   void record_stream(void* stream);
+  // Copies field f's `fields()[f].bytes` bytes to host memory at `dst`, from wherever they are:
+  // shared memory, or the device (waiting for this batch's copy there to land). For checks and
+  // digests; a training loop uses the data where it is. REQUIRES: f < fields().size().
+  void copy_field_to_host(std::size_t f, void* dst) const;
   // The event (CUevent) that completes when the data is on the device; null on the CPU device.
   void* ready_event() const noexcept { return ready_event_; }
 

@@ -23,7 +23,8 @@ class STOKER_API ContentDigest {
   explicit ContentDigest(std::uint64_t initial = 0) : sum_(initial) {}
   // One sample whose field bytes are contiguous.
   void add(std::uint64_t index, std::span<const std::byte> sample_bytes);
-  // Every sample of a batch, fields in the batch's order.
+  // Every sample of a batch, fields in the batch's order; a batch on a device is copied back to
+  // the host for it (Batch::copy_field_to_host).
   void add(const Batch& batch);
   std::uint64_t value() const noexcept { return sum_; }
   std::string hex() const;

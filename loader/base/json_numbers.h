@@ -9,7 +9,7 @@
 #include <optional>
 #include <type_traits>
 
-namespace stoker {
+namespace stoker::detail {
 
 // `v` as a T when it is an integer within T's range; nullopt otherwise (a float, a string, ...).
 template <class T>
@@ -38,4 +38,4 @@ std::optional<T> json_integer(const nlohmann::json& v) {
   return std::nullopt;
 }
 
-}  // namespace stoker
+}  // namespace stoker::detail

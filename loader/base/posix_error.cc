@@ -1,7 +1,6 @@
 #include "loader/base/posix_error.h"
 
 #include <fmt/format.h>
-#include <string.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,12 +9,7 @@
 #include "loader/base/env.h"
 #include "stoker/error.h"
 
-namespace stoker {
-
-void throw_errno(int err, const std::string& context) {
-  const char* name = strerrorname_np(err);
-  throw Error(fmt::format("{}: {} ({})", context, strerror(err), name ? name : "?"));
-}
+namespace stoker::detail {
 
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -38,13 +32,14 @@ std::string format_bytes(unsigned long long bytes) {
 void pread_exact(int fd, void* buf, std::size_t n, off_t offset, const std::string& path) {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
-    ssize_t got = detail::Env::get().pread(fd, p, n, offset);
+    ssize_t got = Env::get().pread(fd, p, n, offset);
     if (got < 0) {
       if (errno == EINTR) continue;
       throw_errno(fmt::format("{}: read of {} bytes at offset {}", path, n, offset));
     }
     if (got == 0) {
-      throw Error(fmt::format("{}: unexpected end of file at offset {} (file truncated while in use?)", path, offset));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: unexpected end of file at offset {} (file truncated while in use?)", path, offset));
     }
     p += got;
     n -= static_cast<std::size_t>(got);
@@ -52,4 +47,4 @@ void pread_exact(int fd, void* buf, std::size_t n, off_t offset, const std::stri
   }
 }
 
-}  // namespace stoker
+}  // namespace stoker::detail

@@ -6,7 +6,7 @@
 
 #include <utility>
 
-namespace stoker {
+namespace stoker::detail {
 
 class UniqueFd {
  public:
@@ -33,4 +33,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace stoker
+}  // namespace stoker::detail

@@ -58,14 +58,23 @@ void Batch::record_stream(void* stream) {
   if (owner_) owner_->record_stream(slot_, stream);
 }
 
+void Batch::copy_field_to_host(std::size_t f, void* dst) const {
+  const FieldView& v = fields_.at(f);
+  if (!owner_) throw Error(ErrorCode::invalid_option, "batch: the batch is empty (moved from or released)");
+  owner_->copy_to_host(slot_, v.data, static_cast<std::byte*>(dst), v.bytes);
+}
+
 const FieldView& Batch::field(std::string_view name) const {
   for (const auto& f : fields_) {
     if (f.name == name) return f;
   }
   std::vector<std::string_view> names;
   for (const auto& f : fields_) names.push_back(f.name);
-  if (!owner_) throw Error(fmt::format("batch: no field '{}': the batch is empty (moved from or released)", name));
-  throw Error(fmt::format("batch: no field '{}' (fields: {})", name, fmt::join(names, ", ")));
+  if (!owner_)
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("batch: no field '{}': the batch is empty (moved from or released)", name));
+  throw Error(ErrorCode::invalid_option,
+              fmt::format("batch: no field '{}' (fields: {})", name, fmt::join(names, ", ")));
 }
 
 }  // namespace stoker

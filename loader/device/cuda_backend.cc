@@ -71,7 +71,8 @@ const Loaded& loaded() {
 
 const Driver& driver() {
   const Loaded& l = loaded();
-  if (!l.error.empty()) throw Error(fmt::format("device cuda: {}; use Device::cpu() on this machine", l.error));
+  if (!l.error.empty())
+    throw Error(ErrorCode::device, fmt::format("device cuda: {}; use Device::cpu() on this machine", l.error));
   return l.driver;
 }
 
@@ -85,7 +86,7 @@ std::string error_text(CUresult rc) {
 }
 
 void check(CUresult rc, const std::string& context) {
-  if (rc != kSuccess) throw Error(fmt::format("{}: {}", context, error_text(rc)));
+  if (rc != kSuccess) throw Error(ErrorCode::device, fmt::format("{}: {}", context, error_text(rc)));
 }
 
 namespace {
@@ -95,8 +96,8 @@ class CudaBackend final : public DeviceBackend {
   explicit CudaBackend(const Device& device) : device_(device), d_(driver()) {
     int count = loaded().devices;
     if (device.index < 0 || device.index >= count) {
-      throw Error(fmt::format("device {}: this machine has {} CUDA device(s) (cuda:0..cuda:{})", device.str(), count,
-                              count - 1));
+      throw Error(ErrorCode::device, fmt::format("device {}: this machine has {} CUDA device(s) (cuda:0..cuda:{})",
+                                                 device.str(), count, count - 1));
     }
     check(d_.cuDeviceGet(&dev_, device.index), ctx("cuDeviceGet"));
     check(d_.cuDevicePrimaryCtxRetain(&ctx_, dev_), ctx("cuDevicePrimaryCtxRetain"));
@@ -230,7 +231,7 @@ std::unique_ptr<DeviceBackend> make_device_backend(const Device& device) {
     case Device::Kind::emulated: return make_emulated_backend();
     case Device::Kind::cpu: break;
   }
-  throw Error("make_device_backend: the CPU device has no backend");
+  throw Error(ErrorCode::device, "make_device_backend: the CPU device has no backend");
 }
 
 }  // namespace stoker::detail

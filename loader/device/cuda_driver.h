@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <string>
 
-#include "stoker/export.h"
 
 #if STOKER_HAVE_CUDA_H
 #include <cuda.h>
@@ -95,12 +94,12 @@ struct Driver {
 
 // The driver, loaded and initialised once per process (cuInit). Throws stoker::Error when there is
 // no driver or no device, saying so once per call.
-STOKER_TOOLS_API const Driver& driver();
+const Driver& driver();
 
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
-STOKER_TOOLS_API std::string error_text(CUresult rc);
+std::string error_text(CUresult rc);
 
 // Throws stoker::Error("<context>: <error_text>") unless rc is kSuccess.
-STOKER_TOOLS_API void check(CUresult rc, const std::string& context);
+void check(CUresult rc, const std::string& context);
 
 }  // namespace stoker::detail::cuda

@@ -13,14 +13,13 @@
 #include <string>
 
 #include "stoker/device.h"
-#include "stoker/export.h"
 
 namespace stoker::detail {
 
 using StreamHandle = void*;
 using EventHandle = void*;
 
-class STOKER_TOOLS_API DeviceBackend {
+class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
 
@@ -55,9 +54,9 @@ class STOKER_TOOLS_API DeviceBackend {
 
 // The backend for `device`: CUDA (the driver loaded once, at the first request) or the emulated
 // device. Throws stoker::Error naming the device and what is missing.
-STOKER_TOOLS_API std::unique_ptr<DeviceBackend> make_device_backend(const Device& device);
+std::unique_ptr<DeviceBackend> make_device_backend(const Device& device);
 
 // The emulated device's streams, for tests that act as the "training loop".
-STOKER_TOOLS_API std::unique_ptr<DeviceBackend> make_emulated_backend();
+std::unique_ptr<DeviceBackend> make_emulated_backend();
 
 }  // namespace stoker::detail

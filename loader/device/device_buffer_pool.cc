@@ -179,6 +179,11 @@ void DeviceBufferPool::record_stream(std::uint32_t id, void* stream) {
   if (std::find(s.begin(), s.end(), stream) == s.end()) s.push_back(stream);
 }
 
+void DeviceBufferPool::copy_to_host(std::uint32_t id, const std::byte* src, std::byte* dst, std::size_t bytes) {
+  backend_->synchronize(buffers_[id].ready);
+  if (bytes) backend_->copy_to_host(dst, src, bytes);
+}
+
 void DeviceBufferPool::ready_on(std::uint32_t id, void* stream) {
   meter_->ready_on(stream, buffers_[id].ready);  // `ready` is re-recorded only after release
   record_stream(id, stream);

@@ -74,6 +74,8 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
   void release(std::uint32_t id) noexcept override;
   void record_stream(std::uint32_t id, void* stream) override;
   void ready_on(std::uint32_t id, void* stream) override;
+  // Waits for buffer `id`'s copy to land, then copies from the device.
+  void copy_to_host(std::uint32_t id, const std::byte* src, std::byte* dst, std::size_t bytes) override;
 
  private:
   struct Buffer {

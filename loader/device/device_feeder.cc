@@ -11,7 +11,8 @@
 namespace stoker::detail {
 
 DeviceFeeder::DeviceFeeder(const Options& options, const Schema& schema, HostSource& source) : source_(source) {
-  if (options.prefetch_to_device == 0) throw Error("options: prefetch_to_device is 0; it must be at least 1");
+  if (options.prefetch_to_device == 0)
+    throw Error(ErrorCode::invalid_option, "options: prefetch_to_device is 0; it must be at least 1");
   // The queue, plus the batch in the user's hands.
   pool_ = std::make_shared<DeviceBufferPool>(make_device_backend(options.device), schema, options.batch_size,
                                              options.prefetch_to_device + 1);

@@ -6,11 +6,10 @@
 #include <functional>
 
 #include "loader/device/device_backend.h"
-#include "stoker/export.h"
 
 namespace stoker::detail {
 
 // Runs `op` on stream `s` after everything already queued there (for tests: a "training step").
-STOKER_TOOLS_API void emulated_enqueue(StreamHandle s, std::function<void()> op);
+void emulated_enqueue(StreamHandle s, std::function<void()> op);
 
 }  // namespace stoker::detail

@@ -28,7 +28,8 @@ std::optional<StagedQueue::Item> StagedQueue::pop(std::uint64_t generation, std:
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   if (generation != generation_) {
-    throw Error("stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
+    throw Error(ErrorCode::invalid_option,
+                "stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
   }
   for (;;) {
     if (failed_) std::rethrow_exception(failed_);
@@ -39,11 +40,14 @@ std::optional<StagedQueue::Item> StagedQueue::pop(std::uint64_t generation, std:
     if (!queue_.empty()) break;
     if (!active_ && !request_ && !staging_) return std::nullopt;  // the epoch is over
     if (all_held()) {
-      throw Error(fmt::format(
-          "stoker: all {} device buffers are held by live stoker::Batch objects, so no batch can be staged: destroy "
-          "or release() the batches you no longer need, copy what you want to keep (e.g. stoker::copy_to_tensors), "
-          "or raise Options::prefetch_to_device",
-          num_buffers));
+      throw Error(
+          ErrorCode::slots_held,
+          fmt::format(
+              "stoker: all {} device buffers are held by live stoker::Batch objects, so no batch can be staged: "
+              "destroy "
+              "or release() the batches you no longer need, copy what you want to keep (e.g. stoker::copy_to_tensors), "
+              "or raise Options::prefetch_to_device",
+              num_buffers));
     }
     cv_.wait(lock);
   }

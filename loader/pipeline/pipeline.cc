@@ -36,9 +36,12 @@ OpText parse_op(std::string_view text, std::string_view field) {
   std::string_view t = op.text;
   const auto paren = t.find('(');
   op.name = std::string(trim(t.substr(0, paren)));
-  if (op.name.empty()) throw Error(fmt::format("pipeline: field '{}': an empty operation", field));
+  if (op.name.empty())
+    throw Error(ErrorCode::invalid_option, fmt::format("pipeline: field '{}': an empty operation", field));
   if (paren == std::string_view::npos) return op;
-  if (t.back() != ')') throw Error(fmt::format("pipeline: field '{}': '{}' lacks its closing ')'", field, op.text));
+  if (t.back() != ')')
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("pipeline: field '{}': '{}' lacks its closing ')'", field, op.text));
   std::string_view args = t.substr(paren + 1, t.size() - paren - 2);
   if (trim(args).empty()) return op;
   for (std::size_t start = 0; start <= args.size();) {
@@ -47,7 +50,8 @@ OpText parse_op(std::string_view text, std::string_view field) {
     double v = 0;
     const auto [ptr, ec] = std::from_chars(a.data(), a.data() + a.size(), v);
     if (a.empty() || ec != std::errc() || ptr != a.data() + a.size() || !std::isfinite(v)) {
-      throw Error(fmt::format("pipeline: field '{}': '{}': argument {} ('{}') is not a number", field, op.text,
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("pipeline: field '{}': '{}': argument {} ('{}') is not a number", field, op.text,
                               op.args.size() + 1, a));
     }
     op.args.push_back(v);
@@ -67,13 +71,16 @@ std::vector<FieldPipelineText> parse_pipeline(std::string_view text) {
     if (part.empty()) continue;
     const auto eq = part.find('=');
     if (eq == std::string_view::npos) {
-      throw Error(fmt::format("pipeline: '{}' is not FIELD=operations (e.g. jpeg=decode,center_crop(224))", part));
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("pipeline: '{}' is not FIELD=operations (e.g. jpeg=decode,center_crop(224))", part));
     }
     FieldPipelineText f;
     f.field = std::string(trim(part.substr(0, eq)));
-    if (f.field.empty()) throw Error(fmt::format("pipeline: '{}' names no field before '='", part));
+    if (f.field.empty())
+      throw Error(ErrorCode::invalid_option, fmt::format("pipeline: '{}' names no field before '='", part));
     for (const auto& other : out) {
-      if (other.field == f.field) throw Error(fmt::format("pipeline: field '{}' has two pipelines", f.field));
+      if (other.field == f.field)
+        throw Error(ErrorCode::invalid_option, fmt::format("pipeline: field '{}' has two pipelines", f.field));
     }
     const std::string_view ops = part.substr(eq + 1);
     int depth = 0;
@@ -82,13 +89,16 @@ std::vector<FieldPipelineText> parse_pipeline(std::string_view text) {
       const char ch = i < ops.size() ? ops[i] : ',';
       if (ch == '(') ++depth;
       if (ch == ')') --depth;
-      if (depth < 0) throw Error(fmt::format("pipeline: field '{}': unbalanced ')' in '{}'", f.field, ops));
+      if (depth < 0)
+        throw Error(ErrorCode::invalid_option,
+                    fmt::format("pipeline: field '{}': unbalanced ')' in '{}'", f.field, ops));
       if (ch == ',' && depth == 0) {
         f.ops.push_back(parse_op(ops.substr(op_start, i - op_start), f.field));
         op_start = i + 1;
       }
     }
-    if (depth != 0) throw Error(fmt::format("pipeline: field '{}': unbalanced '(' in '{}'", f.field, ops));
+    if (depth != 0)
+      throw Error(ErrorCode::invalid_option, fmt::format("pipeline: field '{}': unbalanced '(' in '{}'", f.field, ops));
     out.push_back(std::move(f));
   }
   return out;
@@ -114,7 +124,8 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
   for (const auto& fp : parse_pipeline(text)) {
     const Field* field = source.find(fp.field);
     if (!field) {
-      throw Error(fmt::format("pipeline: no field '{}' to run it on (fields: {})", fp.field, source.describe_fields()));
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("pipeline: no field '{}' to run it on (fields: {})", fp.field, source.describe_fields()));
     }
     auto chain = std::make_unique<Chain>();
     chain->field = static_cast<std::size_t>(field - source.fields.data());
@@ -131,7 +142,8 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
         bound.push_back(std::move(op));
         outputs.push_back(spec);
       } catch (const Error& e) {
-        throw Error(fmt::format("pipeline: field '{}', operation {}: {}", fp.field, bound.size() + 1, e.what()));
+        throw Error(ErrorCode::invalid_option,
+                    fmt::format("pipeline: field '{}', operation {}: {}", fp.field, bound.size() + 1, e.what()));
       }
       texts.push_back(op_text.text);
     }
@@ -148,6 +160,7 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
     chain->text = fmt::format("{}={}", fp.field, fmt::join(texts, ","));
     if (spec.bytes || std::any_of(spec.shape.begin(), spec.shape.end(), [](std::int64_t d) { return d < 0; })) {
       throw Error(
+          ErrorCode::invalid_option,
           fmt::format("pipeline: field '{}' ends in {}, whose size differs per sample: end it with an operation "
                       "of a fixed output size (resize(H,W), center_crop(H,W), random_resized_crop(H,W)), or "
                       "declare the size every image has with decode(H,W)",
@@ -187,7 +200,8 @@ void SamplePipelines::run(std::size_t f, std::span<const std::byte> in, std::uin
   }
   if (current.dtype != field.dtype ||
       !std::equal(current.shape.begin(), current.shape.end(), c.output_shape.begin(), c.output_shape.end())) {
-    throw Error(fmt::format("the pipeline made {}[{}], not the declared {}", dtype_name(current.dtype),
+    throw Error(ErrorCode::dataset,
+                fmt::format("the pipeline made {}[{}], not the declared {}", dtype_name(current.dtype),
                             fmt::join(current.shape, ","), field.describe()));
   }
   if (current.data.data() != dst) std::memcpy(dst, current.data.data(), field.bytes_per_sample());
@@ -201,7 +215,7 @@ void check_pipeline(std::string_view text) {
       try {
         (void)detail::make_op(op);
       } catch (const Error& e) {
-        throw Error(fmt::format("pipeline: field '{}': {}", f.field, e.what()));
+        throw Error(ErrorCode::invalid_option, fmt::format("pipeline: field '{}': {}", f.field, e.what()));
       }
     }
   }

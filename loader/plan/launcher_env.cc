@@ -18,7 +18,8 @@ std::optional<std::uint32_t> number(const EnvLookup& env, const char* name) {
   std::uint32_t n = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   if (s.empty() || ec != std::errc() || p != s.data() + s.size()) {
-    throw Error(fmt::format("launcher environment: {}='{}' is not a non-negative integer", name, s));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("launcher environment: {}='{}' is not a non-negative integer", name, s));
   }
   return n;
 }
@@ -45,11 +46,14 @@ std::optional<std::uint32_t> slurm_tasks_on_node(const EnvLookup& env) {
         ok = ec2 == std::errc() && q == rest.data() + rest.size() - 1;
       }
     }
-    if (!ok) throw Error(fmt::format("launcher environment: SLURM_TASKS_PER_NODE='{}' is malformed", spec));
+    if (!ok)
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("launcher environment: SLURM_TASKS_PER_NODE='{}' is malformed", spec));
     if (*node < first_node + repeat) return tasks;
     first_node += repeat;
   }
-  throw Error(fmt::format("launcher environment: SLURM_NODEID={} is past SLURM_TASKS_PER_NODE='{}'", *node, spec));
+  throw Error(ErrorCode::invalid_option,
+              fmt::format("launcher environment: SLURM_NODEID={} is past SLURM_TASKS_PER_NODE='{}'", *node, spec));
 }
 
 struct Family {
@@ -78,12 +82,16 @@ std::vector<Found> present(const EnvLookup& env) {
     auto size = number(env, f.size_var);
     if (!rank && !size) continue;
     if (!rank || !size) {
-      throw Error(fmt::format("launcher environment: {} is set but {} is not", rank ? f.rank_var : f.size_var,
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("launcher environment: {} is set but {} is not", rank ? f.rank_var : f.size_var,
                               rank ? f.size_var : f.rank_var));
     }
-    if (*size == 0) throw Error(fmt::format("launcher environment: {}=0; the world has at least one rank", f.size_var));
+    if (*size == 0)
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("launcher environment: {}=0; the world has at least one rank", f.size_var));
     if (*rank >= *size) {
-      throw Error(fmt::format("launcher environment: {}={} is not below {}={}", f.rank_var, *rank, f.size_var, *size));
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("launcher environment: {}={} is not below {}={}", f.rank_var, *rank, f.size_var, *size));
     }
     LaunchInfo info{f.name, *rank, *size, std::nullopt};
     std::optional<std::uint32_t> local;
@@ -94,7 +102,8 @@ std::vector<Found> present(const EnvLookup& env) {
       local = number(env, f.local_var);
     }
     if (local && (*local == 0 || *local > *size)) {
-      throw Error(fmt::format("launcher environment: {} ranks on this node ({}) is not between 1 and {}={}", f.name,
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("launcher environment: {} ranks on this node ({}) is not between 1 and {}={}", f.name,
                               *local, f.size_var, *size));
     }
     info.local_size = local;
@@ -114,17 +123,19 @@ std::optional<LaunchInfo> launch_info_from_env(const EnvLookup& env) {
     if (other.world_size != chosen.world_size) continue;  // an outer launcher of other processes
     // The same processes, described twice: both descriptions must agree.
     if (other.rank != chosen.rank) {
-      throw Error(fmt::format(
-          "launcher environment: {} says rank {} of {} but {} says rank {} of {} ({}={}, {}={}): the variables "
-          "conflict; unset the stale ones",
-          chosen.launcher, chosen.rank, chosen.world_size, other.launcher, other.rank, other.world_size,
-          found.front().family->rank_var, chosen.rank, found[i].family->rank_var, other.rank));
+      throw Error(
+          ErrorCode::invalid_option,
+          fmt::format(
+              "launcher environment: {} says rank {} of {} but {} says rank {} of {} ({}={}, {}={}): the variables "
+              "conflict; unset the stale ones",
+              chosen.launcher, chosen.rank, chosen.world_size, other.launcher, other.rank, other.world_size,
+              found.front().family->rank_var, chosen.rank, found[i].family->rank_var, other.rank));
     }
     if (chosen.local_size && other.local_size && *chosen.local_size != *other.local_size) {
-      throw Error(
-          fmt::format("launcher environment: {} says {} ranks on this node but {} says {}: the variables "
-                      "conflict; unset the stale ones",
-                      chosen.launcher, *chosen.local_size, other.launcher, *other.local_size));
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("launcher environment: {} says {} ranks on this node but {} says {}: the variables "
+                              "conflict; unset the stale ones",
+                              chosen.launcher, *chosen.local_size, other.launcher, *other.local_size));
     }
     if (!chosen.local_size) chosen.local_size = other.local_size;
   }

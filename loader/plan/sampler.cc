@@ -20,10 +20,12 @@ Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order,
       seed_(seed),
       shard_(shard),
       drop_last_(drop_last) {
-  if (batch_size == 0) throw Error("options: batch_size is 0; it must be at least 1");
-  if (shard.world_size == 0) throw Error("options: shard.world_size is 0; it must be at least 1");
+  if (batch_size == 0) throw Error(ErrorCode::invalid_option, "options: batch_size is 0; it must be at least 1");
+  if (shard.world_size == 0)
+    throw Error(ErrorCode::invalid_option, "options: shard.world_size is 0; it must be at least 1");
   if (shard.rank >= shard.world_size) {
-    throw Error(fmt::format("options: shard.rank {} is not below shard.world_size {}", shard.rank, shard.world_size));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("options: shard.rank {} is not below shard.world_size {}", shard.rank, shard.world_size));
   }
 }
 

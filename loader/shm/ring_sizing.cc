@@ -61,11 +61,11 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
   fixes.push_back("use fewer workers, or smaller batches");
   std::string advice = fmt::format("{}", fmt::join(fixes, "; or "));
   advice[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(advice[0])));
-  return Error(
-      fmt::format("stoker: not enough shared memory for {} workers: needs {} ({} batch slots of {} plus {} of "
-                  "control), {}. {}",
-                  request.num_workers, format_bytes(needed), least, format_bytes(layout.slot_bytes()),
-                  format_bytes(layout.control_bytes(least)), why, advice));
+  return Error(ErrorCode::shm,
+               fmt::format("stoker: not enough shared memory for {} workers: needs {} ({} batch slots of {} plus {} of "
+                           "control), {}. {}",
+                           request.num_workers, format_bytes(needed), least, format_bytes(layout.slot_bytes()),
+                           format_bytes(layout.control_bytes(least)), why, advice));
 }
 
 ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,

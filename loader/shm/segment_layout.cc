@@ -158,10 +158,18 @@ WorkerChannel SegmentView::channel(std::uint32_t w) const noexcept {
   return out;
 }
 
-void SegmentView::set_error(std::uint32_t s, std::string_view message) const noexcept {
+void SegmentView::set_error(std::uint32_t s, ErrorCode code, std::string_view message) const noexcept {
   std::size_t n = std::min(message.size(), kErrorTextBytes);
   std::memcpy(slot_error(s), message.data(), n);
   slot_header(s).error_bytes = static_cast<std::uint32_t>(n);
+  slot_header(s).error_code = static_cast<std::uint32_t>(code);
+}
+
+Error SegmentView::slot_error_of(std::uint32_t s) const {
+  const std::uint32_t code = slot_header(s).error_code;
+  const bool known = code >= static_cast<std::uint32_t>(ErrorCode::invalid_option) &&
+                     code <= static_cast<std::uint32_t>(ErrorCode::internal);
+  return Error(known ? static_cast<ErrorCode>(code) : ErrorCode::internal, std::string(error(s)));
 }
 
 std::string_view SegmentView::error(std::uint32_t s) const noexcept {

@@ -16,12 +16,13 @@
 #include <string_view>
 #include <vector>
 
+#include "stoker/error.h"
 #include "stoker/schema.h"
 
 namespace stoker::detail {
 
 inline constexpr char kSegmentMagic[8] = {'S', 'T', 'O', 'K', 'E', 'R', 'S', 'M'};
-inline constexpr std::uint32_t kSegmentVersion = 1;
+inline constexpr std::uint32_t kSegmentVersion = 2;
 inline constexpr std::size_t kErrorTextBytes = 4096;
 inline constexpr std::uint32_t kStopWorker = 0xffffffffu;  // task ring sentinel: exit
 
@@ -69,7 +70,8 @@ struct SlotHeader {
   std::uint32_t error_bytes;
   std::uint64_t busy_ns;       // time the worker spent filling this slot
   std::uint64_t needed_bytes;  // too_large: what the field that did not fit needed
-  std::uint64_t reserved;
+  std::uint32_t error_code;    // error: the stoker::ErrorCode of the error text
+  std::uint32_t reserved;
 };
 static_assert(sizeof(SlotHeader) == 64);
 
@@ -165,9 +167,11 @@ class SegmentView {
   std::size_t slot_bytes() const noexcept { return header_->slot_bytes; }
   WorkerChannel channel(std::uint32_t w) const noexcept;
 
-  // Writes `message` (truncated to fit) as slot s's error text.
-  void set_error(std::uint32_t s, std::string_view message) const noexcept;
+  // Writes `message` (truncated to fit) as slot s's error text, and its code.
+  void set_error(std::uint32_t s, ErrorCode code, std::string_view message) const noexcept;
   std::string_view error(std::uint32_t s) const noexcept;
+  // The error a slot of status error holds (ErrorCode::internal for a code no stoker writes).
+  Error slot_error_of(std::uint32_t s) const;
 
  private:
   std::byte* base_ = nullptr;

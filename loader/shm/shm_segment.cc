@@ -31,7 +31,7 @@ std::string unique_name() {
 [[noreturn]] void throw_interprocess(const bip::interprocess_exception& e, const std::string& what) {
   const int native = e.get_native_error();
   if (native != 0) throw_errno(native, what);
-  throw Error(fmt::format("{}: {}", what, e.what()));
+  throw Error(ErrorCode::io, fmt::format("{}: {}", what, e.what()));
 }
 
 }  // namespace

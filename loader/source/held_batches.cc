@@ -6,11 +6,13 @@
 namespace stoker::detail {
 
 Error held_batches_error(const SlotPool& slots, std::uint64_t epoch) {
-  return Error(fmt::format(
-      "stoker: all {} batch slots are held by live stoker::Batch objects (batches {} of epoch {}), so no batch can be "
-      "loaded: destroy or release() the batches you no longer need, copy what you want to keep, or raise "
-      "Options::prefetch",
-      slots.num_slots(), fmt::join(slots.held_batches(), ", "), epoch));
+  return Error(
+      ErrorCode::slots_held,
+      fmt::format("stoker: all {} batch slots are held by live stoker::Batch objects (batches {} of epoch {}), so no "
+                  "batch can be "
+                  "loaded: destroy or release() the batches you no longer need, copy what you want to keep, or raise "
+                  "Options::prefetch",
+                  slots.num_slots(), fmt::join(slots.held_batches(), ", "), epoch));
 }
 
 }  // namespace stoker::detail

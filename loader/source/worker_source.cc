@@ -23,9 +23,9 @@ WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth,
       timeout_(timeout),
       respawn_(std::move(respawn)) {}
 
-void WorkerSource::fail(std::string message) {
-  broken_ = std::move(message);
-  throw Error(*broken_);
+void WorkerSource::fail(ErrorCode code, std::string message) {
+  broken_.emplace(code, message);
+  throw *broken_;
 }
 
 void WorkerSource::issue() {
@@ -51,7 +51,8 @@ void WorkerSource::restart_fork_server(const std::string& what) {
   const std::string death = what;
   deaths_.push_back(death);
   if (!workers_.can_restart_server() || respawns_ >= respawn_.max) {
-    fail(fmt::format("{}; the loader cannot continue{}", death,
+    fail(ErrorCode::worker_died,
+         fmt::format("{}; the loader cannot continue{}", death,
                      workers_.can_restart_server() ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
                                                    : std::string(" (a fork server is replaced only when the program "
                                                                  "called stoker::init: docs/faults.md)")));
@@ -69,7 +70,7 @@ void WorkerSource::restart_fork_server(const std::string& what) {
   try {
     workers_.restart_server();
   } catch (const Error& e) {
-    fail(fmt::format("{}; starting a new one failed: {}", death, e.what()));
+    fail(e.code(), fmt::format("{}; starting a new one failed: {}", death, e.what()));
   }
   for (std::uint32_t w = 0; w < workers_.size(); ++w) {
     for (std::uint32_t s : pending[w]) workers_.assign(w, s);
@@ -107,7 +108,8 @@ void WorkerSource::check_exits() {
   }
   deaths_.push_back(death);
   if (respawns_ >= respawn_.max) {
-    fail(fmt::format("stoker: {}; the loader cannot continue{}", death,
+    fail(ErrorCode::worker_died,
+         fmt::format("stoker: {}; the loader cannot continue{}", death,
                      deaths_.size() > 1
                          ? fmt::format(" (all {} worker deaths: {})", deaths_.size(), fmt::join(deaths_, "; "))
                      : respawn_.max > 0 ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
@@ -120,7 +122,7 @@ void WorkerSource::check_exits() {
   try {
     pid = workers_.respawn(exit->worker, slots);
   } catch (const Error& e) {
-    fail(fmt::format("stoker: {}; replacing it failed: {}", death, e.what()));
+    fail(e.code(), fmt::format("stoker: {}; replacing it failed: {}", death, e.what()));
   }
   ++respawns_;
   if (respawn_.warn) {
@@ -143,7 +145,7 @@ void WorkerSource::wait_for(std::uint64_t t) {
                       timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
     }
     switch (workers_.wait(left)) {
-      case WorkerPool::Wake::interrupted: throw Error("stoker: the loader is shutting down");
+      case WorkerPool::Wake::interrupted: throw Error(ErrorCode::interrupted, "stoker: the loader is shutting down");
       case WorkerPool::Wake::timeout: {
         collect();
         if (tasks_.at(t).arrived) return;
@@ -159,11 +161,11 @@ void WorkerSource::wait_for(std::uint64_t t) {
           start = Clock::now();
           break;
         }
-        fail(
-            fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
-                        "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
-                        "legitimately that slow",
-                        w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w)));
+        fail(ErrorCode::worker_stuck,
+             fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
+                         "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
+                         "legitimately that slow",
+                         w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w)));
       }
       case WorkerPool::Wake::activity: break;
     }
@@ -171,7 +173,7 @@ void WorkerSource::wait_for(std::uint64_t t) {
 }
 
 void WorkerSource::abandon() {
-  if (broken_) throw Error(*broken_);
+  if (broken_) throw *broken_;
   while (tasks_.in_flight() > 0) {
     wait_for(tasks_.next_to_receive());
     slots_->release(tasks_.receive().slot);
@@ -179,7 +181,7 @@ void WorkerSource::abandon() {
 }
 
 void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
-  if (broken_) throw Error(*broken_);
+  if (broken_) throw *broken_;
   plan_ = &plan;
   tasks_.start(first, plan.num_batches);
   issue();  // workers start on the first batches before the first next()
@@ -191,7 +193,7 @@ void WorkerSource::set_auto_tuner(std::unique_ptr<AutoTuner> tuner) {
 }
 
 std::uint32_t WorkerSource::next_filled() {
-  if (broken_) throw Error(*broken_);
+  if (broken_) throw *broken_;
   const auto t0 = Clock::now();
   if (tuner_ && interval_batches_ == 0) interval_start_ = t0;
   check_exits();  // a dead worker is reported at once, not only when its batch is due

@@ -59,14 +59,15 @@ class WorkerSource final : public SlotSource {
   // The fork server died (`what` says how): a new one and new workers, or the error.
   void restart_fork_server(const std::string& what);
   void wait_for(std::uint64_t batch);
-  [[noreturn]] void fail(std::string message);
+  // The loader cannot continue: remembers why, and throws it (and again at every later call).
+  [[noreturn]] void fail(ErrorCode code, std::string message);
 
   std::shared_ptr<SlotPool> slots_;
   WorkerPool workers_;
   TaskTable tasks_;
   std::chrono::milliseconds timeout_;
   const EpochPlan* plan_ = nullptr;
-  std::optional<std::string> broken_;  // the loader cannot continue: why
+  std::optional<Error> broken_;  // the loader cannot continue: why
   RespawnPolicy respawn_;
   std::uint64_t respawns_ = 0;
   std::vector<std::string> deaths_;            // every worker death so far, for the final error

@@ -50,13 +50,13 @@ torch::Dtype torch_dtype(DType t) {
     case DType::u64: return torch::kUInt64;
     case DType::bf16: return torch::kBFloat16;
   }
-  throw Error("torch_dtype: unknown dtype");
+  throw Error(ErrorCode::invalid_option, "torch_dtype: unknown dtype");
 }
 
 std::string offsets_name(const FieldView& f) { return std::string(f.name) + ".offsets"; }
 
 TensorMap to_tensors(Batch&& batch) {
-  if (!batch) throw Error("to_tensors: the batch is empty (moved from or released)");
+  if (!batch) throw Error(ErrorCode::invalid_option, "to_tensors: the batch is empty (moved from or released)");
   auto holder = std::make_shared<Batch>(std::move(batch));
   make_ready(*holder);
   TensorMap out;
@@ -81,7 +81,7 @@ TensorMap to_tensors(Batch&& batch) {
 }
 
 TensorMap copy_to_tensors(Batch&& batch) {
-  if (!batch) throw Error("copy_to_tensors: the batch is empty (moved from or released)");
+  if (!batch) throw Error(ErrorCode::invalid_option, "copy_to_tensors: the batch is empty (moved from or released)");
   Batch b = std::move(batch);
   make_ready(b);
   TensorMap out;
@@ -110,7 +110,8 @@ TensorMap copy_to_tensors(Batch&& batch) {
 
 std::vector<torch::Tensor> split_bytes(const torch::Tensor& flat, const torch::Tensor& offsets) {
   if (flat.dim() != 1 || offsets.dim() != 1 || offsets.scalar_type() != torch::kInt64 || offsets.numel() < 1) {
-    throw Error("split_bytes: needs a 1-D flat tensor and a 1-D int64 offsets tensor of B+1 entries");
+    throw Error(ErrorCode::invalid_option,
+                "split_bytes: needs a 1-D flat tensor and a 1-D int64 offsets tensor of B+1 entries");
   }
   const torch::Tensor o = offsets.to(torch::kCPU);
   const auto* p = o.data_ptr<std::int64_t>();
@@ -119,8 +120,9 @@ std::vector<torch::Tensor> split_bytes(const torch::Tensor& flat, const torch::T
   for (std::int64_t k = 0; k + 1 < o.numel(); ++k) {
     if (p[k] < 0 || p[k + 1] < p[k] || p[k + 1] > flat.numel()) {
       // No fmt here: LibTorch's headers bring a fmt of their own.
-      throw Error("split_bytes: offsets " + std::to_string(p[k]) + " .. " + std::to_string(p[k + 1]) + " of sample " +
-                  std::to_string(k) + " are not within the " + std::to_string(flat.numel()) + " bytes");
+      throw Error(ErrorCode::invalid_option, "split_bytes: offsets " + std::to_string(p[k]) + " .. " +
+                                                 std::to_string(p[k + 1]) + " of sample " + std::to_string(k) +
+                                                 " are not within the " + std::to_string(flat.numel()) + " bytes");
     }
     out.push_back(flat.narrow(0, p[k], p[k + 1] - p[k]));
   }

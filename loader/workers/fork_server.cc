@@ -273,7 +273,8 @@ ReceivedSetup receive_setup(int sock) {
   while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
   }
   if (n < 0) throw_errno("receiving the worker setup");
-  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) throw Error("stoker: the worker setup was truncated");
+  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+    throw Error(ErrorCode::internal, "stoker: the worker setup was truncated");
   ReceivedSetup out;
   text.resize(static_cast<std::size_t>(n));
   out.setup = std::move(text);
@@ -369,12 +370,12 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
       exec ? "; it is this program started again, so main() must call stoker::init(argc, argv) before anything "
              "else (stoker/init.h)"
            : "";
-  auto give_up = [&](const std::string& why) {
+  auto give_up = [&](ErrorCode code, const std::string& why) {
     int st = 0;
     ::waitpid(pid_, &st, 0);
     pid_ = -1;
     shut_down_ = true;
-    throw Error(why);
+    throw Error(code, why);
   };
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   for (std::uint32_t started = 0; started < num_workers;) {
@@ -384,7 +385,8 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       ::kill(pid_, SIGKILL);
-      give_up(fmt::format("stoker: the fork server (pid {}) did not start its workers within 60 s{}", launched_pid_,
+      give_up(ErrorCode::worker_stuck,
+              fmt::format("stoker: the fork server (pid {}) did not start its workers within 60 s{}", launched_pid_,
                           exec_hint));
     }
     Message m{};
@@ -395,19 +397,20 @@ ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32
       ::waitpid(pid_, &st, 0);
       pid_ = -1;
       shut_down_ = true;
-      throw Error(
-          fmt::format("stoker: the fork server {} while starting workers{}", describe_wait_status(st), exec_hint));
+      throw Error(ErrorCode::worker_died, fmt::format("stoker: the fork server {} while starting workers{}",
+                                                      describe_wait_status(st), exec_hint));
     }
     if (m.type == MsgType::setup_failed) {
       std::string why(4096, '\0');
       const ssize_t got = ::recv(sock_.get(), why.data(), why.size(), 0);
       why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
-      give_up("stoker: the fork server could not start its workers: " + why);
+      give_up(ErrorCode::worker_died, "stoker: the fork server could not start its workers: " + why);
     }
     if (m.type == MsgType::spawn_failed) {
-      give_up(m.worker == kServer ? fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}",
-                                                std::strerror(m.status))
-                                  : spawn_failure(m.worker, m.status));
+      give_up(ErrorCode::io, m.worker == kServer
+                                 ? fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}",
+                                               std::strerror(m.status))
+                                 : spawn_failure(m.worker, m.status));
     }
     if (m.type == MsgType::spawned) {
       worker_pids_.at(m.worker) = m.pid;
@@ -439,18 +442,20 @@ pid_t ForkServer::respawn(std::uint32_t worker) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd fd{sock_.get(), POLLIN, 0};
     if (left <= 0 || ::poll(&fd, 1, static_cast<int>(std::max<long long>(left, 0))) == 0) {
-      throw Error(fmt::format("stoker: the fork server did not start a replacement for worker {} within 30 s", worker));
+      throw Error(ErrorCode::worker_died,
+                  fmt::format("stoker: the fork server did not start a replacement for worker {} within 30 s", worker));
     }
     Message m{};
     ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n != static_cast<ssize_t>(sizeof m)) {
-      throw Error(fmt::format("stoker: the fork server {} while replacing worker {}", reap_gone_server(), worker));
+      throw Error(ErrorCode::worker_died,
+                  fmt::format("stoker: the fork server {} while replacing worker {}", reap_gone_server(), worker));
     }
     if (m.type == MsgType::exited) {
       exits_.push_back(WorkerExit{m.worker, m.pid, m.status});  // another death: reported next
     } else if (m.type == MsgType::spawn_failed && m.worker == worker) {
-      throw Error(spawn_failure(worker, m.status));
+      throw Error(ErrorCode::io, spawn_failure(worker, m.status));
     } else if (m.type == MsgType::spawned && m.worker == worker) {
       worker_pids_.at(worker) = m.pid;
       return m.pid;
@@ -474,7 +479,8 @@ std::optional<WorkerExit> ForkServer::poll_exit() {
       continue;
     }
     const std::string how = reap_gone_server();
-    throw Error(fmt::format("stoker: the fork server (pid {}) {}; its workers are gone", launched_pid_, how));
+    throw Error(ErrorCode::worker_died,
+                fmt::format("stoker: the fork server (pid {}) {}; its workers are gone", launched_pid_, how));
   }
 }
 

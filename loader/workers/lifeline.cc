@@ -49,7 +49,7 @@ Lifeline::Lifeline() {
     }
   }
   ::close(write_);
-  throw Error("stoker: more than 64 loaders with workers in one process");
+  throw Error(ErrorCode::invalid_option, "stoker: more than 64 loaders with workers in one process");
 }
 
 Lifeline::~Lifeline() {

@@ -32,8 +32,8 @@ formats::Reader& LazyReader::get() {
   if (!reader_) {
     auto r = formats::open_reader(path_, options_);
     if (!(r->schema() == expected_)) {
-      throw Error(fmt::format("{}: the dataset changed after the loader opened it (was {}, now {})", path_,
-                              describe(expected_), describe(r->schema())));
+      throw Error(ErrorCode::dataset, fmt::format("{}: the dataset changed after the loader opened it (was {}, now {})",
+                                                  path_, describe(expected_), describe(r->schema())));
     }
     reader_ = std::move(r);
   }
@@ -84,8 +84,12 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
                              : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
         try {
           pipelines_.run(f, in, h.epoch, indices[k], dst + k * out_bytes);
+        } catch (const Error& e) {
+          throw Error(e.code(),
+                      fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
         } catch (const std::exception& e) {
-          throw Error(fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
+          throw Error(ErrorCode::dataset,
+                      fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
         }
       }
     } else if (field.is_bytes() && !overflow) {
@@ -107,11 +111,16 @@ void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::stri
   try {
     h.needed_bytes = read_into(view, s, nullptr);
     h.status = static_cast<std::uint32_t>(h.needed_bytes ? SlotStatus::too_large : SlotStatus::ok);
+  } catch (const Error& e) {
+    view.set_error(s, e.code(), fmt::format("{}: batch {} of epoch {}: {}", who, h.batch_index, h.epoch, e.what()));
+    h.status = static_cast<std::uint32_t>(SlotStatus::error);
   } catch (const std::exception& e) {
-    view.set_error(s, fmt::format("{}: batch {} of epoch {}: {}", who, h.batch_index, h.epoch, e.what()));
+    view.set_error(s, ErrorCode::dataset,
+                   fmt::format("{}: batch {} of epoch {}: {}", who, h.batch_index, h.epoch, e.what()));
     h.status = static_cast<std::uint32_t>(SlotStatus::error);
   } catch (...) {
-    view.set_error(s, fmt::format("{}: batch {} of epoch {}: unknown exception", who, h.batch_index, h.epoch));
+    view.set_error(s, ErrorCode::dataset,
+                   fmt::format("{}: batch {} of epoch {}: unknown exception", who, h.batch_index, h.epoch));
     h.status = static_cast<std::uint32_t>(SlotStatus::error);
   }
   h.busy_ns = static_cast<std::uint64_t>(

@@ -96,8 +96,8 @@ void serve_exec_fork_server(int sock) {
     ReceivedSetup received = receive_setup(sock);
     WorkerSetup setup = WorkerSetup::from_json(received.setup);
     if (received.fds.size() != kSetupFixedFds + setup.num_workers) {
-      throw Error(fmt::format("stoker: the worker setup came with {} descriptors, not {}", received.fds.size(),
-                              kSetupFixedFds + setup.num_workers));
+      throw Error(ErrorCode::internal, fmt::format("stoker: the worker setup came with {} descriptors, not {}",
+                                                      received.fds.size(), kSetupFixedFds + setup.num_workers));
     }
     // Kept for the process's life: the mapping, the layout and the descriptors the workers use.
     static ShmSegment segment = ShmSegment::map_shared(received.fds[0].get(), setup.segment_bytes);

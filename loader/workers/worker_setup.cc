@@ -47,7 +47,7 @@ WorkerSetup WorkerSetup::from_json(const std::string& text) {
     s.segment_bytes = j.at("segment_bytes").get<std::uint64_t>();
     return s;
   } catch (const json::exception& e) {
-    throw Error(fmt::format("stoker: malformed worker setup: {}", e.what()));
+    throw Error(ErrorCode::internal, fmt::format("stoker: malformed worker setup: {}", e.what()));
   }
 }
 

@@ -127,13 +127,13 @@ using SpngCtx = std::unique_ptr<spng_ctx, SpngFree>;
 
 SpngCtx open_png(std::span<const std::byte> data) {
   SpngCtx ctx(spng_ctx_new(0));
-  if (!ctx) throw Error("libspng: cannot allocate a decoder");
+  if (!ctx) throw Error(ErrorCode::dataset, "libspng: cannot allocate a decoder");
   // No PNG may decode to more than a sample may hold, nor keep huge ancillary chunks.
   spng_set_image_limits(ctx.get(), 1u << 20, 1u << 20);
   spng_set_chunk_limits(ctx.get(), 64u << 20, 64u << 20);
   spng_set_crc_action(ctx.get(), SPNG_CRC_ERROR, SPNG_CRC_ERROR);
   if (int rc = spng_set_png_buffer(ctx.get(), data.data(), data.size())) {
-    throw Error(fmt::format("PNG: {}", spng_strerror(rc)));
+    throw Error(ErrorCode::dataset, fmt::format("PNG: {}", spng_strerror(rc)));
   }
   return ctx;
 }
@@ -146,24 +146,26 @@ ImageInfo image_info(std::span<const std::byte> data) {
   if (data.size() >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff) {
     JpegErrors err;
     if (jpeg_header(p, data.size(), &info.width, &info.height, &err) != 0) {
-      throw Error(fmt::format("corrupt JPEG header: {}", err.message));
+      throw Error(ErrorCode::dataset, fmt::format("corrupt JPEG header: {}", err.message));
     }
   } else if (data.size() >= 8 && std::memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0) {
     info.kind = ImageInfo::Kind::png;
     SpngCtx ctx = open_png(data);
     spng_ihdr ihdr;
-    if (int rc = spng_get_ihdr(ctx.get(), &ihdr)) throw Error(fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
+    if (int rc = spng_get_ihdr(ctx.get(), &ihdr))
+      throw Error(ErrorCode::dataset, fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
     info.width = static_cast<int>(ihdr.width);
     info.height = static_cast<int>(ihdr.height);
   } else {
     std::string start;
     for (std::size_t i = 0; i < std::min<std::size_t>(data.size(), 8); ++i) start += fmt::format("{:02x}", p[i]);
-    throw Error(fmt::format("not a JPEG or PNG image ({} bytes, starting {})", data.size(),
-                            data.empty() ? "with nothing" : start));
+    throw Error(ErrorCode::dataset, fmt::format("not a JPEG or PNG image ({} bytes, starting {})", data.size(),
+                                                       data.empty() ? "with nothing" : start));
   }
   if (info.width <= 0 || info.height <= 0 ||
       static_cast<std::uint64_t>(info.width) * static_cast<std::uint64_t>(info.height) > kMaxPixels) {
-    throw Error(fmt::format("image of {}x{} pixels: more than a sample may hold ({} bytes, kMaxSampleBytes)",
+    throw Error(ErrorCode::dataset,
+                fmt::format("image of {}x{} pixels: more than a sample may hold ({} bytes, kMaxSampleBytes)",
                             info.width, info.height, kMaxSampleBytes));
   }
   return info;
@@ -174,10 +176,11 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
   if (info.kind == ImageInfo::Kind::png) {
     SpngCtx ctx = open_png(data);
     spng_ihdr ihdr;
-    if (int rc = spng_get_ihdr(ctx.get(), &ihdr)) throw Error(fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
+    if (int rc = spng_get_ihdr(ctx.get(), &ihdr))
+      throw Error(ErrorCode::dataset, fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
     std::size_t size = 0;
     if (int rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size)) {
-      throw Error(fmt::format("PNG: {}", spng_strerror(rc)));
+      throw Error(ErrorCode::dataset, fmt::format("PNG: {}", spng_strerror(rc)));
     }
     out.resize(static_cast<std::size_t>(region.width) * region.height * 3);
     const std::size_t row = static_cast<std::size_t>(region.width) * 3;
@@ -185,7 +188,7 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
       // Interlaced: every pass covers the whole image, so it is decoded whole.
       scratch.resize(size);
       if (int rc = spng_decode_image(ctx.get(), scratch.data(), size, SPNG_FMT_RGB8, SPNG_DECODE_TRNS)) {
-        throw Error(fmt::format("corrupt PNG: {}", spng_strerror(rc)));
+        throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {}", spng_strerror(rc)));
       }
       for (int y = 0; y < region.height; ++y) {
         std::memcpy(out.data() + y * row,
@@ -197,12 +200,12 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
     // above, so the rows above it are decoded too; those below never are (as for a JPEG).
     const std::size_t image_row = size / static_cast<std::size_t>(info.height);
     if (int rc = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_TRNS | SPNG_DECODE_PROGRESSIVE)) {
-      throw Error(fmt::format("corrupt PNG: {}", spng_strerror(rc)));
+      throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {}", spng_strerror(rc)));
     }
     scratch.resize(image_row);
     for (int y = 0; y < region.y + region.height; ++y) {
       if (int rc = spng_decode_row(ctx.get(), scratch.data(), image_row); rc != 0 && rc != SPNG_EOI) {
-        throw Error(fmt::format("corrupt PNG: {} (row {})", spng_strerror(rc), y));
+        throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {} (row {})", spng_strerror(rc), y));
       }
       if (y >= region.y) {
         std::memcpy(out.data() + static_cast<std::size_t>(y - region.y) * row,
@@ -241,7 +244,7 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
   r.out = reinterpret_cast<unsigned char*>(out.data());
   r.row = reinterpret_cast<unsigned char*>(scratch.data());
   JpegErrors err;
-  if (jpeg_decode(&r, &err) != 0) throw Error(fmt::format("corrupt JPEG: {}", err.message));
+  if (jpeg_decode(&r, &err) != 0) throw Error(ErrorCode::dataset, fmt::format("corrupt JPEG: {}", err.message));
   return {static_cast<int>(r.width), static_cast<int>(r.height)};
 }
 

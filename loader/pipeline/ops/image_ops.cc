@@ -20,28 +20,34 @@ namespace {
 int positive_int(const OpText& op, std::size_t i, const char* what) {
   const double v = op.args[i];
   if (v != std::floor(v) || v < 1 || v > 65536) {
-    throw Error(fmt::format("'{}': {} must be a whole number from 1 to 65536, not {}", op.text, what, v));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("'{}': {} must be a whole number from 1 to 65536, not {}", op.text, what, v));
   }
   return static_cast<int>(v);
 }
 
 void expect_args(const OpText& op, std::initializer_list<std::size_t> counts, const char* usage) {
   if (std::find(counts.begin(), counts.end(), op.args.size()) == counts.end()) {
-    throw Error(fmt::format("'{}': takes {} (got {} argument{})", op.text, usage, op.args.size(),
-                            op.args.size() == 1 ? "" : "s"));
+    throw Error(ErrorCode::invalid_option, fmt::format("'{}': takes {} (got {} argument{})", op.text, usage,
+                                                       op.args.size(), op.args.size() == 1 ? "" : "s"));
   }
 }
 
 // An image: HWC (or CHW after to_chw) with 1, 3 or 4 channels.
 void expect_image(const Spec& in, const OpText& op, bool allow_chw = false) {
-  if (in.bytes) throw Error(fmt::format("'{}' needs an image, and its input is encoded bytes: decode first", op.text));
+  if (in.bytes)
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("'{}' needs an image, and its input is encoded bytes: decode first", op.text));
   if (in.shape.size() != 3) {
     throw Error(
+        ErrorCode::invalid_option,
         fmt::format("'{}' needs an image (height, width, channels), and its input is {}", op.text, describe(in)));
   }
-  if (in.chw && !allow_chw) throw Error(fmt::format("'{}' works on HWC images: put it before to_chw", op.text));
+  if (in.chw && !allow_chw)
+    throw Error(ErrorCode::invalid_option, fmt::format("'{}' works on HWC images: put it before to_chw", op.text));
   if (in.dtype != DType::u8 && in.dtype != DType::f32) {
-    throw Error(fmt::format("'{}' works on u8 or f32 images, and its input is {}", op.text, describe(in)));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("'{}' works on u8 or f32 images, and its input is {}", op.text, describe(in)));
   }
 }
 
@@ -83,6 +89,7 @@ class DecodeOp final : public Op {
   Spec bind(const Spec& in) override {
     if (!in.bytes && !(in.dtype == DType::u8 && in.shape.size() == 1)) {
       throw Error(
+          ErrorCode::invalid_option,
           fmt::format("'{}' decodes encoded images (a bytes field), and its input is {}", text_.text, describe(in)));
     }
     return Spec{false, DType::u8, {h_ ? h_ : -1, w_ ? w_ : -1, 3}, false};
@@ -115,14 +122,15 @@ class DecodeOp final : public Op {
   void check_kind(const ImageInfo& info) const {
     const bool is_jpeg = info.kind == ImageInfo::Kind::jpeg;
     if ((text_.name == "decode_jpeg" && !is_jpeg) || (text_.name == "decode_png" && is_jpeg)) {
-      throw Error(fmt::format("the image is a {}; '{}' decodes {} only (decode takes either)", is_jpeg ? "JPEG" : "PNG",
+      throw Error(ErrorCode::dataset,
+                  fmt::format("the image is a {}; '{}' decodes {} only (decode takes either)", is_jpeg ? "JPEG" : "PNG",
                               text_.name, is_jpeg ? "PNG" : "JPEG"));
     }
   }
   void check_size(const ImageInfo& info) const {
     if (h_ && (info.height != h_ || info.width != w_)) {
-      throw Error(fmt::format("the image is {}x{} (height x width); '{}' declares {}x{}", info.height, info.width,
-                              text_.text, h_, w_));
+      throw Error(ErrorCode::dataset, fmt::format("the image is {}x{} (height x width); '{}' declares {}x{}",
+                                                         info.height, info.width, text_.text, h_, w_));
     }
   }
   int h_ = 0, w_ = 0;
@@ -253,7 +261,8 @@ class FlipOp final : public Op {
     expect_args(text_, {0, 1}, "no arguments, or the probability p of a flip (default 0.5)");
     if (!text_.args.empty()) {
       p_ = text_.args[0];
-      if (p_ < 0 || p_ > 1) throw Error(fmt::format("'{}': the probability must be within [0, 1]", text_.text));
+      if (p_ < 0 || p_ > 1)
+        throw Error(ErrorCode::invalid_option, fmt::format("'{}': the probability must be within [0, 1]", text_.text));
     }
   }
   Spec bind(const Spec& in) override {
@@ -342,7 +351,7 @@ class ToChwOp final : public Op {
       }
       return;
     }
-    if (flipped) throw Error("internal error: flip and to_chw fused on other than u8 RGB");
+    if (flipped) throw Error(ErrorCode::internal, "internal error: flip and to_chw fused on other than u8 RGB");
     if (el == 1) {
       const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
       auto* dst = reinterpret_cast<std::uint8_t*>(o);
@@ -368,7 +377,8 @@ class NormalizeOp final : public Op {
     expect_args(text_, {2, 6}, "(mean, std) for one channel or (m0, m1, m2, s0, s1, s2) for three");
     const std::size_t c = text_.args.size() / 2;
     for (std::size_t i = 0; i < c; ++i) {
-      if (!(text_.args[c + i] > 0)) throw Error(fmt::format("'{}': std {} must be above 0", text_.text, i));
+      if (!(text_.args[c + i] > 0))
+        throw Error(ErrorCode::invalid_option, fmt::format("'{}': std {} must be above 0", text_.text, i));
     }
   }
   Spec bind(const Spec& in) override {
@@ -376,8 +386,8 @@ class NormalizeOp final : public Op {
     chw_ = in.chw;
     const std::int64_t c = chw_ ? in.shape[0] : in.shape[2];
     if (static_cast<std::size_t>(c) * 2 != text_.args.size()) {
-      throw Error(fmt::format("'{}': {} means and stds for an image of {} channels ({})", text_.text,
-                              text_.args.size() / 2, c, describe(in)));
+      throw Error(ErrorCode::invalid_option, fmt::format("'{}': {} means and stds for an image of {} channels ({})",
+                                                         text_.text, text_.args.size() / 2, c, describe(in)));
     }
     return Spec{false, DType::f32, in.shape, in.chw};
   }

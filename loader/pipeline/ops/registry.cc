@@ -56,7 +56,7 @@ std::unique_ptr<Op> make_op(const OpText& t) {
   if (const BuiltinOp* b = find_builtin(t.name)) return b->make(t);
   const auto user = user_ops().find(t.name);
   if (user != user_ops().end()) return std::make_unique<UserOpAdapter>(t, user->second);
-  throw Error(fmt::format("unknown operation '{}' (operations: {})", t.name, known_ops()));
+  throw Error(ErrorCode::invalid_option, fmt::format("unknown operation '{}' (operations: {})", t.name, known_ops()));
 }
 
 }  // namespace detail
@@ -64,12 +64,15 @@ std::unique_ptr<Op> make_op(const OpText& t) {
 bool register_op(const std::string& name, UserOp op) {
   if (name.empty() || !std::all_of(name.begin(), name.end(),
                                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; })) {
-    throw Error(fmt::format("register_op: '{}' is not a valid operation name (letters, digits and _)", name));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("register_op: '{}' is not a valid operation name (letters, digits and _)", name));
   }
   if (detail::find_builtin(name) || detail::user_ops().count(name)) {
-    throw Error(fmt::format("register_op: an operation named '{}' is already registered", name));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("register_op: an operation named '{}' is already registered", name));
   }
-  if (!op.spec || !op.run) throw Error(fmt::format("register_op: operation '{}' needs both spec and run", name));
+  if (!op.spec || !op.run)
+    throw Error(ErrorCode::invalid_option, fmt::format("register_op: operation '{}' needs both spec and run", name));
   detail::user_ops().emplace(name, std::move(op));
   return true;
 }

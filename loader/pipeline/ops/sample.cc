@@ -15,7 +15,8 @@ std::byte* SampleOut::resize(DType dtype, std::span<const std::int64_t> shape) {
   std::uint64_t bytes = dtype_size(dtype);
   for (std::int64_t d : shape) {
     if (d < 0 || (d > 0 && static_cast<std::uint64_t>(d) > kMaxSampleBytes / std::max<std::uint64_t>(bytes, 1))) {
-      throw Error(fmt::format("an output of shape [{}] is more than a sample may hold ({} bytes, kMaxSampleBytes)",
+      throw Error(ErrorCode::dataset,
+                  fmt::format("an output of shape [{}] is more than a sample may hold ({} bytes, kMaxSampleBytes)",
                               fmt::join(shape, ","), kMaxSampleBytes));
     }
     bytes *= static_cast<std::uint64_t>(d);

@@ -1,4 +1,4 @@
-#include "tools/gpu_step.h"
+#include "loader/device/spin_kernel.h"
 
 #include <chrono>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include "loader/device/cuda_driver.h"
 #include "loader/device/emulated_device.h"
 
-namespace stoker::tools {
+namespace stoker::detail {
 namespace {
 
 // spin(ns): one thread reads the global nanosecond timer until `ns` have passed.
@@ -32,9 +32,9 @@ LOOP:
 
 }  // namespace
 
-GpuStep::GpuStep(const Device& device) : device_(device) {
+SpinKernel::SpinKernel(const Device& device) : device_(device) {
   if (device.kind != Device::Kind::cuda) return;
-  namespace cu = detail::cuda;
+  namespace cu = cuda;
   const cu::Driver& d = cu::driver();
   cu::CUmodule module = nullptr;
   cu::check(d.cuModuleLoadData(&module, kSpinPtx), "loading the spin kernel");
@@ -44,20 +44,19 @@ GpuStep::GpuStep(const Device& device) : device_(device) {
   function_ = fn;
 }
 
-GpuStep::~GpuStep() = default;  // the module lives as long as the context
+SpinKernel::~SpinKernel() = default;  // the module lives as long as the context
 
-void GpuStep::launch(detail::StreamHandle stream, double ms) {
+void SpinKernel::launch(StreamHandle stream, double ms) {
   if (device_.kind == Device::Kind::cuda) {
-    namespace cu = detail::cuda;
+    namespace cu = cuda;
     std::uint64_t ns = static_cast<std::uint64_t>(ms * 1e6);
     void* params[] = {&ns};
     cu::check(cu::driver().cuLaunchKernel(static_cast<cu::CUfunction>(function_), 1, 1, 1, 1, 1, 1, 0,
                                           static_cast<cu::CUstream>(stream), params, nullptr),
               "launching the spin kernel");
   } else {
-    detail::emulated_enqueue(stream,
-                             [ms] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); });
+    emulated_enqueue(stream, [ms] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); });
   }
 }
 
-}  // namespace stoker::tools
+}  // namespace stoker::detail
