@@ -2,6 +2,8 @@
 """The module arrows of docs/architecture.md, held against the code.
 
     check_layering.py SOURCE_DIR
+    check_layering.py --self-test SOURCE_DIR   (the check fails, naming file and line, on a forbidden
+                                                include planted in a copy of the table's modules)
 
 Reads the table of modules (module, what it owns, may include) and the Mermaid picture from
 docs/architecture.md, then checks that
@@ -154,5 +156,32 @@ def main(source_dir):
     return 0
 
 
+def self_test(source_dir):
+    """A shm header that includes the source module (a peer-to-upper arrow) must be named."""
+    import shutil
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "docs"))
+        shutil.copy(os.path.join(source_dir, "docs", "architecture.md"), os.path.join(tmp, "docs"))
+        with open(os.path.join(source_dir, "docs", "architecture.md"), encoding="utf-8") as f:
+            modules = [m.group(1) for m in map(ROW.match, f) if m]
+        for m in modules:
+            os.makedirs(os.path.join(tmp, m), exist_ok=True)
+            with open(os.path.join(tmp, m, "a.h"), "w") as f:
+                f.write("#pragma once\n#include <vector>\n#include \"stoker/batch.h\"\n")
+        with open(os.path.join(tmp, "loader", "shm", "a.h"), "a") as f:
+            f.write("#include \"loader/base/a.h\"\n#include \"loader/source/a.h\"\n")
+        run = subprocess.run([sys.executable, __file__, tmp], capture_output=True, text=True)
+        want = "loader/shm/a.h:5: includes \"loader/source/a.h\" of module 'loader/source', which module 'loader/shm' may not include"
+        if run.returncode != 1 or want not in run.stdout or "a.h:4" in run.stdout:
+            print(f"self-test: expected exit 1 naming only line 5 of loader/shm/a.h, got {run.returncode}:\n{run.stdout}")
+            return 1
+        print("self-test: a forbidden include is reported as:\n  " + run.stdout.splitlines()[0])
+        return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
+        sys.exit(self_test(sys.argv[2] if len(sys.argv) > 2 else "."))
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
