@@ -21,9 +21,8 @@
 namespace stoker {
 
 namespace detail {
-class BatchOwner;
-class SlotPool;
-class DeviceBufferPool;
+class BatchOwner;    // what a Batch returns its memory to
+class BatchBuilder;  // how one is made
 }  // namespace detail
 
 // One field of a batch, in host memory or, for a staged device, in device memory.
@@ -100,8 +99,7 @@ class STOKER_API Batch {
   void* ready_event() const noexcept { return ready_event_; }
 
  private:
-  friend class detail::SlotPool;
-  friend class detail::DeviceBufferPool;
+  friend class detail::BatchBuilder;
   std::shared_ptr<detail::BatchOwner> owner_;
   std::uint32_t slot_ = 0;
   Device device_;

@@ -8,10 +8,27 @@
 #include <cstdlib>
 #include <utility>
 
-#include "loader/batch/batch_owner.h"
+#include "loader/batch/batch_builder.h"
 #include "stoker/error.h"
 
 namespace stoker {
+
+namespace detail {
+
+Batch BatchBuilder::make(std::shared_ptr<BatchOwner> owner, Parts parts) noexcept {
+  Batch b;
+  b.slot_ = parts.id;
+  b.device_ = parts.device;
+  b.ready_event_ = parts.ready_event;
+  b.epoch_ = parts.epoch;
+  b.index_ = parts.index;
+  b.indices_ = parts.indices;
+  b.fields_ = std::move(parts.fields);
+  b.owner_ = std::move(owner);  // last: from here on, destroying the Batch returns the memory
+  return b;
+}
+
+}  // namespace detail
 
 Batch::Batch(Batch&& other) noexcept
     : owner_(std::move(other.owner_)),
@@ -59,8 +76,11 @@ void Batch::record_stream(void* stream) {
 }
 
 void Batch::copy_field_to_host(std::size_t f, void* dst) const {
-  const FieldView& v = fields_.at(f);
   if (!owner_) throw Error(ErrorCode::invalid_option, "batch: the batch is empty (moved from or released)");
+  if (f >= fields_.size()) {
+    throw Error(ErrorCode::invalid_option, fmt::format("batch: no field {} (the batch has {})", f, fields_.size()));
+  }
+  const FieldView& v = fields_[f];
   owner_->copy_to_host(slot_, v.data, static_cast<std::byte*>(dst), v.bytes);
 }
 

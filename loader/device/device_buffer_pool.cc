@@ -4,6 +4,8 @@
 #include <iostream>
 #include <utility>
 
+#include "loader/batch/batch_builder.h"
+
 namespace stoker::detail {
 namespace {
 
@@ -118,26 +120,25 @@ Batch DeviceBufferPool::make_batch(std::uint32_t id, std::uint64_t epoch, std::u
                                    std::span<const std::uint64_t> indices, std::span<const FieldView> host_fields) {
   Buffer& b = buffers_[id];
   b.indices.assign(indices.begin(), indices.end());
-  Batch out;
-  out.slot_ = id;
-  out.epoch_ = epoch;
-  out.index_ = index;
-  out.indices_ = b.indices;
-  out.device_ = backend_->device();
-  out.ready_event_ = b.ready;
+  BatchBuilder::Parts out;
+  out.id = id;
+  out.epoch = epoch;
+  out.index = index;
+  out.indices = b.indices;
+  out.device = backend_->device();
+  out.ready_event = b.ready;
   for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
     FieldView v = host_fields[f];
     v.name = schema_.fields[f].name;
     v.device = backend_->device();
     v.data = b.device + offsets_[f];
-    out.fields_.push_back(std::move(v));
+    out.fields.push_back(std::move(v));
   }
   {
     std::lock_guard lock(mu_);
     ++held_;
   }
-  out.owner_ = shared_from_this();  // last: from here on, destroying the Batch returns the buffer
-  return out;
+  return BatchBuilder::make(shared_from_this(), std::move(out));
 }
 
 DeviceBufferPool::CopyTotals DeviceBufferPool::copy_totals() const {

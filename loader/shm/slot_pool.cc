@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "loader/batch/batch_builder.h"
+
 namespace stoker {
 
 namespace detail {
@@ -51,13 +53,13 @@ void SlotPool::release(std::uint32_t s) noexcept {
 
 Batch SlotPool::make_batch(std::uint32_t s, OutsideBytes outside) {
   const SlotHeader& h = view_.slot_header(s);
-  Batch b;
-  b.slot_ = s;
-  b.epoch_ = h.epoch;
-  b.index_ = h.batch_index;
-  b.indices_ = {view_.slot_indices(s), h.num_samples};
+  BatchBuilder::Parts b;
+  b.id = s;
+  b.epoch = h.epoch;
+  b.index = h.batch_index;
+  b.indices = {view_.slot_indices(s), h.num_samples};
   const Schema& schema = layout_.schema();
-  b.fields_.reserve(schema.fields.size());
+  b.fields.reserve(schema.fields.size());
   for (std::size_t f = 0; f < schema.fields.size(); ++f) {
     const Field& field = schema.fields[f];
     FieldView v;
@@ -80,15 +82,14 @@ Batch SlotPool::make_batch(std::uint32_t s, OutsideBytes outside) {
       v.offsets = {view_.slot_offsets(s, f), h.num_samples + std::size_t{1}};
       v.bytes = v.offsets.back();
     }
-    b.fields_.push_back(std::move(v));
+    b.fields.push_back(std::move(v));
   }
   {
     std::lock_guard lock(mu_);
     held_[s] = true;
     keep_alive_[s] = std::move(outside.owner);
   }
-  b.owner_ = shared_from_this();
-  return b;
+  return BatchBuilder::make(shared_from_this(), std::move(b));
 }
 
 std::vector<std::uint64_t> SlotPool::held_batches() const {

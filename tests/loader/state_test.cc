@@ -16,7 +16,7 @@
 #include "loader/plan/sampler.h"
 #include "loader/plan/shuffle.h"
 #include "stoker/loader.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

@@ -11,7 +11,7 @@
 #include "formats/hdf5/hdf5_reader.h"
 #include "stoker/error.h"
 #include "stoker/state.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

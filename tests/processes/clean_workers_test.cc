@@ -10,7 +10,7 @@
 #include "stoker/digest.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

@@ -22,7 +22,7 @@ import numpy as np
 import xxhash
 from PIL import Image
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from photos import encode, photographs  # noqa: E402
 
 H, W = 96, 128

@@ -17,7 +17,7 @@
 #include "loader/device/emulated_device.h"
 #include "loader/plan/shuffle.h"
 #include "stoker/loader.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import xxhash
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from stoker_order import permutation, quasi_random  # noqa: E402  (docs/sampler.md, in Python)
 
 

@@ -17,7 +17,7 @@
 #include "loader/plan/shuffle.h"
 #include "loader/shm/segment_layout.h"
 #include "stoker/digest.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "loader/base/posix_error.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::detail {
 namespace {

@@ -1,7 +1,7 @@
 // The test datasets written with LMDB's own calls (stoker's internal LMDB helpers), for the tests
 // that link stoker_internal: databases as py-lmdb writes them, and damaged records.
 #include "formats/lmdb/lmdb_env.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 

@@ -1,3 +1,5 @@
+#include "formats/hdf5/hdf5_reader.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -10,7 +12,6 @@
 #include <functional>
 #include <tuple>
 
-#include "formats/hdf5/hdf5_reader.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/lmdb/lmdb_writer.h"
@@ -18,7 +19,7 @@
 #include "loader/plan/quasi_random.h"
 #include "loader/plan/shuffle.h"
 #include "stoker/error.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {
@@ -44,41 +45,6 @@ void expect_reads(formats::Reader& r, const std::vector<std::uint64_t>& indices)
     }
   }
 }
-
-// A bytes field read into a slot: straight into the lent buffer while the samples fit; when one
-// does not, every sample read so far moves with it into the VarBytes' own memory, unchanged.
-TEST(VarBytes, ReadsIntoALentBufferWhileItFitsThenMovesOutWithWhatItHolds) {
-  auto fill = [](std::byte* at, std::size_t n, int seed) {
-    for (std::size_t i = 0; i < n; ++i) at[i] = static_cast<std::byte>(seed + i);
-  };
-  std::vector<std::byte> slot(100);
-  formats::VarBytes b;
-  b.clear_into(slot.data(), slot.size());
-  fill(b.append(40), 40, 1);
-  fill(b.append(60), 60, 2);
-  EXPECT_TRUE(b.writes_into(slot.data()));
-  EXPECT_EQ(b.data(), slot.data());
-  EXPECT_EQ(b.total(), 100u);
-  fill(b.append(30), 30, 3);  // does not fit
-  EXPECT_FALSE(b.writes_into(slot.data()));
-  ASSERT_EQ(b.samples(), 3u);
-  for (int k = 0; k < 3; ++k) {
-    const auto got = b.sample(static_cast<std::size_t>(k));
-    std::vector<std::byte> want(got.size());
-    fill(want.data(), want.size(), k + 1);
-    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << "sample " << k;
-  }
-  // The next batch: lent again, and its own memory is kept for when it is needed.
-  b.clear_into(slot.data(), slot.size());
-  fill(b.append(10), 10, 4);
-  EXPECT_TRUE(b.writes_into(slot.data()));
-  b.clear();
-  fill(b.append(1000), 1000, 5);
-  EXPECT_FALSE(b.writes_into(slot.data()));
-  EXPECT_EQ(b.sample(0)[999], static_cast<std::byte>(5 + 999));
-}
-
-const std::vector<std::uint64_t> kMixedIndices{0, 1, 2, 3, 50, 49, 98, 7, 8, 9, 10, 11, 12, 99, 64, 65, 31, 32};
 
 struct Layout {
   const char* name;
@@ -158,15 +124,6 @@ TEST(Hdf5Reader, UnwrittenChunksReadAsTheFillValueOnBothPaths) {
     std::byte* dest[1] = {reinterpret_cast<std::byte*>(out.data())};
     r.read(idx, dest);
     EXPECT_EQ(out, (std::vector<std::int32_t>{9, 10, 11, 27, 28, 29, -7, -7, -7, -7, -7, -7, -7, -7, -7}));
-  }
-}
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
   }
 }
 
@@ -251,7 +208,7 @@ TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
     H5Gclose(train);
   }
   // No datasets in the root: the error says which groups there are and how to name the fields.
-  expect_error([&] { formats::hdf5_schema(p); },
+  expect_error(ErrorCode::dataset, [&] { formats::hdf5_schema(p); },
                {p, "no datasets in the root group (groups: train)", "e.g. --fields train/images,train/labels"});
   formats::Hdf5Reader r(p, {"train/labels", "train/images"}, formats::Hdf5Path::automatic);
   ASSERT_EQ(r.schema().fields.size(), 2u);
@@ -266,9 +223,9 @@ TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
   EXPECT_EQ(labels, (std::vector<std::int64_t>{107, 102}));
   EXPECT_EQ(images, (std::vector<std::uint8_t>{21, 22, 23, 6, 7, 8}));
   // A missing field lists what is at its level.
-  expect_error([&] { formats::hdf5_schema(p, {"train/nope"}); },
+  expect_error(ErrorCode::dataset, [&] { formats::hdf5_schema(p, {"train/nope"}); },
                {"unknown field 'train/nope' (datasets in group 'train': images, labels; groups: none)"});
-  expect_error([&] { formats::hdf5_schema(p, {"test/images"}); },
+  expect_error(ErrorCode::dataset, [&] { formats::hdf5_schema(p, {"test/images"}); },
                {"unknown field 'test/images': no group 'test' (datasets in the root group: none; groups: train)"});
 }
 
@@ -278,17 +235,17 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
   auto open = [&](std::vector<std::string> fields = {}) {
     formats::Hdf5Reader r(p, fields, formats::Hdf5Path::automatic);
   };
-  expect_error(open, {p, "No such file"});
+  expect_error(ErrorCode::dataset, open, {p, "No such file"});
   { std::ofstream(p) << "definitely not hdf5"; }
-  expect_error(open, {p, "not an HDF5 file"});
+  expect_error(ErrorCode::dataset, open, {p, "not an HDF5 file"});
   {
     RawH5 f(p);
     f.dataset("image", H5T_STD_U8LE, {10, 4});
     f.dataset("label", H5T_STD_I64LE, {9});
   }
-  expect_error(open, {p, "different numbers of samples", "'image' has 10", "'label' has 9"});
-  expect_error([&] { open({"image", "nope"}); }, {p, "unknown field 'nope'", "image, label"});
-  expect_error([&] { open({"image", "image"}); }, {p, "'image' is selected twice"});
+  expect_error(ErrorCode::dataset, open, {p, "different numbers of samples", "'image' has 10", "'label' has 9"});
+  expect_error(ErrorCode::dataset, [&] { open({"image", "nope"}); }, {p, "unknown field 'nope'", "image, label"});
+  expect_error(ErrorCode::dataset, [&] { open({"image", "image"}); }, {p, "'image' is selected twice"});
   {
     RawH5 f(p);
     hid_t twelve_bits = H5Tcopy(H5T_STD_U16LE);  // a type no array library delivers
@@ -296,13 +253,14 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
     f.dataset("count", twelve_bits, {10});
     H5Tclose(twelve_bits);
   }
-  expect_error(open, {p, "dataset 'count'", "unsupported dtype (integer with 12 bits of precision in 2 bytes)",
-                      "stoker reads bool, u8"});
+  expect_error(ErrorCode::dataset, open,
+               {p, "dataset 'count'", "unsupported dtype (integer with 12 bits of precision in 2 bytes)",
+                "stoker reads bool, u8"});
   {
     RawH5 f(p);
     f.dataset("empty", H5T_STD_U8LE, {0, 3});
   }
-  expect_error(open, {p, "dataset 'empty'", "empty"});
+  expect_error(ErrorCode::dataset, open, {p, "dataset 'empty'", "empty"});
   {
     RawH5 f(p);
     hid_t str = H5Tcopy(H5T_C_S1);
@@ -310,7 +268,8 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
     f.dataset("names", str, {20});
     H5Tclose(str);
   }
-  expect_error(open, {p, "cannot deliver every dataset of the root group: 'names' (strings, not numbers)"});
+  expect_error(ErrorCode::dataset, open,
+               {p, "cannot deliver every dataset of the root group: 'names' (strings, not numbers)"});
 }
 
 // Where the chunk of dataset 'image' holding sample `row` is stored: (address, bytes).
@@ -365,7 +324,7 @@ TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
     ASSERT_TRUE(fast.inflates(0));
     fast.read(good, dest);
     expect_error(
-        [&] { fast.read(bad, dest); },
+        ErrorCode::dataset, [&] { fast.read(bad, dest); },
         {p + ": dataset 'image': chunk 3 does not inflate to 960 bytes (bad deflate data): the file is damaged"});
   }  // closed: HDF5 shares one open file among its handles, and the next part changes the file
   // A file cut short in the middle of image's last chunk (samples 384..399): reading there fails,
@@ -373,13 +332,13 @@ TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
   std::tie(addr, size) = image_chunk(p, 384);
   ASSERT_NE(addr, HADDR_UNDEF);
   std::filesystem::resize_file(p, addr + size / 2);
-  expect_error(
-      [&] {
-        formats::Hdf5Reader cut(p, {"image"}, formats::Hdf5Path::hdf5_only);
-        const std::vector<std::uint64_t> last{399};
-        cut.read(last, dest);
-      },
-      {p});
+  expect_error(ErrorCode::dataset,
+               [&] {
+                 formats::Hdf5Reader cut(p, {"image"}, formats::Hdf5Path::hdf5_only);
+                 const std::vector<std::uint64_t> last{399};
+                 cut.read(last, dest);
+               },
+               {p});
 }
 
 // The quasi-random order read through one reader inflates every chunk once; a random order
@@ -406,139 +365,6 @@ TEST(Hdf5Reader, QuasiRandomOrderInflatesEachChunkOnce) {
   EXPECT_EQ(inflations(detail::quasi_random_order(4096, 64, detail::kQuasiRandomWindowGroups, 1, 0)), chunks);
   EXPECT_GT(inflations(detail::permutation(4096, 1, 0)), 20 * chunks);
 }
-
-TEST(LmdbReader, RoundTripsEveryDtypeAndSelectsFields) {
-  TempDir tmp;
-  Schema schema = all_dtypes_schema(300);
-  write_lmdb(tmp.path("d.lmdb"), schema);
-  formats::LmdbReader all(tmp.path("d.lmdb"), {});
-  EXPECT_EQ(all.schema(), schema);
-  expect_reads(all, kMixedIndices);
-  expect_reads(all, {299, 0, 150});
-  formats::LmdbReader some(tmp.path("d.lmdb"), {"i_f64", "b_i8"});
-  ASSERT_EQ(some.schema().fields.size(), 2u);
-  EXPECT_EQ(some.schema().fields[0].name, "i_f64");
-  expect_reads(some, kMixedIndices);
-  auto stored = formats::lmdb_stored_schema(tmp.path("d.lmdb"));
-  EXPECT_TRUE(stored.complete);
-  EXPECT_TRUE(stored.content_digest.has_value());
-}
-
-TEST(LmdbReader, ReadsTheDirectoryForm) {
-  TempDir tmp;
-  Schema schema = small_schema(50);
-  write_lmdb(tmp.path("data.mdb"), schema);  // a directory holding data.mdb is LMDB's default form
-  formats::LmdbReader r(tmp.dir().string(), {});
-  expect_reads(r, {0, 49, 3});
-  EXPECT_EQ(formats::detect_format(tmp.dir().string()), Format::lmdb);
-}
-
-// Opens `path` for writing with the raw LMDB API.
-struct RawEnv {
-  formats::LmdbEnv env;
-  explicit RawEnv(const std::string& path) {
-    mdb_env_set_maxdbs(env.get(), 4);
-    mdb_env_set_mapsize(env.get(), 64 << 20);
-    EXPECT_EQ(0, mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644));
-  }
-  void put(const char* db, const void* key, std::size_t klen, const void* val, std::size_t vlen) {
-    formats::LmdbTxn txn(env.get(), 0, "test");
-    MDB_dbi dbi;
-    ASSERT_EQ(0, mdb_dbi_open(txn.get(), db, MDB_CREATE, &dbi));
-    MDB_val k{klen, const_cast<void*>(key)}, v{vlen, const_cast<void*>(val)};
-    ASSERT_EQ(0, mdb_put(txn.get(), dbi, &k, &v, 0));
-    txn.commit("test");
-  }
-  void del(const char* db, const void* key, std::size_t klen) {
-    formats::LmdbTxn txn(env.get(), 0, "test");
-    MDB_dbi dbi;
-    ASSERT_EQ(0, mdb_dbi_open(txn.get(), db, 0, &dbi));
-    MDB_val k{klen, const_cast<void*>(key)};
-    ASSERT_EQ(0, mdb_del(txn.get(), dbi, &k, nullptr));
-    txn.commit("test");
-  }
-};
-
-TEST(LmdbReader, BadInputsGiveClearErrors) {
-  TempDir tmp;
-  const std::string p = tmp.path("bad.lmdb");
-  auto open = [&](std::vector<std::string> fields = {}) { formats::LmdbReader r(p, fields); };
-  expect_error(open, {p, "No such file"});
-  { std::ofstream(p) << std::string(8192, 'x'); }
-  expect_error(open, {p, "not an LMDB database"});
-  std::filesystem::remove(p);
-  {
-    RawEnv raw(p);
-    raw.put(nullptr, "k", 1, "v", 1);
-  }
-  expect_error(open, {p, "without a stoker schema"});
-  std::filesystem::remove(p);
-
-  Schema schema = small_schema(20);
-  write_lmdb(p, schema);
-  expect_error([&] { open({"pixels"}); }, {p, "unknown field 'pixels'", "image, label, weight"});
-  unsigned char key[8];
-  formats::encode_key(5, key);
-  overwrite_lmdb_record(p, 5, "short");
-  {
-    formats::LmdbReader r(p, {});
-    std::vector<std::byte> a(64 * 3), b(64 * 8), c(64 * 8);
-    std::byte* dest[3] = {a.data(), b.data(), c.data()};
-    std::vector<std::uint64_t> idx{4, 5};
-    expect_error([&] { r.read(idx, dest); }, {p, "sample 5", "key 0000000000000005", "has 5 bytes", "schema says 76"});
-  }
-  {
-    RawEnv raw(p);
-    raw.del(formats::kSamplesDb, key, 8);
-  }
-  expect_error(open, {p, "holds 19 records but the schema says 20"});
-}
-
-TEST(LmdbReader, RefusesAnIncompleteDatabase) {
-  TempDir tmp;
-  const std::string p = tmp.path("partial.lmdb");
-  {
-    formats::LmdbWriter w(p, small_schema(10), {});
-    auto rec = expected_sample(small_schema(10), 0);
-    w.append(rec.data());
-    w.commit();
-  }  // never finished
-  expect_error([&] { formats::LmdbReader r(p, {}); }, {p, "incomplete", "--resume"});
-}
-
-TEST(LmdbWriter, GrowsASmallMapInsteadOfFailing) {
-  TempDir tmp;
-  Schema schema = small_schema(2000);
-  formats::LmdbWriteOptions o;
-  o.map_size = 64 << 10;  // far too small
-  o.commit_records = 500;
-  const std::string p = tmp.path("grow.lmdb");
-  {
-    formats::LmdbWriter w(p, schema, o);
-    for (std::uint64_t i = 0; i < schema.num_samples; ++i) w.append(expected_sample(schema, i).data());
-    w.finish("0000000000000000");
-    EXPECT_GT(w.map_size(), 64u << 10);
-  }
-  formats::LmdbReader r(p, {});
-  expect_reads(r, {0, 1999, 1000});
-}
-
-TEST(DetectFormat, TellsHdf5FromLmdbAndRefusesOthers) {
-  TempDir tmp;
-  write_hdf5(tmp.path("a.h5"), small_schema(5), {});
-  write_lmdb(tmp.path("a.lmdb"), small_schema(5));
-  EXPECT_EQ(formats::detect_format(tmp.path("a.h5")), Format::hdf5);
-  EXPECT_EQ(formats::detect_format(tmp.path("a.lmdb")), Format::lmdb);
-  { std::ofstream(tmp.path("x.bin")) << "hello"; }
-  expect_error([&] { formats::detect_format(tmp.path("x.bin")); }, {"x.bin", "neither an HDF5 file nor an LMDB"});
-  expect_error([&] { formats::detect_format(tmp.path("nope")); }, {"nope", "No such file"});
-}
-
-}  // namespace
-}  // namespace stoker::test
-
-namespace stoker::test {
-namespace {
 
 long rss_anon_kb() {
   std::ifstream in("/proc/self/status");

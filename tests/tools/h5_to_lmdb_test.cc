@@ -16,8 +16,8 @@
 #include "formats/lmdb/lmdb_reader.h"
 #include "stoker/digest.h"
 #include "stoker/loader.h"
-#include "tests/run_process.h"
-#include "tests/test_data.h"
+#include "tests/support/run_process.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

@@ -21,7 +21,7 @@
 #include "loader/pipeline/pipeline.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/workers/worker.h"
-#include "test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker {
 namespace {

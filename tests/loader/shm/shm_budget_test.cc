@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/run_process.h"
-#include "tests/test_data.h"
+#include "tests/support/run_process.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

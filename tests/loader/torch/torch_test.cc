@@ -9,7 +9,7 @@
 #include "formats/lmdb/lmdb_writer.h"
 #include "stoker/error.h"
 #include "stoker/loader.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

@@ -1,6 +1,7 @@
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -71,6 +72,18 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "no error";
+}
+
+void expect_error(ErrorCode code, const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one of code " << error_code_name(code);
+  } catch (const Error& e) {
+    EXPECT_EQ(error_code_name(e.code()), error_code_name(code)) << e.what();
+    for (const auto& p : parts) {
+      EXPECT_NE(std::string_view(e.what()).find(p), std::string_view::npos) << "'" << p << "' not in: " << e.what();
+    }
+  }
 }
 
 Schema small_schema(std::uint64_t n) {

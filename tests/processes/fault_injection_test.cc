@@ -18,7 +18,7 @@
 #include "loader/base/env.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {

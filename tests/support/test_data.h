@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/hdf5/hdf5_writer.h"
+#include "stoker/error.h"
 #include "stoker/schema.h"
 
 namespace stoker::test {
@@ -25,6 +26,11 @@ Schema small_schema(std::uint64_t n);
 
 // The message of the stoker::Error `f` throws, or "no error".
 std::string error_of(const std::function<void()>& f);
+// Expects `f` to throw a stoker::Error of `code` whose message holds every one of `parts`.
+void expect_error(ErrorCode code, const std::function<void()>& f, const std::vector<std::string>& parts);
+
+// Indices in and out of order, with runs and repeats of neighbours, of a dataset of 100 samples.
+inline const std::vector<std::uint64_t> kMixedIndices{0, 1, 2, 3, 50, 49, 98, 7, 8, 9, 10, 11, 12, 99, 64, 65, 31, 32};
 // One field of every dtype, with assorted shapes.
 Schema all_dtypes_schema(std::uint64_t n);
 

@@ -22,7 +22,7 @@
 #include "stoker/error.h"
 #include "stoker/loader.h"
 #include "stoker/pipeline.h"
-#include "tests/test_data.h"
+#include "tests/support/test_data.h"
 
 namespace stoker {
 namespace {
