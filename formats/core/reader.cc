@@ -66,10 +66,10 @@ Schema select_fields(const Schema& available, const std::vector<std::string>& wa
     if (!f) {
       std::vector<std::string> names;
       for (const auto& g : available.fields) names.push_back(g.name);
-      throw Error(ErrorCode::dataset,
+      throw Error(ErrorCode::invalid_option,
                   fmt::format("{}: unknown field '{}' (fields: {})", path, name, fmt::join(names, ", ")));
     }
-    if (out.find(name)) throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' is selected twice", path, name));
+    if (out.find(name)) throw Error(ErrorCode::invalid_option, fmt::format("{}: field '{}' is selected twice", path, name));
     out.fields.push_back(*f);
   }
   return out;

@@ -1,19 +1,8 @@
-// Hdf5Reader: fields are datasets (the root group's or another group's, or selected by name or
-// path) with a common leading dimension N. A variable-length u8 dataset, or a group whose members
-// are the datasets "0" .. "N-1", is a bytes field (one run of bytes per sample).
-//
-// Each batch is read with one simple selection per run of consecutive indices (a union of many
-// hyperslabs is pathologically slow on chunked data). Datasets stored without filters, with a
-// stored type equal to the little-endian type delivered, contiguous or chunked by whole samples,
-// are read straight from the file with pread at the offsets HDF5 reports (chunk addresses looked
-// up lazily and cached); that path is checked against H5Dread when the reader opens and HDF5 is
-// the fallback whenever a condition does not hold. pread, not mmap: a mapped file that shrinks or
-// sits on a network filesystem turns into SIGBUS.
-//
-// Files are opened read-only with the stdio driver and HDF5's file locking off. The stdio driver
-// keeps stoker's handle apart from a handle the user's code may hold on the same file (HDF5 shares
-// one open file between handles of the same driver, and a worker must not use state inherited
-// through fork).
+// Hdf5Reader: the Reader (formats/core/reader.h) of an HDF5 file. Which datasets and groups are
+// its fields is the schema scan's (formats/hdf5/hdf5_schema.h); how each field is read, its read
+// path's (formats/hdf5/read_path.h), chosen when the reader opens (formats/hdf5/column.h); how the
+// file is opened, formats/hdf5/hdf5_file.h's. A batch is read with one read per run of consecutive
+// indices.
 #pragma once
 
 #include <memory>
@@ -23,15 +12,6 @@
 #include "stoker/export.h"
 
 namespace stoker::formats {
-
-// The schema of every dataset in the root group, alphabetical; throws stoker::Error naming every
-// dataset that cannot be delivered (a field is never dropped silently), for a missing or non-HDF5
-// file, an unsupported dtype, an empty dataset or datasets of different N. When `wanted` is
-// non-empty only those datasets (names or paths such as "train/images") are examined.
-// Names are relative to `group` ("" is the root); with no names, its datasets and sample groups (a
-// group whose members are named 0 .. N-1, one sample each: a bytes field named after the group).
-Schema hdf5_schema(const std::string& path, const std::vector<std::string>& wanted = {},
-                                    const std::string& group = "");
 
 class STOKER_TOOLS_API Hdf5Reader final : public Reader {
  public:

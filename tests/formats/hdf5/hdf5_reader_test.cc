@@ -1,4 +1,5 @@
 #include "formats/hdf5/hdf5_reader.h"
+#include "formats/hdf5/hdf5_schema.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -223,9 +224,9 @@ TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
   EXPECT_EQ(labels, (std::vector<std::int64_t>{107, 102}));
   EXPECT_EQ(images, (std::vector<std::uint8_t>{21, 22, 23, 6, 7, 8}));
   // A missing field lists what is at its level.
-  expect_error(ErrorCode::dataset, [&] { formats::hdf5_schema(p, {"train/nope"}); },
+  expect_error(ErrorCode::invalid_option, [&] { formats::hdf5_schema(p, {"train/nope"}); },
                {"unknown field 'train/nope' (datasets in group 'train': images, labels; groups: none)"});
-  expect_error(ErrorCode::dataset, [&] { formats::hdf5_schema(p, {"test/images"}); },
+  expect_error(ErrorCode::invalid_option, [&] { formats::hdf5_schema(p, {"test/images"}); },
                {"unknown field 'test/images': no group 'test' (datasets in the root group: none; groups: train)"});
 }
 
@@ -244,8 +245,8 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
     f.dataset("label", H5T_STD_I64LE, {9});
   }
   expect_error(ErrorCode::dataset, open, {p, "different numbers of samples", "'image' has 10", "'label' has 9"});
-  expect_error(ErrorCode::dataset, [&] { open({"image", "nope"}); }, {p, "unknown field 'nope'", "image, label"});
-  expect_error(ErrorCode::dataset, [&] { open({"image", "image"}); }, {p, "'image' is selected twice"});
+  expect_error(ErrorCode::invalid_option, [&] { open({"image", "nope"}); }, {p, "unknown field 'nope'", "image, label"});
+  expect_error(ErrorCode::invalid_option, [&] { open({"image", "image"}); }, {p, "'image' is selected twice"});
   {
     RawH5 f(p);
     hid_t twelve_bits = H5Tcopy(H5T_STD_U16LE);  // a type no array library delivers

@@ -1,0 +1,94 @@
+#include "formats/hdf5/hdf5_file.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "formats/hdf5/hdf5_errors.h"
+#include "loader/base/posix_error.h"
+#include "stoker/error.h"
+
+namespace stoker::formats {
+
+H5::H5File open_hdf5_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) detail::throw_errno(path, ErrorCode::dataset);
+  if (S_ISDIR(st.st_mode)) throw Error(ErrorCode::dataset, fmt::format("{}: is a directory, not an HDF5 file", path));
+  bool is_hdf5 = false;
+  try {
+    is_hdf5 = H5::H5File::isHdf5(path);
+  } catch (const H5::Exception&) {
+    H5Eclear2(H5E_DEFAULT);
+  }
+  if (!is_hdf5) throw Error(ErrorCode::dataset, fmt::format("{}: not an HDF5 file (no HDF5 signature)", path));
+  const auto context = [&] { return path + ": cannot open"; };
+  return hdf5_call(context, [&] {
+    H5::FileAccPropList fapl;
+    fapl.setStdio();
+    // No C++ call for file locking: a read-only loader must not take (or wait for) the file lock.
+    if (H5Pset_file_locking(fapl.getId(), false, true) < 0) throw_hdf5(path + ": disabling file locking");
+    return H5::H5File(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, fapl);
+  });
+}
+
+// "the root group" or "group 'train'".
+std::string group_label(const std::string& group) {
+  return group.empty() ? "the root group" : fmt::format("group '{}'", group);
+}
+
+GroupListing list_group(const H5::H5File& file, const std::string& group, const std::string& path) {
+  const auto context = [&] { return fmt::format("{}: listing {}", path, group_label(group)); };
+  return hdf5_call(context, [&] {
+    const H5::Group g = file.openGroup(group.empty() ? "/" : group);
+    GroupListing out;
+    const hsize_t n = g.getNumObjs();
+    for (hsize_t i = 0; i < n; ++i) {
+      std::string name = g.getObjnameByIdx(i);
+      H5O_type_t type = H5O_TYPE_UNKNOWN;
+      try {
+        type = g.childObjType(name);
+      } catch (const H5::Exception&) {
+        H5Eclear2(H5E_DEFAULT);  // a dangling link: neither
+      }
+      if (type == H5O_TYPE_DATASET) out.datasets.push_back(std::move(name));
+      if (type == H5O_TYPE_GROUP) out.groups.push_back(std::move(name));
+    }
+    return out;
+  });
+}
+
+// "datasets in the root group: a, b; groups: train" (for errors).
+std::string describe_listing(const GroupListing& l, const std::string& group) {
+  return fmt::format("datasets in {}: {}; groups: {}", group_label(group),
+                     l.datasets.empty() ? "none" : fmt::format("{}", fmt::join(l.datasets, ", ")),
+                     l.groups.empty() ? "none" : fmt::format("{}", fmt::join(l.groups, ", ")));
+}
+
+H5::DataSet open_dataset(const H5::H5File& file, const std::string& name, const std::string& path,
+                         const H5::DSetAccPropList& dapl) {
+  return hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, name); },
+                   [&] { return file.openDataSet(name, dapl); });
+}
+
+// Checks that every level of `group` ("a/b/c") exists; the error names the first that does not and
+// what its parent holds, after `prefix` (e.g. "unknown field 'x': ").
+void require_group(const H5::H5File& file, const std::string& path, const std::string& group,
+                   const std::string& prefix) {
+  std::string parent;
+  for (std::size_t start = 0; start <= group.size();) {
+    const auto end = std::min(group.find('/', start), group.size());
+    const std::string part = group.substr(start, end - start);
+    const GroupListing up = list_group(file, parent, path);
+    if (std::find(up.groups.begin(), up.groups.end(), part) == up.groups.end()) {
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("{}: {}no group '{}' ({})", path, prefix, parent.empty() ? part : parent + "/" + part,
+                              describe_listing(up, parent)));
+    }
+    parent = parent.empty() ? part : parent + "/" + part;
+    start = end + 1;
+  }
+}
+
+}  // namespace stoker::formats

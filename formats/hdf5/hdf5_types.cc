@@ -1,0 +1,122 @@
+#include "formats/hdf5/hdf5_types.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+namespace stoker::formats {
+
+TypeMatch match_type(const H5::DataSet& dset) {
+  TypeMatch m;
+  const H5T_class_t cls = dset.getTypeClass();
+  if (cls == H5T_INTEGER) {
+    const H5::IntType type = dset.getIntType();
+    const std::size_t size = type.getSize();
+    m.numeric = true;
+    const bool is_signed = type.getSign() == H5T_SGN_2;
+    if (type.getPrecision() != size * 8) {
+      m.why = fmt::format("integer with {} bits of precision in {} bytes", type.getPrecision(), size);
+      return m;
+    }
+    switch (size) {
+      case 1: m.dtype = is_signed ? DType::i8 : DType::u8; break;
+      case 2: m.dtype = is_signed ? DType::i16 : DType::u16; break;
+      case 4: m.dtype = is_signed ? DType::i32 : DType::u32; break;
+      case 8: m.dtype = is_signed ? DType::i64 : DType::u64; break;
+      default: break;
+    }
+    if (!m.dtype) m.why = fmt::format("{} {}-bit integer", is_signed ? "signed" : "unsigned", size * 8);
+    return m;
+  }
+  if (cls == H5T_FLOAT) {
+    const H5::FloatType type = dset.getFloatType();
+    const std::size_t size = type.getSize();
+    m.numeric = true;
+    std::size_t spos, epos, esize, mpos, msize;
+    type.getFields(spos, epos, esize, mpos, msize);
+    if (size == 2 && spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10) m.dtype = DType::f16;
+    if (size == 4 && msize == 23 && esize == 8) m.dtype = DType::f32;
+    if (size == 8 && msize == 52 && esize == 11) m.dtype = DType::f64;
+    if (size == 2 && spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7) m.dtype = DType::bf16;
+    if (!m.dtype) m.why = fmt::format("{}-bit float with {} exponent and {} mantissa bits", size * 8, esize, msize);
+    return m;
+  }
+  if (cls == H5T_ENUM) {
+    // numpy's bool, as h5py writes it: an enum over a 1-byte integer with FALSE = 0 and TRUE = 1.
+    const H5::EnumType type = dset.getEnumType();
+    if (type.getSize() == 1 && type.getNmembers() == 2) {
+      std::int8_t no = -1, yes = -1;
+      try {
+        type.valueOf("FALSE", &no);
+        type.valueOf("TRUE", &yes);
+      } catch (const H5::Exception&) {
+        H5Eclear2(H5E_DEFAULT);
+      }
+      if (no == 0 && yes == 1) {
+        m.numeric = true;
+        m.dtype = DType::b8;
+        return m;
+      }
+    }
+  }
+  if (cls == H5T_OPAQUE) {
+    // bfloat16 has no HDF5 type of its own; a 2-byte opaque type tagged "bfloat16" or "bf16" is one
+    // (docs/hdf5.md), the other is a 2-byte float with 8 exponent and 7 mantissa bits.
+    const H5::DataType type = dset.getDataType();
+    const std::string tag = H5::DataType(type).getTag();
+    if (type.getSize() == 2 && (tag == "bfloat16" || tag == "bf16")) {
+      m.numeric = true;
+      m.dtype = DType::bf16;
+      return m;
+    }
+  }
+  if (cls == H5T_VLEN) {
+    // Variable-length u8 (h5py's vlen_dtype(np.uint8)): a bytes field.
+    const H5::VarLenType type = dset.getVarLenType();
+    const H5::DataType base = type.getSuper();
+    if (base.getClass() == H5T_INTEGER && base.getSize() == 1 && H5Tget_sign(base.getId()) == H5T_SGN_NONE) {
+      m.vlen_bytes = true;
+      return m;
+    }
+  }
+  switch (cls) {
+    case H5T_STRING: m.why = "strings, not numbers"; break;
+    case H5T_VLEN: {
+      const H5::DataType base = dset.getVarLenType().getSuper();
+      m.why =
+          fmt::format("variable-length data of {}-byte {} elements; stoker reads variable-length u8 as a bytes field",
+                      base.getSize(),
+                      base.getClass() == H5T_INTEGER ? "integer"
+                      : base.getClass() == H5T_FLOAT ? "float"
+                                                     : "non-numeric");
+      break;
+    }
+    case H5T_COMPOUND: m.why = "a compound type, not numbers"; break;
+    case H5T_OPAQUE: m.why = "opaque bytes, not numbers"; break;
+    case H5T_ENUM: m.why = "an enum, not numbers"; break;
+    case H5T_ARRAY: m.why = "an array type, not numbers"; break;
+    case H5T_REFERENCE: m.why = "references, not numbers"; break;
+    default: m.why = "not numbers (HDF5 type class " + std::to_string(static_cast<int>(cls)) + ")"; break;
+  }
+  return m;
+}
+
+H5::DataType little_endian_type_of(const H5::DataSet& dset) {
+  if (dset.getTypeClass() == H5T_ENUM || dset.getTypeClass() == H5T_OPAQUE) {
+    H5::DataType t;  // bool (1 byte) and tagged bfloat16: no byte order to convert
+    t.copy(dset.getDataType());
+    return t;
+  }
+  if (dset.getTypeClass() == H5T_INTEGER) {
+    H5::IntType t;
+    t.copy(dset.getIntType());
+    t.setOrder(H5T_ORDER_LE);
+    return t;
+  }
+  H5::FloatType t;
+  t.copy(dset.getFloatType());
+  t.setOrder(H5T_ORDER_LE);
+  return t;
+}
+
+}  // namespace stoker::formats

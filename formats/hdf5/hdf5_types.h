@@ -1,0 +1,32 @@
+// HDF5 datatypes as stoker's dtypes: which a dataset's type is, and the memory type it is read as.
+#pragma once
+
+#include <H5Cpp.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "stoker/dtype.h"
+
+namespace stoker::formats {
+
+// The stoker dtype of a dataset's type, or an explanation of why there is none.
+struct TypeMatch {
+  std::optional<DType> dtype;
+  bool numeric = false;
+  bool vlen_bytes = false;  // variable-length u8: a bytes field
+  std::string why;
+  // Numbers (whether or not of a dtype stoker has: the schema scan names an unsupported one) or bytes.
+  bool deliverable() const { return numeric || vlen_bytes; }
+};
+TypeMatch match_type(const H5::DataSet& dset);
+
+// The little-endian memory type stoker delivers for a dataset of numeric class.
+H5::DataType little_endian_type_of(const H5::DataSet& dset);
+
+// The types stoker reads, for errors.
+inline constexpr std::string_view kSupportedTypes =
+    "bool, u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, f32, f64, and variable-length u8 as bytes";
+
+}  // namespace stoker::formats
