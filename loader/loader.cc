@@ -31,6 +31,8 @@
 #include "loader/shm/slot_pool.h"
 #include "loader/source/inline_source.h"
 #include "loader/source/worker_source.h"
+#include "loader/workers/batch_filler.h"
+#include "loader/workers/dataset_spec.h"
 
 namespace stoker {
 namespace detail {
@@ -78,7 +80,8 @@ class LoaderImpl final : public HostSource {
   Options opt_;
   Schema schema_;  // delivered: the reader's, with the pipelines' outputs
   std::string source_description_;
-  WorkerPool::Dataset dataset_;  // what workers open, and what the consumer opens for a too-large batch
+  // What workers open, and what the consumer opens for a too-large batch.
+  std::shared_ptr<const DatasetSpec> dataset_;
   std::unique_ptr<BatchFiller> overflow_filler_;  // the consumer's, made on the first too-large batch
   bool warned_overflow_ = false;
   Sampler sampler_;
@@ -138,7 +141,8 @@ LoaderImpl::LoaderImpl(Options options)
                             "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
                             opt_.source, fmt::join(names, ", ")));
   }
-  dataset_ = WorkerPool::Dataset{opt_.source, reader_options, source_schema, opt_.pipeline, opt_.seed};
+  dataset_ = std::make_shared<const DatasetSpec>(
+      DatasetSpec{opt_.source, reader_options, source_schema, opt_.pipeline, opt_.seed});
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, order, opt_.seed, opt_.shard, opt_.drop_last,
                      reader->locality_rows());
   if (sampler_.batches_per_epoch() == 0) {
@@ -301,9 +305,7 @@ Batch LoaderImpl::take(std::uint32_t s) {
     // A bytes field outgrew its region: read the batch here, into memory of this process.
     try {
       if (!overflow_filler_) {
-        overflow_filler_ =
-            std::make_unique<BatchFiller>(LazyReader(dataset_.path, dataset_.reader_options, dataset_.expected),
-                                          SamplePipelines(dataset_.pipeline, dataset_.expected, dataset_.seed));
+        overflow_filler_ = std::make_unique<BatchFiller>(*dataset_);
       }
       if (!warned_overflow_) {
         warned_overflow_ = true;

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <string>
 
-
 #if STOKER_HAVE_CUDA_H
 #include <cuda.h>
 

@@ -1,8 +1,11 @@
 #include "loader/shm/segment_layout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace stoker::detail {
 namespace {
@@ -114,6 +117,49 @@ void SegmentLayout::initialize(std::byte* base, std::uint32_t num_slots) const {
     new (c.cpu_ns) std::atomic<std::uint64_t>(0);
   }
   for (std::uint32_t s = 0; s < num_slots; ++s) new (&view.slot_header(s)) SlotHeader{};
+}
+
+std::string SegmentLayout::check(const std::byte* base, std::size_t mapped_bytes) const {
+  if (mapped_bytes < sizeof(SegmentHeader))
+    return fmt::format("the segment is {} bytes, less than its header", mapped_bytes);
+  SegmentHeader h;
+  std::memcpy(&h, base, sizeof h);
+  if (std::memcmp(h.magic, kSegmentMagic, sizeof kSegmentMagic) != 0) return "the segment does not start with STOKERSM";
+  if (h.version != kSegmentVersion) {
+    return fmt::format("the segment is of layout version {}, this stoker reads version {} (docs/shm-layout.md)",
+                       h.version, kSegmentVersion);
+  }
+  const std::size_t fields_end = sizeof(SegmentHeader) + schema_.fields.size() * sizeof(FieldLayout);
+  const std::pair<const char*, std::pair<std::uint64_t, std::uint64_t>> sizes[] = {
+      {"num_workers", {h.num_workers, num_workers_}},
+      {"num_fields", {h.num_fields, schema_.fields.size()}},
+      {"batch_size", {h.batch_size, batch_size_}},
+      {"segment_bytes", {h.segment_bytes, mapped_bytes}},
+      {"segment_bytes for its slots", {h.segment_bytes, segment_bytes(h.num_slots)}},
+      {"control_bytes", {h.control_bytes, control_bytes(h.num_slots)}},
+      {"slots_offset", {h.slots_offset, control_bytes(h.num_slots)}},
+      {"slot_bytes", {h.slot_bytes, slot_bytes_}},
+      {"fields_offset", {h.fields_offset, sizeof(SegmentHeader)}},
+      {"channels_offset", {h.channels_offset, align_up(fields_end, kLine)}},
+      {"channel_bytes", {h.channel_bytes, channel_bytes(h.num_slots)}},
+  };
+  for (const auto& [name, v] : sizes) {
+    if (v.first != v.second)
+      return fmt::format("the segment's {} is {}, this loader's layout makes {}", name, v.first, v.second);
+  }
+  if (mapped_bytes < fields_end) return "the segment is smaller than its field table";
+  for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+    FieldLayout fl;
+    std::memcpy(&fl, base + sizeof(SegmentHeader) + f * sizeof(FieldLayout), sizeof fl);
+    const Field& field = schema_.fields[f];
+    const std::uint64_t capacity = field.is_bytes() ? data_capacity_[f] : field.bytes_per_sample() * batch_size_;
+    if (fl.kind != static_cast<std::uint8_t>(field.kind) || fl.dtype != static_cast<std::uint8_t>(field.dtype) ||
+        fl.offset != field_offsets_[f] || fl.bytes_per_sample != field.bytes_per_sample() || fl.capacity != capacity) {
+      return fmt::format("the segment's field {} is laid out differently from field '{}' of this loader", f,
+                         field.name);
+    }
+  }
+  return "";
 }
 
 SegmentView::SegmentView(std::byte* base, const SegmentLayout& layout)

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -126,6 +127,10 @@ class SegmentLayout {
 
   // Writes the header and initialises the rings of a fresh segment of segment_bytes(num_slots).
   void initialize(std::byte* base, std::uint32_t num_slots) const;
+  // "" when the `mapped_bytes` at `base` are a segment this layout initialised (magic, version,
+  // sizes, every offset and field), else what differs: a fork server or worker must not write into
+  // a ring it does not understand (one from another build of stoker, say).
+  std::string check(const std::byte* base, std::size_t mapped_bytes) const;
 
   const Schema& schema() const noexcept { return schema_; }
   std::size_t batch_size() const noexcept { return batch_size_; }

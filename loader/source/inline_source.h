@@ -6,7 +6,7 @@
 
 #include "loader/shm/slot_pool.h"
 #include "loader/source/slot_source.h"
-#include "loader/workers/worker.h"
+#include "loader/workers/batch_filler.h"
 
 namespace stoker::detail {
 

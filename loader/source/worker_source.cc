@@ -16,7 +16,8 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
-                           WorkerPool::Dataset dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn)
+                           std::shared_ptr<const DatasetSpec> dataset, std::chrono::milliseconds timeout,
+                           RespawnPolicy respawn)
     : slots_(slots),
       workers_(std::move(slots), num_workers, std::move(dataset)),
       tasks_(depth, num_workers),

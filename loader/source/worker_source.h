@@ -30,7 +30,7 @@ class WorkerSource final : public SlotSource {
   };
   // timeout: how long next_filled() waits for its batch (zero: no limit).
   WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
-               WorkerPool::Dataset dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn);
+               std::shared_ptr<const DatasetSpec> dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn);
 
   void abandon() override;
   void start(const EpochPlan& plan, std::uint64_t first) override;

@@ -1,18 +1,15 @@
-// ForkServer: a small single-threaded process that forks the loader's workers.
+// ForkServer: the loader's end of a small single-threaded process that forks the loader's workers.
 //
 // Forking a multi-threaded trainer is where fork goes wrong: a lock another thread holds at that
 // moment stays held forever in the child. The Loader starts the fork server in its constructor,
 // before it starts any thread of its own, and every worker (and, later, every respawn) is forked
-// from that single-threaded process instead of the trainer.
+// from that single-threaded process instead of the trainer (loader/workers/server_loop.h).
 //
 // Lifetimes: the server and its workers watch a "lifeline" pipe whose write end only the trainer
 // holds; when the trainer process ends, for whatever reason, the pipe hangs up, the server kills
 // and reaps its workers and exits, and workers exit by themselves at their next wait (or by
 // PR_SET_PDEATHSIG when the server is gone). PR_SET_PDEATHSIG is not used between the trainer and
 // the server because it follows the creating thread, not the process.
-//
-// Children reset signal dispositions and masks, ignore SIGINT (the trainer decides what Ctrl-C
-// does), close every inherited descriptor but those kept, and leave with _exit.
 //
 // The server reaps workers and reports each exit (pid, wait status) over a socket, so the consumer
 // wakes at once when a worker dies. Not thread-safe: owned and used by the consumer thread.
@@ -29,6 +26,7 @@
 #include <vector>
 
 #include "loader/base/unique_fd.h"
+#include "loader/workers/fork_protocol.h"
 
 namespace stoker::detail {
 
@@ -38,42 +36,21 @@ struct WorkerExit {
   int wait_status = 0;  // as from waitpid
 };
 
-// "was killed by signal SIGKILL", "exited with status 3"
-std::string describe_wait_status(int wait_status);
-
 // A fork server started by exec of this program (stoker::init): the setup text and descriptors it
-// is sent over its socket, and the arguments it is started with.
+// is sent over its socket (loader/workers/setup_channel.h), and the arguments it is started with.
 struct ExecStart {
   std::string setup;
   std::vector<int> fds;
   std::vector<std::string> argv;
 };
 
-// The environment variable that tells stoker::init() it is a fork server: the socket's number.
-inline constexpr const char* kForkServerEnv = "STOKER_FORK_SERVER_SOCKET";
-
-// In the exec'd fork server: the setup and descriptors the loader sent. Throws stoker::Error.
-struct ReceivedSetup {
-  std::string setup;
-  std::vector<UniqueFd> fds;
-};
-ReceivedSetup receive_setup(int sock);
-// In the exec'd fork server, when the setup cannot be used: tells the loader why, and exits.
-[[noreturn]] void fail_setup(int sock, const std::string& why) noexcept;
-
-// The fork server's life (in the forked or exec'd process): resets signals, closes every
-// descriptor but `sock`, `lifeline` and `keep`, forks `num_workers` workers running
-// worker_main(w) and serves the loader until it is told to stop or the trainer is gone.
-[[noreturn]] void serve(int sock, int lifeline, std::uint32_t num_workers,
-                        const std::function<void(std::uint32_t)>& worker_main, std::vector<int> keep);
-
 class ForkServer {
  public:
   // Forks the server, which forks `num_workers` workers; worker w runs worker_main(w) and exits
   // with _exit(0) when it returns. `keep_fds` stay open in the server and the workers; `lifeline`
-  // is the read end of the trainer's lifeline pipe. Returns once every worker has started.
-  // With `exec`, the server is a fresh exec of this program instead (stoker::init), which gets
-  // exec->setup and exec->fds and runs the workers from them; worker_main is not used.
+  // is the read end of the trainer's lifeline pipe. Returns once every worker has started (within
+  // 60 s). With `exec`, the server is a fresh exec of this program instead (stoker::init), which
+  // gets exec->setup and exec->fds and runs the workers from them; worker_main is not used.
   ForkServer(std::uint32_t num_workers, std::function<void(std::uint32_t)> worker_main, std::vector<int> keep_fds,
              int lifeline, const ExecStart* exec = nullptr);
   ~ForkServer();
@@ -90,7 +67,7 @@ class ForkServer {
 
   // Forks a replacement for worker `worker`, which has exited and been reported; returns its pid
   // once it runs. Exits reported meanwhile are kept for poll_exit(). Throws stoker::Error when the
-  // server is gone or does not answer.
+  // server is gone or does not answer within 30 s.
   pid_t respawn(std::uint32_t worker);
 
   // Asks the server to wait up to `grace` for workers to exit (the caller has told them to), kill
@@ -98,6 +75,16 @@ class ForkServer {
   void shutdown(std::chrono::milliseconds grace) noexcept;
 
  private:
+  // Forks (and for exec, execs) the server process.
+  void launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
+              std::vector<int> keep_fds, int lifeline, const ExecStart* exec);
+  // Waits for the server's report of each worker started, or throws why not.
+  void await_workers(std::uint32_t num_workers, bool exec);
+  // The server ended or must be given up: reaps it, marks it gone, and throws `code, why`.
+  [[noreturn]] void give_up(int code, const std::string& why);
+  // The server's next message within `deadline`; nullopt when the deadline passed. Throws
+  // stoker::Error, saying how the server ended (then `context`), when its socket closed.
+  std::optional<Message> next_message(std::chrono::steady_clock::time_point deadline, const std::string& context);
   // The server's socket ended: reaps it if it exited and says how ("was killed by signal ...").
   std::string reap_gone_server();
 

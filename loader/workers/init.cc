@@ -4,9 +4,9 @@
 
 #include <cstdlib>
 
-#include "loader/workers/fork_server.h"
+#include "loader/workers/exec_server.h"
+#include "loader/workers/fork_protocol.h"
 #include "loader/workers/program_image.h"
-#include "loader/workers/worker_pool.h"
 
 namespace stoker {
 

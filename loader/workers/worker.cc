@@ -2,18 +2,17 @@
 
 #include <fmt/format.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <vector>
+#include <cstdio>
+#include <string>
 
-#include "formats/open_reader.h"
-#include "stoker/error.h"
+#include "loader/base/deadline.h"
+#include "loader/workers/batch_filler.h"
+#include "loader/workers/fork_protocol.h"
 
 namespace stoker::detail {
 namespace {
@@ -24,162 +23,22 @@ std::uint64_t cpu_ns() noexcept {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-std::string describe(const Schema& s) { return fmt::format("{} samples of {}", s.num_samples, s.describe_fields()); }
-
 }  // namespace
-
-formats::Reader& LazyReader::get() {
-  if (!reader_) {
-    auto r = formats::open_reader(path_, options_);
-    if (!(r->schema() == expected_)) {
-      throw Error(ErrorCode::dataset, fmt::format("{}: the dataset changed after the loader opened it (was {}, now {})",
-                                                  path_, describe(expected_), describe(r->schema())));
-    }
-    reader_ = std::move(r);
-  }
-  return *reader_;
-}
-
-std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
-                                     std::vector<formats::VarBytes>* overflow) {
-  const SlotHeader& h = view.slot_header(s);
-  formats::Reader& r = reader_.get();
-  const Schema& source = r.schema();
-  const std::size_t nf = source.fields.size();
-  const std::span<const std::uint64_t> indices(view.slot_indices(s), h.num_samples);
-  bytes_.resize(nf);
-  pipeline_in_.resize(nf);
-  out_.assign(nf, formats::FieldOut{});
-  for (std::size_t f = 0; f < nf; ++f) {
-    const Field& field = source.fields[f];
-    if (field.is_bytes()) {
-      formats::VarBytes& dst = overflow && !pipelines_.transforms(f) ? (*overflow)[f] : bytes_[f];
-      if (!overflow && !pipelines_.transforms(f)) {
-        dst.clear_into(view.slot_data(s, f), view.data_capacity(f));  // read straight into the slot
-      } else {
-        dst.clear();
-      }
-      out_[f].bytes = &dst;
-    } else if (pipelines_.transforms(f)) {
-      pipeline_in_[f].resize(field.bytes_per_sample() * indices.size());
-      out_[f].fixed = pipeline_in_[f].data();
-    } else {
-      out_[f].fixed = view.slot_field(s, f);
-    }
-  }
-  r.read(indices, out_);
-  std::uint64_t read_bytes = source.bytes_per_sample() * indices.size();
-  for (const formats::FieldOut& o : out_) read_bytes += o.bytes ? o.bytes->total() : 0;
-  sample_bytes_ = indices.empty() ? 0 : read_bytes / indices.size();
-  std::uint64_t too_large = 0;
-  for (std::size_t f = 0; f < nf; ++f) {
-    const Field& field = source.fields[f];
-    if (pipelines_.transforms(f)) {
-      const std::size_t in_bytes = field.bytes_per_sample(),
-                        out_bytes = pipelines_.output().fields[f].bytes_per_sample();
-      std::byte* dst = view.slot_field(s, f);
-      for (std::size_t k = 0; k < indices.size(); ++k) {
-        const std::span<const std::byte> in =
-            field.is_bytes() ? bytes_[f].sample(k)
-                             : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
-        try {
-          pipelines_.run(f, in, h.epoch, indices[k], dst + k * out_bytes);
-        } catch (const Error& e) {
-          throw Error(e.code(),
-                      fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
-        } catch (const std::exception& e) {
-          throw Error(ErrorCode::dataset,
-                      fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
-        }
-      }
-    } else if (field.is_bytes() && !overflow) {
-      const formats::VarBytes& b = bytes_[f];
-      if (b.total() > view.data_capacity(f)) {
-        too_large = std::max<std::uint64_t>(too_large, b.total());
-        continue;
-      }
-      if (b.total() && !b.writes_into(view.slot_data(s, f))) std::memcpy(view.slot_data(s, f), b.data(), b.total());
-      std::memcpy(view.slot_offsets(s, f), b.offsets().data(), b.offsets().size_bytes());
-    }
-  }
-  return too_large;
-}
-
-void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::string& who) noexcept {
-  SlotHeader& h = view.slot_header(s);
-  auto t0 = std::chrono::steady_clock::now();
-  try {
-    h.needed_bytes = read_into(view, s, nullptr);
-    h.status = static_cast<std::uint32_t>(h.needed_bytes ? SlotStatus::too_large : SlotStatus::ok);
-  } catch (const Error& e) {
-    view.set_error(s, e.code(), fmt::format("{}: batch {} of epoch {}: {}", who, h.batch_index, h.epoch, e.what()));
-    h.status = static_cast<std::uint32_t>(SlotStatus::error);
-  } catch (const std::exception& e) {
-    view.set_error(s, ErrorCode::dataset,
-                   fmt::format("{}: batch {} of epoch {}: {}", who, h.batch_index, h.epoch, e.what()));
-    h.status = static_cast<std::uint32_t>(SlotStatus::error);
-  } catch (...) {
-    view.set_error(s, ErrorCode::dataset,
-                   fmt::format("{}: batch {} of epoch {}: unknown exception", who, h.batch_index, h.epoch));
-    h.status = static_cast<std::uint32_t>(SlotStatus::error);
-  }
-  h.busy_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-}
-
-void BatchFiller::fill_overflow(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>& overflow) {
-  overflow.resize(reader_.get().schema().fields.size());
-  read_into(view, s, &overflow);
-}
-
-namespace {
-
-// What a sample of r is expected to weigh before any has been read.
-std::uint64_t expected_sample_bytes(const formats::Reader& r) {
-  const Schema& schema = r.schema();
-  std::uint64_t n = schema.bytes_per_sample();
-  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
-    if (!schema.fields[f].is_bytes()) continue;
-    const formats::SampleBound b = r.sample_bound(f);
-    n += b.exact ? b.bytes : 0;  // an estimate is not trusted for this: it may be far too large
-  }
-  return n;
-}
-
-}  // namespace
-
-void BatchFiller::read_ahead(const SegmentView& view, std::uint32_t s) noexcept {
-  formats::Reader* r = reader_.opened();
-  if (!r) {
-    // The first batches are those a cold start waits for most: open the dataset for them now.
-    try {
-      r = &reader_.get();
-    } catch (const std::exception&) {
-      return;  // fill() opens it again and reports why it cannot
-    }
-  }
-  try {
-    const std::uint64_t bytes = sample_bytes_ ? sample_bytes_ : expected_sample_bytes(*r);
-    if (bytes < kReadAheadMinSampleBytes) return;
-  } catch (const std::exception&) {
-    return;
-  }
-  r->will_need({view.slot_indices(s), view.slot_header(s).num_samples});
-}
 
 void run_worker(const WorkerContext& ctx) {
   const std::string who = fmt::format("worker {} (pid {})", ctx.worker, ::getpid());
-  WorkerChannel ch = ctx.view.channel(ctx.worker);
+  if (const std::string why = ctx.layout->check(ctx.segment, ctx.segment_bytes); !why.empty()) {
+    std::fprintf(stderr, "stoker: %s refuses the loader's shared memory: %s\n", who.c_str(), why.c_str());
+    ::_exit(static_cast<int>(ChildExit::ring_refused));
+  }
+  const SegmentView view(ctx.segment, *ctx.layout);
+  WorkerChannel ch = view.channel(ctx.worker);
   // The pipelines are built again here, from their text: they are data, whatever the process.
-  BatchFiller filler(LazyReader(ctx.path, ctx.reader_options, ctx.expected),
-                     SamplePipelines(ctx.pipeline, ctx.expected, ctx.seed));
+  BatchFiller filler(*ctx.dataset);
   std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {
     pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
+    if (poll_until(fds, 2, Clock::time_point::max()) < 0) return;
     if (fds[1].revents) return;  // the trainer is gone
     std::uint64_t count;
     if (::read(ctx.task_event, &count, sizeof count) < 0 && errno != EAGAIN) return;
@@ -190,13 +49,13 @@ void run_worker(const WorkerContext& ctx) {
       const std::uint64_t queued = ch.tasks.write_position();
       for (std::uint64_t p = std::max(advised, ch.tasks.read_position()); p < queued; ++p) {
         const std::uint32_t t = ch.tasks.item_at(p);
-        if (t != kStopWorker) filler.read_ahead(ctx.view, t);
+        if (t != kStopWorker) filler.read_ahead(view, t);
       }
       advised = std::max(advised, queued);
       if (!ch.tasks.pop(s)) break;
       if (s == kStopWorker) return;
-      ctx.view.slot_header(s).worker = ctx.worker;
-      filler.fill(ctx.view, s, who);
+      view.slot_header(s).worker = ctx.worker;
+      filler.fill(view, s, who);
       ch.cpu_ns->store(cpu_ns(), std::memory_order_relaxed);
       ch.done.push(s);  // cannot fail: every slot is in at most one ring
       std::uint64_t one = 1;

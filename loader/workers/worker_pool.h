@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "formats/core/reader.h"
 #include "loader/base/unique_fd.h"
 #include "loader/shm/slot_pool.h"
+#include "loader/workers/dataset_spec.h"
 #include "loader/workers/fork_server.h"
 #include "loader/workers/lifeline.h"
 
@@ -27,18 +27,9 @@ namespace stoker::detail {
 
 class WorkerPool {
  public:
-  // What every worker opens (lazily, after fork) and the schema it must find there.
-  struct Dataset {
-    std::string path;
-    formats::ReaderOptions reader_options;
-    Schema expected;       // the reader's schema
-    std::string pipeline;  // Options::pipeline, built again in each worker
-    std::uint64_t seed = 0;
-  };
-
-  // Forks `num_workers` workers over `slots`. Must run before the process starts threads of
-  // stoker's own (the fork server is forked from the calling process).
-  WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers, Dataset dataset);
+  // Forks `num_workers` workers over `slots`, each opening `dataset`. Must run before the process
+  // starts threads of stoker's own (the fork server is forked from the calling process).
+  WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers, std::shared_ptr<const DatasetSpec> dataset);
   ~WorkerPool();  // stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -99,6 +90,7 @@ class WorkerPool {
   void retire_channel(std::uint32_t worker) noexcept;
 
   std::shared_ptr<SlotPool> slots_;
+  std::shared_ptr<const DatasetSpec> dataset_;
   std::uint32_t num_workers_;
   Lifeline lifeline_;         // its write end: this process only, not its fork() children
   UniqueFd done_event_;       // any worker finished a slot
@@ -114,10 +106,6 @@ class WorkerPool {
 // "worker 1 (pid 4242) was killed by signal SIGKILL while loading batch 3 of epoch 0 (samples 7,
 // 9, ...); SIGKILL often comes from the out-of-memory killer (see dmesg)". `held` says what the
 // worker had in hand ("while idle", or the batch).
-// In a process exec'd as a fork server (stoker::init): receives the loader's setup on `sock` and
-// serves its workers; never returns.
-[[noreturn]] void serve_exec_fork_server(int sock);
-
 std::string describe_worker_death(const WorkerExit& exit, const std::string& held);
 
 }  // namespace stoker::detail

@@ -1,31 +1,32 @@
 // WorkerSetup: everything a fork server started by exec needs to run a loader's workers, as text
-// (JSON) for the socket, besides the descriptors that travel with it (SCM_RIGHTS).
+// (JSON) for the socket, besides the descriptors that travel with it (loader/workers/setup_channel.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "formats/core/reader.h"
-#include "stoker/schema.h"
+#include "loader/workers/dataset_spec.h"
 
 namespace stoker::detail {
 
-struct WorkerSetup {
-  std::string path;
-  formats::ReaderOptions reader_options;  // `known` is not sent: it is `expected`
-  Schema expected;                        // the reader's schema
-  std::string pipeline;
-  std::uint64_t seed = 0;
+// The ring the workers share, besides the dataset.
+struct RingSetup {
   std::uint32_t num_workers = 0;
   std::uint64_t batch_size = 0;
   std::vector<std::uint64_t> sample_bound;  // the layout's, per delivered field
   std::uint64_t segment_bytes = 0;
-
-  std::string to_json() const;
-  // Throws stoker::Error for text that is not a setup.
-  static WorkerSetup from_json(const std::string& text);
+  std::string stoker_version;  // of the loader that sent it: a fork server of another refuses it
 };
+
+std::string setup_to_json(const DatasetSpec& dataset, const RingSetup& ring);
+
+struct WorkerSetup {
+  DatasetSpec dataset;
+  RingSetup ring;
+};
+// Throws stoker::Error (ErrorCode::internal) for text that is not a setup.
+WorkerSetup setup_from_json(const std::string& text);
 
 // The descriptors sent with a setup, in this order: the segment, the lifeline's read end, the
 // "done" eventfd, then one task eventfd per worker.

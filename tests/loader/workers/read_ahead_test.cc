@@ -20,7 +20,7 @@
 #include "loader/base/unique_fd.h"
 #include "loader/pipeline/pipeline.h"
 #include "loader/shm/segment_layout.h"
-#include "loader/workers/worker.h"
+#include "loader/workers/batch_filler.h"
 #include "tests/support/test_data.h"
 
 namespace stoker {

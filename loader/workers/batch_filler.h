@@ -1,0 +1,88 @@
+// BatchFiller: what a worker does with a slot: reads the batch its header and indices describe
+// (the dataset opened lazily, in the process that reads it), runs the pipelines, and writes the
+// fields into the slot, or the error into its header. The same filler serves the consumer when a
+// loader has no workers, and for a batch too large for its slot. Workers never touch CUDA.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/core/reader.h"
+#include "loader/pipeline/pipeline.h"
+#include "loader/shm/segment_layout.h"
+#include "loader/workers/dataset_spec.h"
+
+namespace stoker::detail {
+
+// Opens the dataset on first use, in the process that reads it, and checks that it is still the
+// dataset the loader was built for.
+class LazyReader {
+ public:
+  LazyReader(std::string path, formats::ReaderOptions options, Schema expected)
+      : path_(std::move(path)), options_(std::move(options)), expected_(std::move(expected)) {
+    options_.known = expected_;  // what the loader's process found: not scanned again
+  }
+  explicit LazyReader(const DatasetSpec& dataset);
+  LazyReader(std::unique_ptr<formats::Reader> opened, std::string path)
+      : path_(std::move(path)), reader_(std::move(opened)) {}
+
+  formats::Reader& get();
+  const std::string& path() const noexcept { return path_; }
+  // The reader when it is open (nullptr before the first get()).
+  formats::Reader* opened() noexcept { return reader_.get(); }
+
+ private:
+  std::string path_;
+  formats::ReaderOptions options_;
+  Schema expected_;
+  std::unique_ptr<formats::Reader> reader_;
+};
+
+// Fills slots: reads the batch a slot's header and indices describe, runs the pipelines, and
+// writes the fields into the slot. Keeps its buffers between batches. One per process.
+class BatchFiller {
+ public:
+  // The dataset and pipelines of `dataset` (the pipelines built from their text here).
+  explicit BatchFiller(const DatasetSpec& dataset);
+  BatchFiller(LazyReader reader, SamplePipelines pipelines)
+      : reader_(std::move(reader)), pipelines_(std::move(pipelines)) {}
+
+  // Fills slot s and sets its status: ok; error, with the text (prefixed with `who`) in the slot;
+  // or too_large, when a bytes field did not fit its region. Never throws.
+  void fill(const SegmentView& view, std::uint32_t s, const std::string& who) noexcept;
+  // For a too_large slot, in the consumer: the fixed fields into the slot, the bytes fields into
+  // `overflow` (one per field). Throws stoker::Error.
+  void fill_overflow(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>& overflow);
+
+  // Hints the reader about slot s's samples when they are large enough (kReadAheadMinSampleBytes):
+  // by the samples last read, or before the first read by the schema (bytes fields by their exact
+  // bound where the format records one), so that a cold start's first batches are read ahead too.
+  // Opens the dataset if it is not open yet. Never throws.
+  void read_ahead(const SegmentView& view, std::uint32_t s) noexcept;
+
+  LazyReader& reader() noexcept { return reader_; }
+  // The mean bytes of a sample of the last batch read (bytes fields by their actual length); 0
+  // before the first.
+  std::uint64_t sample_bytes() const noexcept { return sample_bytes_; }
+
+ private:
+  // Reads into the slot (or `overflow`); returns 0, or the bytes a bytes field needed that did
+  // not fit.
+  std::uint64_t read_into(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>* overflow);
+
+  LazyReader reader_;
+  SamplePipelines pipelines_;
+  std::vector<formats::VarBytes> bytes_;             // per field: a bytes field as read
+  std::vector<std::vector<std::byte>> pipeline_in_;  // per field: a fixed field going into a pipeline
+  std::vector<formats::FieldOut> out_;
+  std::uint64_t sample_bytes_ = 0;
+};
+
+// Samples at least this large are read ahead (Reader::will_need) before they are read: for them a
+// storage read is worth a hint; for small ones the hint's lookups would cost more than they save
+// on page-cached data.
+inline constexpr std::size_t kReadAheadMinSampleBytes = 16 << 10;
+
+}  // namespace stoker::detail

@@ -1,0 +1,50 @@
+#include "loader/workers/child_hygiene.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+
+namespace stoker::detail {
+namespace {
+
+// Closes [lo, hi]. close_range needs Linux 5.9; before that (ENOSYS) every descriptor up to the
+// limit is closed one by one.
+void close_fds(unsigned lo, unsigned hi) noexcept {
+  if (::close_range(lo, hi, 0) == 0) return;
+  rlimit limit{};
+  unsigned max = 65536;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    max = static_cast<unsigned>(std::min<rlim_t>(limit.rlim_cur, 1u << 20));
+  }
+  for (unsigned fd = lo; fd <= hi && fd < max; ++fd) ::close(static_cast<int>(fd));
+}
+
+}  // namespace
+
+void reset_signals() noexcept {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) != 0 || now.sa_handler == SIG_IGN) continue;
+    ::signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
+}
+
+void close_all_except(std::vector<int> keep) noexcept {
+  std::sort(keep.begin(), keep.end());
+  unsigned lo = 3;
+  for (int fd : keep) {
+    if (fd < 0 || static_cast<unsigned>(fd) < lo) continue;
+    if (static_cast<unsigned>(fd) > lo) close_fds(lo, static_cast<unsigned>(fd) - 1);
+    lo = static_cast<unsigned>(fd) + 1;
+  }
+  close_fds(lo, ~0u);
+}
+
+}  // namespace stoker::detail

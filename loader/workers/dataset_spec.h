@@ -1,0 +1,23 @@
+// DatasetSpec: what every worker opens (lazily, after fork), the schema it must find there, and the
+// pipelines it builds, from text, in its own process. One value per loader, shared by the loader,
+// its worker pool, every worker and the consumer's reader of batches too large for their slot; a
+// fork server started by exec receives it as JSON (loader/workers/worker_setup.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "formats/core/reader.h"
+#include "stoker/schema.h"
+
+namespace stoker::detail {
+
+struct DatasetSpec {
+  std::string path;
+  formats::ReaderOptions reader_options;  // `known` unset: `expected` is what was found
+  Schema expected;                        // the reader's schema, found when the loader opened it
+  std::string pipeline;                   // Options::pipeline
+  std::uint64_t seed = 0;                 // Options::seed, for the pipelines' random numbers
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,31 @@
+// How a loader hands its settings to a fork server started by exec (stoker::init): the setup text
+// and the descriptors the workers need (the ring's memory, the lifeline, the eventfds), over the
+// server's socket. Sent in pieces, so that neither the text (a schema of a thousand fields) nor the
+// descriptors (SCM_RIGHTS carries at most 253 per message: one per worker, and more) have a limit
+// of their own: a header with both sizes, the text in packets of at most 64 KiB, then the
+// descriptors at most 250 per packet.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loader/base/unique_fd.h"
+
+namespace stoker::detail {
+
+// Sends `text` and `fds` (which stay open here). Throws stoker::Error when the socket fails.
+void send_setup(int sock, const std::string& text, const std::vector<int>& fds);
+
+// In the exec'd fork server: what send_setup sent, the descriptors close-on-exec. Throws
+// stoker::Error for a socket error or a setup that does not follow the protocol.
+struct ReceivedSetup {
+  std::string text;
+  std::vector<UniqueFd> fds;
+};
+ReceivedSetup receive_setup(int sock);
+
+// In the exec'd fork server, when the setup cannot be used: tells the loader why (and what kind of
+// failure, `code`: a stoker::ErrorCode), and exits with ChildExit::setup_failed.
+[[noreturn]] void fail_setup(int sock, int code, const std::string& why) noexcept;
+
+}  // namespace stoker::detail

@@ -1,0 +1,60 @@
+// loader/shm: a segment's header says what its layout is, and a layout refuses a segment it did
+// not make (a fork server or worker from another build must not write into it).
+#include "loader/shm/segment_layout.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace stoker::detail {
+namespace {
+
+using ::testing::HasSubstr;
+
+Schema image_and_label() {
+  Schema s;
+  s.num_samples = 100;
+  s.fields = {{"image", FieldKind::fixed, DType::u8, {3, 8, 8}}, {"label", FieldKind::fixed, DType::i64, {}}};
+  return s;
+}
+
+TEST(SegmentLayout, ASegmentChecksOutAgainstTheLayoutThatMadeItAndNoOther) {
+  const SegmentLayout layout(image_and_label(), 16, 2);
+  std::vector<std::byte> segment(layout.segment_bytes(4));
+  layout.initialize(segment.data(), 4);
+  EXPECT_EQ(layout.check(segment.data(), segment.size()), "");
+
+  EXPECT_THAT(SegmentLayout(image_and_label(), 32, 2).check(segment.data(), segment.size()),
+              HasSubstr("batch_size is 16, this loader's layout makes 32"));
+  EXPECT_THAT(SegmentLayout(image_and_label(), 16, 3).check(segment.data(), segment.size()),
+              HasSubstr("num_workers is 2"));
+  Schema other = image_and_label();
+  other.fields[1].dtype = DType::i32;
+  EXPECT_THAT(SegmentLayout(other, 16, 2).check(segment.data(), segment.size()),
+              HasSubstr("field 1 is laid out differently from field 'label'"));
+  EXPECT_THAT(layout.check(segment.data(), segment.size() - 4096), HasSubstr("segment_bytes"));
+
+  std::vector<std::byte> older = segment;
+  std::uint32_t version = kSegmentVersion - 1;
+  std::memcpy(older.data() + 8, &version, sizeof version);
+  EXPECT_THAT(layout.check(older.data(), older.size()), HasSubstr("layout version 1, this stoker reads version 2"));
+  older[0] = std::byte{'X'};
+  EXPECT_THAT(layout.check(older.data(), older.size()), HasSubstr("does not start with STOKERSM"));
+}
+
+TEST(SegmentView, AnErrorKeepsItsCodeAndAnUnknownCodeIsInternal) {
+  const SegmentLayout layout(image_and_label(), 16, 1);
+  std::vector<std::byte> segment(layout.segment_bytes(2));
+  layout.initialize(segment.data(), 2);
+  const SegmentView view(segment.data(), layout);
+  view.set_error(1, ErrorCode::dataset, "d.h5: sample 3: corrupt");
+  EXPECT_EQ(view.slot_error_of(1).code(), ErrorCode::dataset);
+  EXPECT_STREQ(view.slot_error_of(1).what(), "d.h5: sample 3: corrupt");
+  view.slot_header(1).error_code = 999;  // a worker gone wrong
+  EXPECT_EQ(view.slot_error_of(1).code(), ErrorCode::internal);
+}
+
+}  // namespace
+}  // namespace stoker::detail
