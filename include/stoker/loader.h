@@ -40,7 +40,8 @@ class LoaderImpl;
 class Loader;
 
 // The batches of one epoch, as a single-pass range. Starting another epoch on the same Loader
-// ends this one.
+// ends this one. An Epoch may outlive its Loader: next() then throws stoker::Error
+// (ErrorCode::invalid_option) saying so, and an iteration in progress ends with it.
 class STOKER_API Epoch {
  public:
   // Next batch, or nullopt at the end of the epoch. Throws stoker::Error when a worker failed on
@@ -69,8 +70,9 @@ class STOKER_API Epoch {
 
  private:
   friend class Loader;
-  Epoch(detail::LoaderImpl* impl, std::uint64_t generation) : impl_(impl), generation_(generation) {}
-  detail::LoaderImpl* impl_;
+  Epoch(std::weak_ptr<detail::LoaderImpl> impl, std::uint64_t generation)
+      : impl_(std::move(impl)), generation_(generation) {}
+  std::weak_ptr<detail::LoaderImpl> impl_;
   std::uint64_t generation_;
 };
 
@@ -110,7 +112,7 @@ class STOKER_API Loader {
   std::vector<int> worker_pids() const;
 
  private:
-  std::unique_ptr<detail::LoaderImpl> impl_;
+  std::shared_ptr<detail::LoaderImpl> impl_;
 };
 
 }  // namespace stoker

@@ -45,6 +45,8 @@ class WorkerSource final : public SlotSource {
 
   // Stops the workers (idempotent).
   void stop(std::chrono::milliseconds grace) noexcept { workers_.stop(grace); }
+  // In a fork of the owner: lets go of the workers without telling them anything (WorkerPool::disown).
+  void disown() noexcept { workers_.disown(); }
   std::vector<int> pids() const { return workers_.pids(); }
   std::uint64_t respawns() const noexcept { return respawns_; }
   double worker_cpu_seconds() const { return workers_.cpu_seconds(); }

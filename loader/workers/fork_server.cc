@@ -203,6 +203,12 @@ std::optional<WorkerExit> ForkServer::poll_exit() {
   }
 }
 
+void ForkServer::disown() noexcept {
+  shut_down_ = true;
+  pid_ = -1;
+  sock_.reset();
+}
+
 void ForkServer::shutdown(std::chrono::milliseconds grace) noexcept {
   if (shut_down_ || pid_ <= 0) return;
   shut_down_ = true;

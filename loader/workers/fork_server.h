@@ -73,6 +73,9 @@ class ForkServer {
   // Asks the server to wait up to `grace` for workers to exit (the caller has told them to), kill
   // the rest, reap everything and exit; then reaps the server. Idempotent; never throws.
   void shutdown(std::chrono::milliseconds grace) noexcept;
+  // In a process forked from the owner, which neither made nor may reap the server: closes this
+  // copy of the socket, sends nothing, and from then on does nothing. Never throws.
+  void disown() noexcept;
 
  private:
   // Forks (and for exec, execs) the server process.

@@ -53,9 +53,10 @@ Lifeline::Lifeline() {
 }
 
 Lifeline::~Lifeline() {
+  // In a fork() child the write end was closed already (close_in_child) and its number may have
+  // been reused since: it is closed only while the table still holds it.
   int fd = write_;
-  g_write_ends[slot_].compare_exchange_strong(fd, -1);
-  ::close(write_);
+  if (g_write_ends[slot_].compare_exchange_strong(fd, -1)) ::close(write_);
 }
 
 }  // namespace stoker::detail

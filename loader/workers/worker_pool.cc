@@ -146,6 +146,11 @@ double WorkerPool::cpu_seconds() const {
   return s;
 }
 
+void WorkerPool::disown() noexcept {
+  if (server_) server_->disown();
+  server_.reset();
+}
+
 void WorkerPool::stop(std::chrono::milliseconds grace) noexcept {
   if (!server_) return;
   for (std::uint32_t w = 0; w < num_workers_; ++w) {

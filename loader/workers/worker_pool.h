@@ -84,6 +84,10 @@ class WorkerPool {
   // Sends every worker the stop sentinel, waits up to `grace` for them, kills the rest, reaps all.
   // Idempotent; never throws.
   void stop(std::chrono::milliseconds grace) noexcept;
+  // In a process forked from the owner: closes this copy's descriptors and forgets the fork server
+  // without a message to it or a stop sentinel in a ring, so that the owner's workers go on
+  // undisturbed. Afterwards the pool does nothing. Never throws.
+  void disown() noexcept;
 
  private:
   // Empties a dead worker's task ring and keeps its CPU time.

@@ -275,6 +275,22 @@ TEST_F(LoaderData, BatchesOutliveTheLoader) {
   for (auto& b : kept) check_batch(b, schema_);
 }
 
+TEST_F(LoaderData, AnEpochThatOutlivesItsLoaderSaysSo) {
+  std::optional<Epoch> e;
+  {
+    Loader loader(options("d.lmdb", 1, 10));
+    e.emplace(loader.epoch(0));
+    ASSERT_TRUE(e->next());
+  }
+  try {
+    (void)e->next();
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::invalid_option);
+    EXPECT_THAT(error.what(), HasSubstr("this epoch's Loader was destroyed"));
+  }
+}
+
 TEST_F(LoaderData, AWorkerErrorIsRaisedAtItsBatchAndLaterBatchesStillCome) {
   // Sample 15 of a copy has a value of the wrong size.
   const std::string p = tmp_.path("bad.lmdb");

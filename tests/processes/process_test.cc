@@ -14,10 +14,12 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
 #include "stoker/digest.h"
+#include "stoker/error.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "tests/support/test_data.h"
@@ -289,6 +291,46 @@ TEST_F(Processes, AKilledForkServerIsReplacedWhenWorkersStartClean) {
     Epoch next = loader.epoch(1);
     EXPECT_EQ(record(next).indices.size(), want.indices.size());
   }
+  ::alarm(0);
+}
+
+// A forked child (a user's fork(), a multiprocessing worker) inherits a copy of the Loader: using it
+// there is an error naming the owner, and destroying it there leaves the owner's workers, ring and
+// fork server as they were: the owner's epoch is exactly an undisturbed one.
+TEST_F(Processes, AForkedChildCanNeitherUseNorStopItsParentsLoader) {
+  ::alarm(60);
+  Options o = options(2);
+  const EpochRecord want = undisturbed_run(o, 0);
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  const std::vector<int> workers = loader.worker_pids();
+  EpochRecord got = record(epoch, [&](std::size_t n) {
+    if (n != 3) return;
+    const int st = run_in_child([&] {
+      const std::string owner = std::to_string(::getppid());
+      try {
+        (void)epoch.next();
+        return 4;  // used in the child: wrong
+      } catch (const Error& e) {
+        HARNESS_CHECK(e.code() == ErrorCode::wrong_process);
+        HARNESS_CHECK(std::string(e.what()).find("belongs to process " + owner) != std::string::npos);
+      }
+      return 0;
+    });
+    ASSERT_TRUE(WIFEXITED(st)) << st;
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+    // And one that destroys its copy, as a child that returns from main would.
+    const int destroyed = run_in_child([&] {
+      std::destroy_at(&loader);  // the child's copy of the parent's Loader (the child then _exits)
+      return 0;
+    });
+    ASSERT_TRUE(WIFEXITED(destroyed)) << destroyed;
+    ASSERT_EQ(WEXITSTATUS(destroyed), 0);
+  });
+  EXPECT_EQ(got.indices, want.indices);
+  EXPECT_EQ(got.labels, want.labels);
+  EXPECT_EQ(loader.worker_pids(), workers) << "no worker was replaced";
+  EXPECT_EQ(loader.stats().respawns, 0u);
   ::alarm(0);
 }
 

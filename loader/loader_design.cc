@@ -1,0 +1,64 @@
+#include "loader/loader_design.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "loader/plan/quasi_random.h"
+#include "stoker/error.h"
+
+namespace stoker::detail {
+
+LoaderDesign design_loader(const Options& o, unsigned hardware_threads) {
+  LoaderDesign d;
+  d.order = o.shuffle && o.order == Order::sequential ? Order::random : o.order;
+  d.reader_options.format = o.format;
+  d.reader_options.fields = o.fields;
+  d.reader_options.group = o.group;
+  d.reader_options.sequential = d.order == Order::sequential;
+  d.auto_workers = o.num_workers == kAuto;
+  d.auto_prefetch = o.prefetch == kAuto;
+  // kAuto forks as many workers as there are cores and reserves the deepest ring the tuner may
+  // use; the tuner then activates what helps.
+  const std::uint32_t cores = std::clamp<std::uint32_t>(hardware_threads, 1, 16);
+  d.num_workers = d.auto_workers ? cores : static_cast<std::uint32_t>(o.num_workers);
+  d.prefetch = d.auto_prefetch ? kAutoMaxPrefetch : static_cast<std::uint32_t>(o.prefetch);
+  return d;
+}
+
+std::uint64_t affinity_span(const LoaderDesign& d, std::uint64_t group, std::uint32_t world_size,
+                            std::size_t batch_size) {
+  if (d.order != Order::quasi_random) return 0;
+  // A window of the global order is spread over the ranks: this rank's batches of one window.
+  const std::uint64_t window = group * kQuasiRandomWindowGroups / std::max<std::uint32_t>(world_size, 1);
+  return std::max<std::uint64_t>(1, window / batch_size);
+}
+
+std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& d, std::uint32_t depth) {
+  if (!d.auto_workers && !d.auto_prefetch) return std::nullopt;
+  AutoTuner::Limits limits;
+  limits.max_workers = d.num_workers;
+  limits.max_depth = depth;
+  limits.tune_workers = d.auto_workers;
+  limits.tune_prefetch = d.auto_prefetch;
+  limits.start_workers = d.auto_workers ? 1 : d.num_workers;
+  limits.start_prefetch = d.auto_prefetch ? 2 : d.prefetch;
+  return limits;
+}
+
+void check_fields_fit_device(const Schema& delivered, const Options& o) {
+  if (!o.device.staged() || !delivered.has_bytes_fields()) return;
+  std::vector<std::string> names;
+  for (const auto& f : delivered.fields) {
+    if (f.is_bytes()) names.push_back(f.name);
+  }
+  throw Error(ErrorCode::invalid_option,
+              fmt::format("{}: field(s) {} are variable-length bytes, which stoker delivers on the CPU only: decode "
+                          "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
+                          o.source, fmt::join(names, ", ")));
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,44 @@
+// LoaderDesign: what a Loader will be, decided from its options before any file is opened, memory
+// reserved, process forked or thread started. Pure functions of their arguments, unit-tested
+// without any of those (tests/loader/loader_design_test.cc); LoaderImpl carries them out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "formats/core/reader.h"
+#include "loader/source/auto_tuner.h"
+#include "stoker/options.h"
+#include "stoker/schema.h"
+
+namespace stoker::detail {
+
+struct LoaderDesign {
+  Order order = Order::sequential;        // Options::order, with Options::shuffle
+  formats::ReaderOptions reader_options;  // what every reader of the dataset is opened with
+  // Worker processes forked: Options::num_workers, or for kAuto one per core (1 to 16) of which
+  // the tuner activates what helps.
+  std::uint32_t num_workers = 0;
+  // Batches per worker the ring is sized for: Options::prefetch, or for kAuto the deepest the
+  // tuner may use. Without workers: the number of batch buffers.
+  std::uint32_t prefetch = 0;
+  bool auto_workers = false;
+  bool auto_prefetch = false;
+};
+
+// `hardware_threads`: std::thread::hardware_concurrency() (0 when unknown).
+LoaderDesign design_loader(const Options& options, unsigned hardware_threads);
+
+// How many consecutive batches of this rank one worker takes, so that a quasi-random window's
+// chunks are read by one worker (TaskTable::worker_for_next); 0 for the other orders.
+std::uint64_t affinity_span(const LoaderDesign& design, std::uint64_t group, std::uint32_t world_size,
+                            std::size_t batch_size);
+
+// The auto-tuner's limits over a ring of `depth` slots; nullopt when nothing is automatic.
+std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& design, std::uint32_t depth);
+
+// Throws stoker::Error (ErrorCode::invalid_option) when `delivered` has bytes fields and the device
+// is staged: those stay on the CPU.
+void check_fields_fit_device(const Schema& delivered, const Options& options);
+
+}  // namespace stoker::detail

@@ -1,0 +1,313 @@
+#include "loader/loader_impl.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "formats/open_reader.h"
+#include "loader/base/posix_error.h"
+#include "loader/options_check.h"
+#include "loader/plan/launcher_env.h"
+#include "loader/shm/ring_sizing.h"
+#include "loader/shm/shm_budget.h"
+#include "loader/source/inline_source.h"
+
+namespace stoker::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+LoaderImpl::LoaderImpl(Options options)
+    : opt_((check_options(options), std::move(options))),
+      design_(design_loader(opt_, std::thread::hardware_concurrency())),
+      owner_pid_(::getpid()),
+      sampler_(0, 1, Order::sequential, 0, {}, false) {
+  Scanned scanned = scan_dataset();
+  const SegmentLayout layout(schema_, opt_.batch_size, design_.num_workers, scanned.sample_bound);
+  if (design_.num_workers == 0) {
+    start_inline(layout, std::move(scanned));
+  } else {
+    scanned.reader.reset();  // every handle is closed before the fork server is forked
+    start_workers(layout);
+  }
+  plan_.batch_size = opt_.batch_size;
+  stats_.workers = design_.num_workers;
+  stats_.depth = slots_->num_slots();
+  stats_.shm_bytes = slots_->segment().shared() ? slots_->segment().size() : 0;
+  stats_.shm_backing = shm_backing_;
+  // Threads (ours, and the CUDA driver's) start only now, after the fork server.
+  if (opt_.device.staged()) {
+    try {
+      feeder_ = std::make_unique<DeviceFeeder>(opt_, schema_, *this);
+    } catch (...) {
+      if (workers_) workers_->stop(opt_.shutdown_grace);  // no destructor runs for a throwing constructor
+      throw;
+    }
+  }
+}
+
+LoaderImpl::Scanned LoaderImpl::scan_dataset() {
+  Scanned s;
+  // Metadata is read here, and every handle closed again before any fork.
+  s.reader = formats::open_reader(opt_.source, design_.reader_options);
+  const Schema& source_schema = s.reader->schema();
+  s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed);
+  schema_ = s.pipelines.output();
+  source_description_ = s.reader->describe_layout();
+  if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {
+    source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline);
+  }
+  s.sample_bound.assign(schema_.fields.size(), 0);
+  for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+    if (schema_.fields[f].is_bytes()) s.sample_bound[f] = s.reader->sample_bound(f).bytes;
+  }
+  check_fields_fit_device(schema_, opt_);
+  dataset_ = std::make_shared<const DatasetSpec>(
+      DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline, opt_.seed});
+  sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
+                     s.reader->locality_rows());
+  if (sampler_.batches_per_epoch() == 0) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)", opt_.source,
+                            schema_.num_samples, opt_.batch_size, opt_.shard.world_size));
+  }
+  return s;
+}
+
+void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
+  const std::uint32_t depth = design_.prefetch;
+  slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
+  source_ = std::make_unique<InlineSource>(
+      slots_, BatchFiller(LazyReader(std::move(scanned.reader), opt_.source), std::move(scanned.pipelines)));
+}
+
+void LoaderImpl::start_workers(const SegmentLayout& layout) {
+  const RingRequest request{design_.num_workers, design_.prefetch, opt_.shm_fraction};
+  ReservedRing ring = reserve_ring(
+      layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget, local_ranks()), opt_.shm_backing);
+  for (const auto& w : ring.warnings) warn(w);
+  shm_backing_ = ring.backing;
+  slots_ = std::make_shared<SlotPool>(std::move(ring.segment), layout, ring.depth);
+  auto workers = std::make_unique<WorkerSource>(
+      slots_, ring.depth, design_.num_workers, dataset_, opt_.timeout,
+      WorkerSource::RespawnPolicy{opt_.max_respawns, [this](const std::string& w) { warn(w); }});
+  workers->set_affinity_span(affinity_span(design_, sampler_.group(), opt_.shard.world_size, opt_.batch_size));
+  if (const auto limits = tuner_limits(design_, ring.depth))
+    workers->set_auto_tuner(std::make_unique<AutoTuner>(*limits));
+  workers_ = workers.get();
+  source_ = std::move(workers);
+}
+
+LoaderImpl::~LoaderImpl() {
+  if (::getpid() != owner_pid_) {
+    // A fork of the owner: its workers, ring and device are the owner's. Nothing here may tell the
+    // fork server to stop, push into the rings or wait for a staging thread this process does not
+    // have; what this copy holds of them is let go without a word.
+    if (workers_) workers_->disown();
+    (void)feeder_.release();
+    return;
+  }
+  feeder_.reset();  // its thread draws from the workers
+  if (workers_) workers_->stop(opt_.shutdown_grace);
+}
+
+void LoaderImpl::check_process() const {
+  if (::getpid() == owner_pid_) return;
+  throw Error(ErrorCode::wrong_process,
+              fmt::format("stoker: this Loader belongs to process {} and its workers and shared memory with it; "
+                          "process {} is a fork of it and cannot use it: build a Loader in this process instead",
+                          owner_pid_, ::getpid()));
+}
+
+void LoaderImpl::warn(const std::string& message) const {
+  if (opt_.on_warning) {
+    opt_.on_warning(message);
+  } else {
+    std::cerr << "stoker: warning: " << message << std::endl;
+  }
+}
+
+std::uint32_t LoaderImpl::local_ranks() const {
+  std::string warning;
+  const std::uint32_t n = local_ranks_for_budget([](const char* name) { return std::getenv(name); }, warning);
+  if (!warning.empty()) warn(warning);
+  return n;
+}
+
+std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
+  check_process();
+  const std::uint64_t batches = sampler_.batches_per_epoch(skip);
+  if (start_batch > batches) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("stoker: start_batch {} is past the end of the epoch ({} batches)", start_batch, batches));
+  }
+  const std::uint64_t generation =
+      feeder_ ? feeder_->start_epoch(epoch, start_batch, skip) : start_host_epoch(epoch, start_batch, skip);
+  progress_ = Progress{epoch, skip, start_batch, batches, false};
+  user_generation_ = generation;
+  return generation;
+}
+
+std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
+  check_process();
+  std::optional<Batch> b = feeder_ ? feeder_->next(generation) : next_host(generation);
+  if (generation == user_generation_) {
+    if (b) {
+      progress_.next_batch = b->index() + 1;
+    } else {
+      progress_.ended = true;
+    }
+  }
+  return b;
+}
+
+LoaderState LoaderImpl::state() const {
+  LoaderState s;
+  s.epoch = progress_.epoch;
+  s.consumed = sampler_.consumed_after(progress_.skip, progress_.next_batch);
+  s.epoch_finished = user_generation_ != 0 && (progress_.ended || progress_.next_batch == progress_.num_batches);
+  s.seed = opt_.seed;
+  s.order = sampler_.order_description();
+  s.num_samples = schema_.num_samples;
+  s.fields = schema_.describe_fields();
+  return s;
+}
+
+std::uint64_t LoaderImpl::resume(const LoaderState& state) {
+  LoaderState here = this->state();
+  std::vector<std::string> differ;
+  if (state.num_samples != here.num_samples) {
+    differ.push_back(fmt::format("num_samples {} in the state, {} here", state.num_samples, here.num_samples));
+  }
+  if (state.fields != here.fields) {
+    differ.push_back(fmt::format("fields '{}' in the state, '{}' here", state.fields, here.fields));
+  }
+  if (state.order != here.order) {
+    differ.push_back(fmt::format("order {} in the state, {} here", state.order, here.order));
+  }
+  if (state.order != "sequential" && state.seed != here.seed) {
+    differ.push_back(fmt::format("seed {} in the state, {} here", state.seed, here.seed));
+  }
+  if (!differ.empty()) {
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("stoker: the loader state is not for this loader ({}): it would resume another order",
+                            fmt::join(differ, "; ")));
+  }
+  if (state.epoch_finished || state.consumed >= state.num_samples) {
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("stoker: the loader state's epoch {} is finished (all its batches were delivered): start "
+                            "epoch {} instead of resuming",
+                            state.epoch, state.epoch + 1));
+  }
+  return start_epoch(state.epoch, 0, state.consumed);
+}
+
+std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
+  source_->abandon();  // reads the previous plan_: before it changes
+  plan_.epoch = epoch;
+  plan_.order = sampler_.epoch_order(epoch, skip);
+  plan_.num_batches = sampler_.batches_per_epoch(skip);
+  source_->start(plan_, start_batch);
+  handed_out_ = start_batch;
+  return ++generation_;
+}
+
+OutsideBytes LoaderImpl::read_outside(std::uint32_t s) {
+  const SegmentView& v = slots_->view();
+  const SlotHeader& h = v.slot_header(s);
+  if (!overflow_filler_) overflow_filler_ = std::make_unique<BatchFiller>(*dataset_);
+  if (!warned_overflow_) {
+    warned_overflow_ = true;
+    std::vector<std::string> regions;
+    for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+      if (schema_.fields[f].is_bytes()) {
+        regions.push_back(fmt::format("'{}' {}", schema_.fields[f].name, format_bytes(v.data_capacity(f))));
+      }
+    }
+    warn(
+        fmt::format("batch {} of epoch {} needs {} for a bytes field, more than its region in shared memory holds "
+                    "({}, sized from a few samples): such batches are read by the training process instead, "
+                    "which is slower (docs/shm-layout.md)",
+                    h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
+  }
+  auto read = std::make_shared<std::vector<formats::VarBytes>>();
+  overflow_filler_->fill_overflow(v, s, *read);
+  OutsideBytes outside;
+  for (const formats::VarBytes& field : *read) outside.fields.push_back({field.data(), field.offsets()});
+  outside.owner = std::move(read);
+  std::lock_guard lock(stats_mu_);
+  stats_.overflow_batches += 1;
+  return outside;
+}
+
+Batch LoaderImpl::take(std::uint32_t s) {
+  const SegmentView& v = slots_->view();
+  const SlotHeader& h = v.slot_header(s);
+  OutsideBytes outside;
+  if (h.status == static_cast<std::uint32_t>(SlotStatus::too_large)) {
+    try {
+      outside = read_outside(s);
+    } catch (...) {
+      slots_->release(s);
+      throw;
+    }
+  } else if (h.status != static_cast<std::uint32_t>(SlotStatus::ok)) {
+    Error error = v.slot_error_of(s);
+    slots_->release(s);
+    throw error;
+  }
+  Batch b = slots_->make_batch(s, std::move(outside));
+  std::uint64_t bytes = 0;
+  for (const auto& f : b.fields()) bytes += f.bytes;
+  std::lock_guard lock(stats_mu_);
+  stats_.batches += 1;
+  stats_.samples += h.num_samples;
+  stats_.bytes += bytes;
+  stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
+  return b;
+}
+
+std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
+  if (generation != generation_) {
+    throw Error(ErrorCode::invalid_option,
+                "stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
+  }
+  if (handed_out_ == plan_.num_batches) return std::nullopt;
+  const auto t0 = Clock::now();
+  const std::uint32_t s = source_->next_filled();
+  ++handed_out_;
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.wait_seconds += seconds_since(t0);
+  }
+  return take(s);
+}
+
+Stats LoaderImpl::stats() const {
+  Stats s;
+  {
+    std::lock_guard lock(stats_mu_);
+    s = stats_;
+  }
+  if (feeder_) feeder_->add_stats(s);
+  if (workers_) s.worker_cpu_seconds = workers_->worker_cpu_seconds();
+  if (workers_) s.respawns = workers_->respawns();
+  if (const AutoTuner* t = workers_ ? workers_->auto_tuner() : nullptr) {
+    s.workers = t->workers();
+    s.depth = t->depth();
+    s.auto_tuning = t->describe();
+  }
+  return s;
+}
+
+}  // namespace stoker::detail

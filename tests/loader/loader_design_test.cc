@@ -1,0 +1,85 @@
+// loader: what a Loader will be, decided from its options alone (no file, memory, process or thread).
+#include "loader/loader_design.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "stoker/error.h"
+
+namespace stoker::detail {
+namespace {
+
+TEST(LoaderDesign, FixedOptionsAreTakenAsTheyAre) {
+  Options o;
+  o.num_workers = 3;
+  o.prefetch = 5;
+  o.fields = {"image"};
+  o.group = "train";
+  const LoaderDesign d = design_loader(o, 8);
+  EXPECT_EQ(d.num_workers, 3u);
+  EXPECT_EQ(d.prefetch, 5u);
+  EXPECT_FALSE(d.auto_workers);
+  EXPECT_FALSE(d.auto_prefetch);
+  EXPECT_EQ(d.order, Order::sequential);
+  EXPECT_TRUE(d.reader_options.sequential) << "a sequential order lets the kernel read ahead";
+  EXPECT_EQ(d.reader_options.fields, std::vector<std::string>{"image"});
+  EXPECT_EQ(d.reader_options.group, "train");
+  EXPECT_EQ(tuner_limits(d, 15), std::nullopt);
+}
+
+TEST(LoaderDesign, AutoForksOneWorkerPerCoreUpToSixteenAndStartsSmall) {
+  Options o;
+  o.num_workers = kAuto;
+  o.prefetch = kAuto;
+  EXPECT_EQ(design_loader(o, 0).num_workers, 1u) << "unknown core count";
+  EXPECT_EQ(design_loader(o, 64).num_workers, 16u);
+  const LoaderDesign d = design_loader(o, 6);
+  EXPECT_EQ(d.num_workers, 6u);
+  EXPECT_EQ(d.prefetch, kAutoMaxPrefetch);
+  const auto limits = tuner_limits(d, 20);
+  ASSERT_TRUE(limits);
+  EXPECT_EQ(limits->max_workers, 6u);
+  EXPECT_EQ(limits->max_depth, 20u);
+  EXPECT_EQ(limits->start_workers, 1u);
+  EXPECT_EQ(limits->start_prefetch, 2u);
+  o.num_workers = 4;  // only the depth automatic: the workers are what they are
+  const auto depth_only = tuner_limits(design_loader(o, 6), 16);
+  ASSERT_TRUE(depth_only);
+  EXPECT_FALSE(depth_only->tune_workers);
+  EXPECT_EQ(depth_only->start_workers, 4u);
+}
+
+TEST(LoaderDesign, ShuffleIsTheRandomOrderAndQuasiRandomKeepsWorkersOnAWindow) {
+  Options o;
+  o.shuffle = true;
+  LoaderDesign d = design_loader(o, 2);
+  EXPECT_EQ(d.order, Order::random);
+  EXPECT_FALSE(d.reader_options.sequential);
+  EXPECT_EQ(affinity_span(d, 256, 1, 32), 0u);
+  o.order = Order::quasi_random;
+  d = design_loader(o, 2);
+  EXPECT_EQ(d.order, Order::quasi_random) << "shuffle only replaces the sequential order";
+  // A window of 4 groups of 256 samples, cut into 2 ranks: 512 samples a rank, 16 batches of 32.
+  EXPECT_EQ(affinity_span(d, 256, 2, 32), 16u);
+  EXPECT_EQ(affinity_span(d, 2, 8, 64), 1u) << "at least one batch";
+}
+
+TEST(LoaderDesign, BytesFieldsCannotGoToAStagedDevice) {
+  Schema s;
+  s.num_samples = 4;
+  s.fields = {Field::bytes_field("jpeg"), {"label", FieldKind::fixed, DType::i64, {}}};
+  Options o;
+  o.source = "photos.lmdb";
+  check_fields_fit_device(s, o);  // the CPU takes them
+  o.device = Device::emulated();
+  try {
+    check_fields_fit_device(s, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("photos.lmdb: field(s) jpeg are variable-length bytes"));
+  }
+}
+
+}  // namespace
+}  // namespace stoker::detail
