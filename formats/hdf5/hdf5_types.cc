@@ -3,101 +3,113 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <string>
 
 namespace stoker::formats {
 
-TypeMatch match_type(const H5::DataSet& dset) {
+namespace {
+
+TypeMatch integer_type(const H5::IntType& type) {
   TypeMatch m;
-  const H5T_class_t cls = dset.getTypeClass();
-  if (cls == H5T_INTEGER) {
-    const H5::IntType type = dset.getIntType();
-    const std::size_t size = type.getSize();
-    m.numeric = true;
-    const bool is_signed = type.getSign() == H5T_SGN_2;
-    if (type.getPrecision() != size * 8) {
-      m.why = fmt::format("integer with {} bits of precision in {} bytes", type.getPrecision(), size);
-      return m;
-    }
-    switch (size) {
-      case 1: m.dtype = is_signed ? DType::i8 : DType::u8; break;
-      case 2: m.dtype = is_signed ? DType::i16 : DType::u16; break;
-      case 4: m.dtype = is_signed ? DType::i32 : DType::u32; break;
-      case 8: m.dtype = is_signed ? DType::i64 : DType::u64; break;
-      default: break;
-    }
-    if (!m.dtype) m.why = fmt::format("{} {}-bit integer", is_signed ? "signed" : "unsigned", size * 8);
+  const std::size_t size = type.getSize();
+  m.numeric = true;
+  const bool is_signed = type.getSign() == H5T_SGN_2;
+  if (type.getPrecision() != size * 8) {
+    m.why = fmt::format("integer with {} bits of precision in {} bytes", type.getPrecision(), size);
     return m;
   }
-  if (cls == H5T_FLOAT) {
-    const H5::FloatType type = dset.getFloatType();
-    const std::size_t size = type.getSize();
-    m.numeric = true;
-    std::size_t spos, epos, esize, mpos, msize;
-    type.getFields(spos, epos, esize, mpos, msize);
-    if (size == 2 && spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10) m.dtype = DType::f16;
-    if (size == 4 && msize == 23 && esize == 8) m.dtype = DType::f32;
-    if (size == 8 && msize == 52 && esize == 11) m.dtype = DType::f64;
-    if (size == 2 && spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7) m.dtype = DType::bf16;
-    if (!m.dtype) m.why = fmt::format("{}-bit float with {} exponent and {} mantissa bits", size * 8, esize, msize);
-    return m;
+  switch (size) {
+    case 1: m.dtype = is_signed ? DType::i8 : DType::u8; break;
+    case 2: m.dtype = is_signed ? DType::i16 : DType::u16; break;
+    case 4: m.dtype = is_signed ? DType::i32 : DType::u32; break;
+    case 8: m.dtype = is_signed ? DType::i64 : DType::u64; break;
+    default: break;
   }
-  if (cls == H5T_ENUM) {
-    // numpy's bool, as h5py writes it: an enum over a 1-byte integer with FALSE = 0 and TRUE = 1.
-    const H5::EnumType type = dset.getEnumType();
-    if (type.getSize() == 1 && type.getNmembers() == 2) {
-      std::int8_t no = -1, yes = -1;
-      try {
-        type.valueOf("FALSE", &no);
-        type.valueOf("TRUE", &yes);
-      } catch (const H5::Exception&) {
-        H5Eclear2(H5E_DEFAULT);
-      }
-      if (no == 0 && yes == 1) {
-        m.numeric = true;
-        m.dtype = DType::b8;
-        return m;
-      }
-    }
+  if (!m.dtype) m.why = fmt::format("{} {}-bit integer", is_signed ? "signed" : "unsigned", size * 8);
+  return m;
+}
+
+TypeMatch float_type(const H5::FloatType& type) {
+  TypeMatch m;
+  const std::size_t size = type.getSize();
+  m.numeric = true;
+  std::size_t spos, epos, esize, mpos, msize;
+  type.getFields(spos, epos, esize, mpos, msize);
+  if (size == 2 && spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10) m.dtype = DType::f16;
+  if (size == 4 && msize == 23 && esize == 8) m.dtype = DType::f32;
+  if (size == 8 && msize == 52 && esize == 11) m.dtype = DType::f64;
+  if (size == 2 && spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7) m.dtype = DType::bf16;
+  if (!m.dtype) m.why = fmt::format("{}-bit float with {} exponent and {} mantissa bits", size * 8, esize, msize);
+  return m;
+}
+
+// numpy's bool, as h5py writes it: an enum over a 1-byte integer with FALSE = 0 and TRUE = 1.
+bool is_numpy_bool(const H5::EnumType& type) {
+  if (type.getSize() != 1 || type.getNmembers() != 2) return false;
+  std::int8_t no = -1, yes = -1;
+  try {
+    type.valueOf("FALSE", &no);
+    type.valueOf("TRUE", &yes);
+  } catch (const H5::Exception&) {
+    H5Eclear2(H5E_DEFAULT);
   }
-  if (cls == H5T_OPAQUE) {
-    // bfloat16 has no HDF5 type of its own; a 2-byte opaque type tagged "bfloat16" or "bf16" is one
-    // (docs/hdf5.md), the other is a 2-byte float with 8 exponent and 7 mantissa bits.
-    const H5::DataType type = dset.getDataType();
-    const std::string tag = H5::DataType(type).getTag();
-    if (type.getSize() == 2 && (tag == "bfloat16" || tag == "bf16")) {
-      m.numeric = true;
-      m.dtype = DType::bf16;
-      return m;
-    }
-  }
-  if (cls == H5T_VLEN) {
-    // Variable-length u8 (h5py's vlen_dtype(np.uint8)): a bytes field.
-    const H5::VarLenType type = dset.getVarLenType();
-    const H5::DataType base = type.getSuper();
-    if (base.getClass() == H5T_INTEGER && base.getSize() == 1 && H5Tget_sign(base.getId()) == H5T_SGN_NONE) {
-      m.vlen_bytes = true;
-      return m;
-    }
-  }
+  return no == 0 && yes == 1;
+}
+
+// bfloat16 has no HDF5 type of its own; a 2-byte opaque type tagged "bfloat16" or "bf16" is one
+// (docs/hdf5.md), the other is a 2-byte float with 8 exponent and 7 mantissa bits.
+bool is_tagged_bfloat16(const H5::DataType& type) {
+  const std::string tag = H5::DataType(type).getTag();
+  return type.getSize() == 2 && (tag == "bfloat16" || tag == "bf16");
+}
+
+// Variable-length u8 (h5py's vlen_dtype(np.uint8)): a bytes field.
+bool is_vlen_u8(const H5::VarLenType& type) {
+  const H5::DataType base = type.getSuper();
+  return base.getClass() == H5T_INTEGER && base.getSize() == 1 && H5Tget_sign(base.getId()) == H5T_SGN_NONE;
+}
+
+// Why a type of class `cls` that is none of the above is not delivered.
+std::string why_not(const H5::DataSet& dset, H5T_class_t cls) {
   switch (cls) {
-    case H5T_STRING: m.why = "strings, not numbers"; break;
+    case H5T_STRING: return "strings, not numbers";
     case H5T_VLEN: {
       const H5::DataType base = dset.getVarLenType().getSuper();
-      m.why =
-          fmt::format("variable-length data of {}-byte {} elements; stoker reads variable-length u8 as a bytes field",
-                      base.getSize(),
-                      base.getClass() == H5T_INTEGER ? "integer"
-                      : base.getClass() == H5T_FLOAT ? "float"
-                                                     : "non-numeric");
-      break;
+      const H5T_class_t c = base.getClass();
+      return fmt::format(
+          "variable-length data of {}-byte {} elements; stoker reads variable-length u8 as a bytes field",
+          base.getSize(),
+          c == H5T_INTEGER ? "integer"
+          : c == H5T_FLOAT ? "float"
+                           : "non-numeric");
     }
-    case H5T_COMPOUND: m.why = "a compound type, not numbers"; break;
-    case H5T_OPAQUE: m.why = "opaque bytes, not numbers"; break;
-    case H5T_ENUM: m.why = "an enum, not numbers"; break;
-    case H5T_ARRAY: m.why = "an array type, not numbers"; break;
-    case H5T_REFERENCE: m.why = "references, not numbers"; break;
-    default: m.why = "not numbers (HDF5 type class " + std::to_string(static_cast<int>(cls)) + ")"; break;
+    case H5T_COMPOUND: return "a compound type, not numbers";
+    case H5T_OPAQUE: return "opaque bytes, not numbers";
+    case H5T_ENUM: return "an enum, not numbers";
+    case H5T_ARRAY: return "an array type, not numbers";
+    case H5T_REFERENCE: return "references, not numbers";
+    default: return "not numbers (HDF5 type class " + std::to_string(static_cast<int>(cls)) + ")";
   }
+}
+
+}  // namespace
+
+TypeMatch match_type(const H5::DataSet& dset) {
+  const H5T_class_t cls = dset.getTypeClass();
+  if (cls == H5T_INTEGER) return integer_type(dset.getIntType());
+  if (cls == H5T_FLOAT) return float_type(dset.getFloatType());
+  TypeMatch m;
+  if ((cls == H5T_ENUM && is_numpy_bool(dset.getEnumType())) ||
+      (cls == H5T_OPAQUE && is_tagged_bfloat16(dset.getDataType()))) {
+    m.numeric = true;
+    m.dtype = cls == H5T_ENUM ? DType::b8 : DType::bf16;
+    return m;
+  }
+  if (cls == H5T_VLEN && is_vlen_u8(dset.getVarLenType())) {
+    m.vlen_bytes = true;
+    return m;
+  }
+  m.why = why_not(dset, cls);
   return m;
 }
 

@@ -68,17 +68,21 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
                            format_bytes(layout.control_bytes(least)), why, advice));
 }
 
-ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,
-                          ShmBacking backing) {
+namespace {
+
+// Where the ring goes and how deep it may be there, before anything is reserved; throws the
+// refusal when nothing fits. Moving to memfd is said in `warnings`.
+struct Placement {
+  ShmBacking backing = ShmBacking::dev_shm;
+  std::uint32_t depth = 0;
+};
+Placement place_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,
+                     ShmBacking backing, std::vector<std::string>& warnings) {
   const std::optional<std::uint32_t> in_shm = depth_within(layout, request, budget.bytes);
   const std::optional<std::uint32_t> in_memory = depth_within(layout, request, budget.memory_bytes);
-  ShmBacking used = ShmBacking::dev_shm;
-  std::vector<std::string> warnings;
-  std::optional<std::uint32_t> fits;
   switch (backing) {
     case ShmBacking::dev_shm:
-      fits = in_shm;
-      if (!fits) {
+      if (!in_shm) {
         // Memory outside /dev/shm would hold it: not forcing the backing is a fix too.
         const char* memfd_would =
             in_memory ? "; memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)" : "";
@@ -87,42 +91,42 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
             fmt::format("but the budget is {} ({}){}", format_bytes(budget.bytes), budget.reason, memfd_would),
             {budget.bound});
       }
-      break;
+      return {ShmBacking::dev_shm, *in_shm};
     case ShmBacking::memfd:
-      used = ShmBacking::memfd;
-      fits = in_memory;
-      if (!fits) {
+      if (!in_memory) {
         throw ring_refusal(
             layout, request,
             fmt::format("but the memory budget is {} ({})", format_bytes(budget.memory_bytes), budget.memory_reason),
             {budget.memory_bound});
       }
-      break;
-    case ShmBacking::automatic:
-      if (in_shm && *in_shm == request.wanted()) {
-        fits = in_shm;
-      } else if (in_memory && (!in_shm || *in_memory > *in_shm)) {
-        fits = in_memory;
-        used = ShmBacking::memfd;
-        warnings.push_back(fmt::format(
-            "/dev/shm cannot hold the ring ({} wanted, the budget there is {}: {}); using {} of memfd memory instead, "
-            "which /dev/shm's size does not limit",
-            format_bytes(layout.segment_bytes(request.wanted())), format_bytes(budget.bytes), budget.reason,
-            format_bytes(layout.segment_bytes(*in_memory))));
-      } else {
-        fits = in_shm;
-      }
-      if (!fits) {
-        throw ring_refusal(
-            layout, request,
-            fmt::format("but the budget is {} in /dev/shm ({}) and {} of memory ({})", format_bytes(budget.bytes),
-                        budget.reason, format_bytes(budget.memory_bytes), budget.memory_reason),
-            {budget.bound, budget.memory_bound});
-      }
-      break;
+      return {ShmBacking::memfd, *in_memory};
+    case ShmBacking::automatic: break;
   }
-  const bool memfd = used == ShmBacking::memfd;
-  std::uint32_t depth = *fits;
+  if (in_shm && *in_shm == request.wanted()) return {ShmBacking::dev_shm, *in_shm};
+  if (in_memory && (!in_shm || *in_memory > *in_shm)) {
+    warnings.push_back(fmt::format(
+        "/dev/shm cannot hold the ring ({} wanted, the budget there is {}: {}); using {} of memfd memory instead, "
+        "which /dev/shm's size does not limit",
+        format_bytes(layout.segment_bytes(request.wanted())), format_bytes(budget.bytes), budget.reason,
+        format_bytes(layout.segment_bytes(*in_memory))));
+    return {ShmBacking::memfd, *in_memory};
+  }
+  if (in_shm) return {ShmBacking::dev_shm, *in_shm};
+  throw ring_refusal(
+      layout, request,
+      fmt::format("but the budget is {} in /dev/shm ({}) and {} of memory ({})", format_bytes(budget.bytes),
+                  budget.reason, format_bytes(budget.memory_bytes), budget.memory_reason),
+      {budget.bound, budget.memory_bound});
+}
+
+}  // namespace
+
+ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& request, const ShmBudget& budget,
+                          ShmBacking backing) {
+  std::vector<std::string> warnings;
+  const Placement place = place_ring(layout, request, budget, backing, warnings);
+  const bool memfd = place.backing == ShmBacking::memfd;
+  std::uint32_t depth = place.depth;
   std::optional<ShmSegment> segment;
   for (;;) {
     segment = memfd ? ShmSegment::try_create_memfd(layout.segment_bytes(depth))
@@ -148,7 +152,7 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
         format_bytes(layout.segment_bytes(request.wanted())), format_bytes(memfd ? budget.memory_bytes : budget.bytes),
         memfd ? budget.memory_reason : budget.reason, fix.empty() ? "" : ". To restore it, " + fix));
   }
-  return ReservedRing{std::move(*segment), depth, used, std::move(warnings)};
+  return ReservedRing{std::move(*segment), depth, place.backing, std::move(warnings)};
 }
 
 }  // namespace stoker::detail
