@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-#include "formats/core/npy_header.h"
+#include "formats/core/npy.h"
 #include "stoker/error.h"
 #include "stoker/schema.h"
 

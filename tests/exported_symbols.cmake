@@ -12,7 +12,7 @@ set(allowed
   "^stoker::(digest_hex|dtype_name|dtype_size|error_code_name|parse_dtype|version|operator<<|register_op|check_pipeline|init|clean_workers)$"
   # The tools' internal API (docs/internal-api.md).
   "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|VarBytes)(::|$)"
-  "^stoker::formats::(lmdb_stored_schema)$")
+  "^stoker::formats::(lmdb_stored_schema|write_npy)$")
 string(REPLACE "\n" ";" lines "${out}")
 set(count 0)
 set(leaked "")

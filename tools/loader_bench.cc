@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "formats/core/npy.h"
 #include "stoker/device_stream.h"
 #include "stoker/digest.h"
 #include "stoker/init.h"
@@ -108,59 +109,22 @@ struct EpochResult {
   std::optional<std::uint64_t> resumed_from;  // the state's consumed count
 };
 
-std::string npy_descr(stoker::DType t) {
-  switch (t) {
-    case stoker::DType::u8: return "|u1";
-    case stoker::DType::i8: return "|i1";
-    case stoker::DType::b8: return "|b1";
-    case stoker::DType::u16: return "<u2";
-    case stoker::DType::i16: return "<i2";
-    case stoker::DType::u32: return "<u4";
-    case stoker::DType::i32: return "<i4";
-    case stoker::DType::u64: return "<u8";
-    case stoker::DType::i64: return "<i8";
-    case stoker::DType::f16: return "<f2";
-    case stoker::DType::f32: return "<f4";
-    case stoker::DType::f64: return "<f8";
-    case stoker::DType::bf16: return "<u2";  // NumPy has no bfloat16: the raw 16 bits
-  }
-  return "|u1";
-}
-
-// Writes `data` as a NumPy .npy array (format version 1.0).
-void write_npy(const std::string& path, stoker::DType dtype, const std::vector<std::int64_t>& shape, const void* data,
-               std::size_t bytes) {
-  std::string dims;
-  for (auto d : shape) dims += std::to_string(d) + ",";
-  if (shape.size() > 1) dims.pop_back();
-  std::string header =
-      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", npy_descr(dtype), dims);
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  const std::uint16_t len = static_cast<std::uint16_t>(header.size());
-  out.write(magic, 8);
-  out.write(reinterpret_cast<const char*>(&len), 2);
-  out << header;
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  if (!out) throw stoker::Error::from_errno(errno, path + ": writing");
-}
-
 // The first batch as NumPy files in `dir`: FIELD.npy per fixed field; FIELD.bytes.npy (u8, flat)
 // and FIELD.offsets.npy (u64, B+1) per bytes field; indices.npy. A '/' in a field name becomes '.'.
 void save_batch(const std::string& dir, const Batch& b) {
+  using stoker::formats::write_npy;
   std::filesystem::create_directories(dir);
-  write_npy(dir + "/indices.npy", stoker::DType::u64, {static_cast<std::int64_t>(b.size())}, b.indices().data(),
-            b.indices().size_bytes());
+  const std::int64_t samples[] = {static_cast<std::int64_t>(b.size())};
+  write_npy(dir + "/indices.npy", stoker::DType::u64, samples, b.indices().data(), b.indices().size_bytes());
   for (const auto& f : b.fields()) {
     std::string name(f.name);
     std::replace(name.begin(), name.end(), '/', '.');
     if (f.kind == stoker::FieldKind::bytes) {
-      write_npy(dir + "/" + name + ".bytes.npy", stoker::DType::u8, {static_cast<std::int64_t>(f.bytes)}, f.data,
-                f.bytes);
-      write_npy(dir + "/" + name + ".offsets.npy", stoker::DType::u64, {static_cast<std::int64_t>(f.offsets.size())},
-                f.offsets.data(), f.offsets.size_bytes());
+      const std::int64_t bytes[] = {static_cast<std::int64_t>(f.bytes)};
+      const std::int64_t offsets[] = {static_cast<std::int64_t>(f.offsets.size())};
+      write_npy(dir + "/" + name + ".bytes.npy", stoker::DType::u8, bytes, f.data, f.bytes);
+      write_npy(dir + "/" + name + ".offsets.npy", stoker::DType::u64, offsets, f.offsets.data(),
+                f.offsets.size_bytes());
     } else {
       write_npy(dir + "/" + name + ".npy", f.dtype, f.shape, f.data, f.bytes);
     }

@@ -11,7 +11,7 @@
 #include <optional>
 #include <utility>
 
-#include "formats/core/npy_header.h"
+#include "formats/core/npy.h"
 #include "formats/lmdb/lmdb_calls.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_keys.h"
