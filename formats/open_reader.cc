@@ -9,6 +9,7 @@
 
 #include "formats/hdf5/hdf5_reader.h"
 #include "formats/lmdb/lmdb_reader.h"
+#include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
 #include "loader/base/unique_fd.h"
 #include "stoker/error.h"
@@ -69,9 +70,8 @@ std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions
     return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group, options.sequential);
   }
   if (!options.group.empty()) {
-    throw Error(
-        ErrorCode::dataset,
-        fmt::format("{}: is an LMDB database; a group (Options::group, --group) names a place in an HDF5 file", path));
+    throw Error(ErrorCode::dataset, fmt::format("{}: is an LMDB database; a group ({}) names a place in an HDF5 file",
+                                                path, detail::option_name("group")));
   }
   return std::make_unique<LmdbReader>(path, options.fields, options.sequential,
                                       options.known ? &*options.known : nullptr);

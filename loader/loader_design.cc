@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/base/option_spelling.h"
 #include "loader/plan/quasi_random.h"
 #include "stoker/error.h"
 
@@ -57,8 +58,9 @@ void check_fields_fit_device(const Schema& delivered, const Options& o) {
   }
   throw Error(ErrorCode::invalid_option,
               fmt::format("{}: field(s) {} are variable-length bytes, which stoker delivers on the CPU only: decode "
-                          "them in the workers with a pipeline (Options::pipeline) or use Device::cpu()",
-                          o.source, fmt::join(names, ", ")));
+                          "them in the workers with a pipeline ({}) or use {}",
+                          o.source, fmt::join(names, ", "), option_name("pipeline"),
+                          option_setting("device", "Device::cpu()", "cpu")));
 }
 
 }  // namespace stoker::detail

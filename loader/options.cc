@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "loader/base/option_spelling.h"
 #include "loader/plan/launcher_env.h"
 #include "stoker/device.h"
 #include "stoker/error.h"
@@ -19,7 +20,7 @@ Shard Shard::from_env() {
     throw Error(ErrorCode::invalid_option,
                 "Shard::from_env: no launcher's variables are set (RANK/WORLD_SIZE from torchrun, "
                 "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE from Open MPI, PMI_RANK/PMI_SIZE, or "
-                "SLURM_PROCID/SLURM_NTASKS); set Options::shard explicitly for a single process");
+                "SLURM_PROCID/SLURM_NTASKS); set Options::shard (or shard=) explicitly for a single process");
   }
   return Shard{info->rank, info->world_size};
 }

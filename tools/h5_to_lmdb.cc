@@ -27,6 +27,7 @@
 #include "formats/lmdb/lmdb_writer.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
+#include "stoker/options.h"
 #include "tools/cli.h"
 #include "tools/progress.h"
 
@@ -290,6 +291,7 @@ void convert(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  stoker::set_option_spelling(stoker::OptionSpelling::command_line);  // messages name --flags
   // LMDB mallocs every large record's overflow pages and frees them at commit. Above glibc's mmap
   // threshold each would be a fresh mapping, zero-filled page by page (measured: most of the time
   // for 150 KB records); keep them in the heap for reuse instead. Memory stays bounded by the

@@ -414,6 +414,7 @@ void write_demo(const std::string& dir, std::uint64_t samples) {
 
 int main(int argc, char** argv) {
   stoker::init(argc, argv);  // workers from a clean image of this program
+  stoker::set_option_spelling(stoker::OptionSpelling::command_line);  // messages name --flags
   Args args;
   CLI::App app{
       "loader-bench: measures how fast stoker delivers a dataset (samples/s, MiB/s, time to first batch, wait per\n"

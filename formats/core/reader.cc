@@ -69,7 +69,8 @@ Schema select_fields(const Schema& available, const std::vector<std::string>& wa
       throw Error(ErrorCode::invalid_option,
                   fmt::format("{}: unknown field '{}' (fields: {})", path, name, fmt::join(names, ", ")));
     }
-    if (out.find(name)) throw Error(ErrorCode::invalid_option, fmt::format("{}: field '{}' is selected twice", path, name));
+    if (out.find(name))
+      throw Error(ErrorCode::invalid_option, fmt::format("{}: field '{}' is selected twice", path, name));
     out.fields.push_back(*f);
   }
   return out;

@@ -8,6 +8,7 @@
 #include "formats/hdf5/hdf5_errors.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_types.h"
+#include "loader/base/option_spelling.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -94,9 +95,9 @@ std::vector<FieldSource> group_sources(const H5::H5File& file, const std::string
   }
   if (!cannot.empty()) {
     throw Error(ErrorCode::dataset,
-                fmt::format("{}: cannot deliver every dataset of {}: {}; name the fields to load "
-                            "(--fields / Options::fields) from: {}",
-                            path, group_label(group), fmt::join(cannot, ", "), describe_listing(here, group)));
+                fmt::format("{}: cannot deliver every dataset of {}: {}; name the fields to load ({}) from: {}", path,
+                            group_label(group), fmt::join(cannot, ", "), detail::option_name("fields"),
+                            describe_listing(here, group)));
   }
   if (out.empty()) {
     std::string example;
@@ -105,7 +106,12 @@ std::vector<FieldSource> group_sources(const H5::H5File& file, const std::string
       std::vector<std::string> paths;
       for (const auto& d : first.datasets) paths.push_back(containers.front() + "/" + d);
       if (!paths.empty()) {
-        example = fmt::format(", e.g. --fields {} or --group {}", fmt::join(paths, ","), base + containers.front());
+        const std::string group_path = base + containers.front();
+        example = fmt::format(
+            ", e.g. {} or {}",
+            detail::option_setting("fields", fmt::format("Options::fields = {{\"{}\"}}", fmt::join(paths, "\", \"")),
+                                   fmt::format("{}", fmt::join(paths, ","))),
+            detail::option_setting("group", fmt::format("Options::group = \"{}\"", group_path), group_path));
       }
     }
     throw Error(ErrorCode::dataset,

@@ -50,6 +50,12 @@ struct STOKER_API Shard {
   static Shard from_env();
 };
 
+// How stoker's messages name options and their values: as this C++ API does (Options::shm_budget,
+// Device::cpu()), as stoker's command-line tools do (--shm-budget, --device cpu), or as the Python
+// package does (shm_budget, device='cpu'). Process-wide; a program sets it once, before any Loader.
+enum class OptionSpelling : std::uint8_t { cpp, command_line, python };
+STOKER_API void set_option_spelling(OptionSpelling spelling) noexcept;
+
 struct Options {
   // HDF5 file, or LMDB database (a single file, or a directory holding data.mdb).
   std::string source;

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "loader/base/option_spelling.h"
 #include "loader/device/cuda_driver.h"
 #include "loader/device/device_backend.h"
 #include "stoker/error.h"
@@ -72,7 +73,8 @@ const Loaded& loaded() {
 const Driver& driver() {
   const Loaded& l = loaded();
   if (!l.error.empty())
-    throw Error(ErrorCode::device, fmt::format("device cuda: {}; use Device::cpu() on this machine", l.error));
+    throw Error(ErrorCode::device, fmt::format("device cuda: {}; use {} on this machine", l.error,
+                                               option_setting("device", "Device::cpu()", "cpu")));
   return l.driver;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "loader/base/option_spelling.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -46,8 +47,8 @@ std::optional<StagedQueue::Item> StagedQueue::pop(std::uint64_t generation, std:
               "stoker: all {} device buffers are held by live stoker::Batch objects, so no batch can be staged: "
               "destroy "
               "or release() the batches you no longer need, copy what you want to keep (e.g. stoker::copy_to_tensors), "
-              "or raise Options::prefetch_to_device",
-              num_buffers));
+              "or raise {}",
+              num_buffers, option_name("prefetch_to_device")));
     }
     cv_.wait(lock);
   }

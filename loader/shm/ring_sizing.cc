@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
 
 namespace stoker::detail {
@@ -26,7 +27,7 @@ std::string raise_advice(BudgetBound bound, std::uint64_t needed, std::uint64_t 
       return fmt::format("start the container with --shm-size={} or more", docker_size(container));
     case BudgetBound::cgroup: return "raise the container's memory limit (docker run --memory)";
     case BudgetBound::option:
-      return fmt::format("raise the shm budget option (Options::shm_budget, --shm-budget) to {} or more",
+      return fmt::format("raise the shm budget option ({}) to {} or more", option_name("shm_budget"),
                          format_bytes(needed));
     case BudgetBound::available_memory: return "free memory on this machine";
     case BudgetBound::unknown: break;
@@ -84,8 +85,10 @@ Placement place_ring(const SegmentLayout& layout, const RingRequest& request, co
     case ShmBacking::dev_shm:
       if (!in_shm) {
         // Memory outside /dev/shm would hold it: not forcing the backing is a fix too.
-        const char* memfd_would =
-            in_memory ? "; memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)" : "";
+        const std::string memfd_would =
+            in_memory ? fmt::format("; memfd memory would hold it ({})",
+                                    option_setting("shm_backing", "ShmBacking::automatic", "auto"))
+                      : "";
         throw ring_refusal(
             layout, request,
             fmt::format("but the budget is {} ({}){}", format_bytes(budget.bytes), budget.reason, memfd_would),

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "loader/base/option_spelling.h"
+
 namespace stoker::detail {
 
 Error held_batches_error(const SlotPool& slots, std::uint64_t epoch) {
@@ -11,8 +13,8 @@ Error held_batches_error(const SlotPool& slots, std::uint64_t epoch) {
       fmt::format("stoker: all {} batch slots are held by live stoker::Batch objects (batches {} of epoch {}), so no "
                   "batch can be "
                   "loaded: destroy or release() the batches you no longer need, copy what you want to keep, or raise "
-                  "Options::prefetch",
-                  slots.num_slots(), fmt::join(slots.held_batches(), ", "), epoch));
+                  "{}",
+                  slots.num_slots(), fmt::join(slots.held_batches(), ", "), epoch, option_name("prefetch")));
 }
 
 }  // namespace stoker::detail

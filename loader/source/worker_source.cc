@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "loader/base/option_spelling.h"
 #include "loader/source/held_batches.h"
 #include "loader/source/slot_task.h"
 
@@ -52,11 +53,11 @@ void WorkerSource::restart_fork_server(const std::string& what) {
   const std::string death = what;
   deaths_.push_back(death);
   if (!workers_.can_restart_server() || respawns_ >= respawn_.max) {
-    fail(ErrorCode::worker_died,
-         fmt::format("{}; the loader cannot continue{}", death,
-                     workers_.can_restart_server() ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
-                                                   : std::string(" (a fork server is replaced only when the program "
-                                                                 "called stoker::init: docs/faults.md)")));
+    fail(ErrorCode::worker_died, fmt::format("{}; the loader cannot continue{}", death,
+                                             workers_.can_restart_server()
+                                                 ? fmt::format(" ({} is {})", option_name("max_respawns"), respawn_.max)
+                                                 : std::string(" (a fork server is replaced only when the program "
+                                                               "called stoker::init: docs/faults.md)")));
   }
   // Its workers die with it (PR_SET_PDEATHSIG); once none can write into a slot any more, what
   // they finished counts and the rest is loaded again by new workers, into the same slots.
@@ -113,7 +114,7 @@ void WorkerSource::check_exits() {
          fmt::format("stoker: {}; the loader cannot continue{}", death,
                      deaths_.size() > 1
                          ? fmt::format(" (all {} worker deaths: {})", deaths_.size(), fmt::join(deaths_, "; "))
-                     : respawn_.max > 0 ? fmt::format(" (Options::max_respawns is {})", respawn_.max)
+                     : respawn_.max > 0 ? fmt::format(" ({} is {})", option_name("max_respawns"), respawn_.max)
                                         : ""));
   }
   // The replacement loads the dead worker's unfinished batches again, into the same slots: their
@@ -164,9 +165,10 @@ void WorkerSource::wait_for(std::uint64_t t) {
         }
         fail(ErrorCode::worker_stuck,
              fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
-                         "running (see where it is stuck with: gdb -p {}); raise Options::timeout if batches are "
+                         "running (see where it is stuck with: gdb -p {}); raise {} if batches are "
                          "legitimately that slow",
-                         w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w)));
+                         w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w),
+                         option_name("timeout")));
       }
       case WorkerPool::Wake::activity: break;
     }

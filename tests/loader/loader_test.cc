@@ -413,7 +413,7 @@ TEST_F(LoaderData, TheBudgetLowersTheRingOrRefusesWithTheNumbers) {
                                     detail::format_bytes(layout.segment_bytes(2)) + " (2 batch slots of"));
     EXPECT_THAT(e.what(), HasSubstr("the shm budget option of " + detail::format_bytes(layout.segment_bytes(2) - 1)));
     // The option is what holds the ring back: raising it is the advice, not a larger container.
-    EXPECT_THAT(e.what(), HasSubstr("Raise the shm budget option (Options::shm_budget, --shm-budget) to " +
+    EXPECT_THAT(e.what(), HasSubstr("Raise the shm budget option (Options::shm_budget) to " +
                                     detail::format_bytes(layout.segment_bytes(2)) + " or more"));
     EXPECT_THAT(e.what(), Not(HasSubstr("--shm-size=")));
   }

@@ -19,6 +19,7 @@ namespace stoker::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 const std::string kBench = STOKER_LOADER_BENCH;
 
 std::vector<nlohmann::json> bench_json(std::vector<std::string> args) {
@@ -168,7 +169,17 @@ TEST_F(LoaderBench, ACudaDeviceRunsOrIsRefusedNamingWhatIsMissing) {
   } else {
     EXPECT_EQ(cuda.exit_code, 1) << cuda.err;
     EXPECT_THAT(cuda.err, HasSubstr("loader-bench: device cuda"));
+    EXPECT_THAT(cuda.err, HasSubstr("use --device cpu on this machine")) << "in the tool's own words";
   }
+}
+
+// The library's advice names the tool's flags, not the C++ API's options.
+TEST_F(LoaderBench, TheLibrarysAdviceNamesTheToolsFlags) {
+  RunResult r = run_program({kBench, "--data", tmp_.path("d.lmdb"), "--workers", "2", "--batch-size", "100",
+                             "--shm-budget", "4k", "--epochs", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("Raise the shm budget option (--shm-budget) to "));
+  EXPECT_THAT(r.err, Not(HasSubstr("Options::")));
 }
 
 TEST_F(LoaderBench, TheFirstLineNamesTheFieldsAndAnEmptyStepIsExplained) {

@@ -210,7 +210,7 @@ TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
   }
   // No datasets in the root: the error says which groups there are and how to name the fields.
   expect_error(ErrorCode::dataset, [&] { formats::hdf5_schema(p); },
-               {p, "no datasets in the root group (groups: train)", "e.g. --fields train/images,train/labels"});
+               {p, "no datasets in the root group (groups: train)", "e.g. Options::fields = {\"train/images\", \"train/labels\"} or Options::group = \"train\""});
   formats::Hdf5Reader r(p, {"train/labels", "train/images"}, formats::Hdf5Path::automatic);
   ASSERT_EQ(r.schema().fields.size(), 2u);
   EXPECT_EQ(r.schema().fields[0].name, "train/labels");

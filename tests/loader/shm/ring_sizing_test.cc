@@ -84,7 +84,7 @@ TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
     FAIL() << "no refusal";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("but the budget is"));
-    EXPECT_THAT(e.what(), HasSubstr("memfd memory would hold it (ShmBacking::automatic, --shm-backing auto)"));
+    EXPECT_THAT(e.what(), HasSubstr("memfd memory would hold it (ShmBacking::automatic)"));
     EXPECT_THAT(e.what(), HasSubstr("Start the container with --shm-size="));
   }
   // Neither holds the whole ring: the deeper one, lowered, with both warnings.
@@ -107,7 +107,7 @@ TEST_F(RingSizing, TheAdviceRaisesWhatHeldTheRingBack) {
     }
     return std::string("no refusal");
   };
-  const std::string option = "Raise the shm budget option (Options::shm_budget, --shm-budget) to " +
+  const std::string option = "Raise the shm budget option (Options::shm_budget) to " +
                              detail::format_bytes(layout_.segment_bytes(2)) + " or more; or use fewer workers";
   EXPECT_THAT(refusal(BudgetBound::option, BudgetBound::option, ShmBacking::automatic), HasSubstr(option));
   EXPECT_THAT(refusal(BudgetBound::option, BudgetBound::option, ShmBacking::automatic), Not(HasSubstr("--shm-size")));
