@@ -38,6 +38,7 @@ void receive(int sock) {
   ReceivedSetup received = receive_setup(sock);
   s.setup = setup_from_json(received.text);
   const RingSetup& ring = s.setup.ring;
+  set_option_spelling(ring.option_spelling);  // the workers' messages in the loader's words
   if (ring.stoker_version != version()) {
     throw Error(ErrorCode::internal,
                 fmt::format("stoker: the loader is stoker {} and its fork server stoker {}: the fork server is this "

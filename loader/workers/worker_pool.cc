@@ -11,6 +11,7 @@
 #include <csignal>
 
 #include "loader/base/deadline.h"
+#include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
 #include "loader/workers/program_image.h"
 #include "loader/workers/worker.h"
@@ -59,6 +60,7 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     ring.sample_bound = slots_->layout().sample_bound();
     ring.segment_bytes = slots_->segment().size();
     ring.stoker_version = std::string(version());
+    ring.option_spelling = option_spelling();
     exec_.emplace();
     exec_->setup = setup_to_json(*dataset_, ring);
     exec_->fds = {slots_->segment().fd(), lifeline_.read_end(), done_event_.get()};

@@ -25,7 +25,8 @@ std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
                   {"batch_size", ring.batch_size},
                   {"sample_bound", ring.sample_bound},
                   {"segment_bytes", ring.segment_bytes},
-                  {"stoker_version", ring.stoker_version}};
+                  {"stoker_version", ring.stoker_version},
+                  {"option_spelling", static_cast<int>(ring.option_spelling)}};
   return j.dump();
 }
 
@@ -48,6 +49,12 @@ WorkerSetup setup_from_json(const std::string& text) {
     s.ring.sample_bound = j.at("sample_bound").get<std::vector<std::uint64_t>>();
     s.ring.segment_bytes = j.at("segment_bytes").get<std::uint64_t>();
     s.ring.stoker_version = j.at("stoker_version").get<std::string>();
+    const int spelling = j.at("option_spelling").get<int>();
+    if (spelling < 0 || spelling > static_cast<int>(OptionSpelling::python)) {
+      throw Error(ErrorCode::internal,
+                  fmt::format("stoker: the worker setup's option spelling {} is unknown", spelling));
+    }
+    s.ring.option_spelling = static_cast<OptionSpelling>(spelling);
     return s;
   } catch (const json::exception& e) {
     throw Error(ErrorCode::internal, fmt::format("stoker: malformed worker setup: {}", e.what()));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loader/workers/dataset_spec.h"
+#include "stoker/options.h"
 
 namespace stoker::detail {
 
@@ -17,6 +18,7 @@ struct RingSetup {
   std::vector<std::uint64_t> sample_bound;  // the layout's, per delivered field
   std::uint64_t segment_bytes = 0;
   std::string stoker_version;  // of the loader that sent it: a fork server of another refuses it
+  OptionSpelling option_spelling = OptionSpelling::cpp;  // the loader's process's, for messages
 };
 
 std::string setup_to_json(const DatasetSpec& dataset, const RingSetup& ring);
