@@ -195,29 +195,77 @@ void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Re
   }
 }
 
-void convert(const Args& a) {
-  const std::string partial = a.output + ".partial";
+// Whether an interrupted conversion is resumed; refuses to clobber what is there unless asked.
+bool resuming(const Args& a, const std::string& partial) {
   if (fs::exists(a.output) && !a.force) {
     throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
   }
+  if (!fs::exists(partial)) return false;
+  if (a.resume) return true;
+  if (a.force) {
+    fs::remove_all(partial);
+    return false;
+  }
+  throw Error(fmt::format(
+      "{}: an interrupted conversion is there; continue it with --resume or start over with --force", partial));
+}
+
+// Where an interrupted conversion left off (the digest so far into `digest`), checked against the
+// source's fingerprint.
+std::uint64_t resume_point(stoker::formats::LmdbWriter& writer, const std::string& partial, const json& fp,
+                           stoker::ContentDigest& digest) {
+  const std::uint64_t start = writer.next_index();
+  const auto text = writer.meta(kProgressKey);
+  if (!text) {
+    if (start != 0) throw Error(fmt::format("{}: has samples but no resume point; start over with --force", partial));
+    return start;
+  }
+  const json p = json::parse(*text);
+  if (p["fingerprint"] != fp) {
+    throw Error(
+        fmt::format("{}: was started from a different source or with different fields ({}); start over "
+                    "with --force",
+                    partial, differences(p["fingerprint"], fp)));
+  }
+  if (p["next_sample"].get<std::uint64_t>() != start) {
+    throw Error(fmt::format("{}: resume point {} does not match its {} samples; start over with --force", partial,
+                            p["next_sample"].get<std::uint64_t>(), start));
+  }
+  digest = stoker::ContentDigest(std::stoull(p["digest"].get<std::string>(), nullptr, 16));
+  return start;
+}
+
+// Samples [start, N) of `h5` appended to `writer` in chunk-aligned blocks; returns their bytes.
+std::uint64_t copy_samples(stoker::formats::Hdf5Reader& h5, stoker::formats::LmdbWriter& writer, std::uint64_t start,
+                           stoker::ContentDigest& digest, stoker::tools::Progress& progress) {
+  const stoker::Schema& schema = h5.schema();
+  const std::uint64_t rows = block_rows(h5);
+  Block bufs;
+  std::vector<std::span<const std::byte>> parts;
+  std::vector<std::byte> digested;
+  std::uint64_t written = 0;
+  // Blocks stay aligned to chunks from sample 0, also when resuming mid-block.
+  for (std::uint64_t block = start / rows * rows; block < schema.num_samples; block += rows) {
+    const std::uint64_t first = std::max(block, start);
+    const std::uint64_t n = std::min(block + rows, schema.num_samples) - first;
+    read_block(h5, first, n, bufs);
+    for (std::uint64_t k = 0; k < n; ++k) {
+      split_sample(schema, bufs, k, parts, digested);
+      digest.add(first + k, digested);
+      writer.append_sample(parts);
+      written += digested.size();
+    }
+    progress.update(first + n);
+  }
+  return written;
+}
+
+void convert(const Args& a) {
+  const std::string partial = a.output + ".partial";
+  const bool resume = resuming(a, partial);
   stoker::formats::Hdf5Reader h5(a.input, a.fields, stoker::formats::Hdf5Path::automatic, a.group);
   const stoker::Schema& schema = h5.schema();
   const json fp = fingerprint(a.input, schema);
-
-  bool resuming = false;
-  if (fs::exists(partial)) {
-    if (a.resume) {
-      resuming = true;
-    } else if (a.force) {
-      fs::remove_all(partial);
-    } else {
-      throw Error(
-          fmt::format("{}: an interrupted conversion is there; continue it with --resume or start over "
-                      "with --force",
-                      partial));
-    }
-  }
-
   stoker::ContentDigest digest;
   stoker::formats::LmdbWriteOptions wo;
   wo.map_size = a.map_size;
@@ -232,47 +280,11 @@ void convert(const Args& a) {
   };
   stoker::formats::LmdbWriter writer(partial, schema, wo);
   writer_ptr = &writer;
-  std::uint64_t start = writer.next_index();
-  if (resuming) {
-    auto text = writer.meta(kProgressKey);
-    if (!text) {
-      if (start != 0) throw Error(fmt::format("{}: has samples but no resume point; start over with --force", partial));
-    } else {
-      json p = json::parse(*text);
-      if (p["fingerprint"] != fp) {
-        throw Error(
-            fmt::format("{}: was started from a different source or with different fields ({}); start over "
-                        "with --force",
-                        partial, differences(p["fingerprint"], fp)));
-      }
-      if (p["next_sample"].get<std::uint64_t>() != start) {
-        throw Error(fmt::format("{}: resume point {} does not match its {} samples; start over with --force", partial,
-                                p["next_sample"].get<std::uint64_t>(), start));
-      }
-      digest = stoker::ContentDigest(std::stoull(p["digest"].get<std::string>(), nullptr, 16));
-    }
-    if (!a.quiet) std::cerr << fmt::format("h5-to-lmdb: resuming {} at sample {}\n", partial, start);
-  }
+  const std::uint64_t start = resume ? resume_point(writer, partial, fp, digest) : writer.next_index();
+  if (resume && !a.quiet) std::cerr << fmt::format("h5-to-lmdb: resuming {} at sample {}\n", partial, start);
 
   stoker::tools::Progress progress(a.output, schema.num_samples, schema.bytes_per_sample(), a.quiet, start);
-  const std::uint64_t rows = block_rows(h5);
-  Block bufs;
-  std::vector<std::span<const std::byte>> parts;
-  std::vector<std::byte> digested;
-  std::uint64_t written = 0;  // bytes of sample data
-  // Blocks stay aligned to chunks from sample 0, also when resuming mid-block.
-  for (std::uint64_t block = start / rows * rows; block < schema.num_samples; block += rows) {
-    std::uint64_t first = std::max(block, start);
-    std::uint64_t n = std::min(block + rows, schema.num_samples) - first;
-    read_block(h5, first, n, bufs);
-    for (std::uint64_t k = 0; k < n; ++k) {
-      split_sample(schema, bufs, k, parts, digested);
-      digest.add(first + k, digested);
-      writer.append_sample(parts);
-      written += digested.size();
-    }
-    progress.update(first + n);
-  }
+  const std::uint64_t written = copy_samples(h5, writer, start, digest, progress);
   writer.finish(digest.hex());
   progress.finish();
   const double seconds = progress.seconds();
@@ -288,22 +300,7 @@ void convert(const Args& a) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  stoker::set_option_spelling(stoker::OptionSpelling::command_line);  // messages name --flags
-  // LMDB mallocs every large record's overflow pages and frees them at commit. Above glibc's mmap
-  // threshold each would be a fresh mapping, zero-filled page by page (measured: most of the time
-  // for 150 KB records); keep them in the heap for reuse instead. Memory stays bounded by the
-  // transaction size.
-  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  ::mallopt(M_TRIM_THRESHOLD, 128 << 20);
-  Args a;
-  CLI::App app{
-      "h5-to-lmdb: converts an HDF5 dataset into stoker's LMDB layout (docs/lmdb-layout.md), streaming with\n"
-      "bounded memory. OUTPUT appears only when complete: the work goes into OUTPUT.partial, which --resume\n"
-      "continues after an interruption.",
-      "h5-to-lmdb"};
+void add_options(CLI::App& app, Args& a) {
   app.add_option("INPUT", a.input, "HDF5 file to read")->required();
   app.add_option("OUTPUT", a.output, "LMDB database file to write")->required();
   app.add_option("--fields", a.fields,
@@ -323,12 +320,38 @@ int main(int argc, char** argv) {
   app.add_flag("--verify", a.verify, "Re-read every sample of the output and compare it with INPUT");
   app.add_flag("--force", a.force, "Replace an existing OUTPUT (atomically) or an interrupted conversion");
   app.add_flag("--quiet", a.quiet, "No progress and no summary");
+}
+
+// Everything but the catch-all: usage errors exit 2 (parse_or_exit), runtime errors 1.
+int h5_to_lmdb(int argc, char** argv) {
+  stoker::set_option_spelling(stoker::OptionSpelling::command_line);  // messages name --flags
+  // LMDB mallocs every large record's overflow pages and frees them at commit. Above glibc's mmap
+  // threshold each would be a fresh mapping, zero-filled page by page (measured: most of the time
+  // for 150 KB records); keep them in the heap for reuse instead. Memory stays bounded by the
+  // transaction size.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  Args a;
+  CLI::App app{
+      "h5-to-lmdb: converts an HDF5 dataset into stoker's LMDB layout (docs/lmdb-layout.md), streaming with\n"
+      "bounded memory. OUTPUT appears only when complete: the work goes into OUTPUT.partial, which --resume\n"
+      "continues after an interruption.",
+      "h5-to-lmdb"};
+  add_options(app, a);
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  convert(a);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    convert(a);
+    return h5_to_lmdb(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "h5-to-lmdb: " << e.what() << std::endl;
-    return 1;
+  } catch (...) {
+    std::cerr << "h5-to-lmdb: an unknown exception" << std::endl;
   }
-  return 0;
+  return 1;
 }

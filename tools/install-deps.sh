@@ -21,7 +21,7 @@ apt_packages=(
   python3-venv python3-dev
   openmpi-bin
   util-linux
-  clang
+  clang clang-format clang-tidy
 )
 
 missing=()

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -75,7 +76,7 @@ double process_cpu_seconds() {
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  auto k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  const auto k = static_cast<std::size_t>(std::lround(p * static_cast<double>(v.size() - 1)));
   return v[std::min(k, v.size() - 1)];
 }
 
@@ -203,64 +204,83 @@ void print_header() {
       "workers", "prefetch", "shm", "wcpu_s", "ccpu_s");
 }
 
-void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader,
-            const Args& args) {
+// One epoch's figures as the table's line (and what it adds below it).
+struct Rates {
+  double samples_per_s = 0, mib_per_s = 0;
+  std::size_t prefetch = 0;
+};
+
+Rates rates_of(const EpochResult& r, const stoker::Stats& s) {
+  Rates x;
+  x.prefetch = s.workers ? s.depth / s.workers : s.depth;
+  x.samples_per_s = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0;
+  x.mib_per_s = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / kMiB : 0;
+  return x;
+}
+
+void report_json(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader,
+                 const Args& args) {
   const stoker::Stats s = loader.stats();
-  const std::size_t prefetch = s.workers ? s.depth / s.workers : s.depth;
-  const double sps = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0;
-  const double mibps = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / kMiB : 0;
-  if (args.json) {
-    nlohmann::json j = {{"data", data},
-                        {"epoch", epoch},
-                        {"samples", r.samples},
-                        {"batches", r.batches},
-                        {"seconds", r.seconds},
-                        {"samples_per_s", sps},
-                        {"mib_per_s", mibps},
-                        {"ttfb_ms", r.ttfb_ms},
-                        {"wait_p50_ms", r.wait_p50_ms},
-                        {"wait_p99_ms", r.wait_p99_ms},
-                        {"stall_pct", r.stall_pct},
-                        {"workers", s.workers},
-                        {"prefetch", prefetch},
-                        {"shm_bytes", s.shm_bytes},
-                        {"shm_backing", s.shm_backing == stoker::ShmBacking::memfd     ? "memfd"
-                                        : s.shm_backing == stoker::ShmBacking::dev_shm ? "dev_shm"
-                                                                                       : "none"},
-                        {"worker_cpu_s", r.worker_cpu_s},
-                        {"consumer_cpu_s", r.consumer_cpu_s}};
-    j["device"] = args.device;
-    j["rank"] = loader.options().shard.rank;
-    j["world_size"] = loader.options().shard.world_size;
-    const stoker::LoaderState state = loader.state();
-    j["consumed"] = state.consumed;  // of the epoch's global order, by all ranks, after this epoch ran
-    if (r.stopped) j["stopped"] = true;
-    if (!s.auto_tuning.empty()) j["auto_tuning"] = s.auto_tuning;
-    j["respawns"] = s.respawns;
-    if (r.resumed_from) j["resumed_from"] = *r.resumed_from;
-    j["fields"] = nlohmann::json::array();
-    for (const auto& f : loader.schema().fields) {
-      if (f.is_bytes()) {
-        j["fields"].push_back({{"name", f.name}, {"kind", "bytes"}});
-      } else {
-        j["fields"].push_back({{"name", f.name},
-                               {"kind", "fixed"},
-                               {"dtype", std::string(stoker::dtype_name(f.dtype))},
-                               {"shape", f.shape}});
-      }
+  const Rates x = rates_of(r, s);
+  const double sps = x.samples_per_s, mibps = x.mib_per_s;
+  const std::size_t prefetch = x.prefetch;
+  nlohmann::json j = {{"data", data},
+                      {"epoch", epoch},
+                      {"samples", r.samples},
+                      {"batches", r.batches},
+                      {"seconds", r.seconds},
+                      {"samples_per_s", sps},
+                      {"mib_per_s", mibps},
+                      {"ttfb_ms", r.ttfb_ms},
+                      {"wait_p50_ms", r.wait_p50_ms},
+                      {"wait_p99_ms", r.wait_p99_ms},
+                      {"stall_pct", r.stall_pct},
+                      {"workers", s.workers},
+                      {"prefetch", prefetch},
+                      {"shm_bytes", s.shm_bytes},
+                      {"shm_backing", s.shm_backing == stoker::ShmBacking::memfd     ? "memfd"
+                                      : s.shm_backing == stoker::ShmBacking::dev_shm ? "dev_shm"
+                                                                                     : "none"},
+                      {"worker_cpu_s", r.worker_cpu_s},
+                      {"consumer_cpu_s", r.consumer_cpu_s}};
+  j["device"] = args.device;
+  j["rank"] = loader.options().shard.rank;
+  j["world_size"] = loader.options().shard.world_size;
+  const stoker::LoaderState state = loader.state();
+  j["consumed"] = state.consumed;  // of the epoch's global order, by all ranks, after this epoch ran
+  if (r.stopped) j["stopped"] = true;
+  if (!s.auto_tuning.empty()) j["auto_tuning"] = s.auto_tuning;
+  j["respawns"] = s.respawns;
+  if (r.resumed_from) j["resumed_from"] = *r.resumed_from;
+  j["fields"] = nlohmann::json::array();
+  for (const auto& f : loader.schema().fields) {
+    if (f.is_bytes()) {
+      j["fields"].push_back({{"name", f.name}, {"kind", "bytes"}});
+    } else {
+      j["fields"].push_back({{"name", f.name},
+                             {"kind", "fixed"},
+                             {"dtype", std::string(stoker::dtype_name(f.dtype))},
+                             {"shape", f.shape}});
     }
-    if (const std::string source = loader.describe_source(); !source.empty()) j["source"] = source;
-    if (s.overflow_batches) j["overflow_batches"] = s.overflow_batches;
-    if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
-    if (r.h2d_gib_per_s >= 0) j["h2d_gib_per_s"] = r.h2d_gib_per_s;
-    if (args.device != "cpu") j["staging"] = staging_name(s.staging);
-    if (args.digest) {
-      j["content_digest"] = r.content_digest;
-      j["order_digest"] = r.order_digest;
-    }
-    std::cout << j.dump() << std::endl;
-    return;
   }
+  if (const std::string source = loader.describe_source(); !source.empty()) j["source"] = source;
+  if (s.overflow_batches) j["overflow_batches"] = s.overflow_batches;
+  if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
+  if (r.h2d_gib_per_s >= 0) j["h2d_gib_per_s"] = r.h2d_gib_per_s;
+  if (args.device != "cpu") j["staging"] = staging_name(s.staging);
+  if (args.digest) {
+    j["content_digest"] = r.content_digest;
+    j["order_digest"] = r.order_digest;
+  }
+  std::cout << j.dump() << std::endl;
+}
+
+void report_table(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader,
+                  const Args& args) {
+  const stoker::Stats s = loader.stats();
+  const Rates x = rates_of(r, s);
+  const double sps = x.samples_per_s, mibps = x.mib_per_s;
+  const std::size_t prefetch = x.prefetch;
   std::string name = data.size() > 28 ? "..." + data.substr(data.size() - 25) : data;
   std::cout << fmt::format(
       "{:<28} {:>5} {:>9} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>8.2f} {:>7.3f} {:>7.3f} {:>6.1f} {:>7} {:>8} {:>10} "
@@ -286,6 +306,15 @@ void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, 
                              loader.options().shard.world_size, state.consumed, state.num_samples);
   }
   std::cout.flush();
+}
+
+void report(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader,
+            const Args& args) {
+  if (args.json) {
+    report_json(data, epoch, r, loader, args);
+  } else {
+    report_table(data, epoch, r, loader, args);
+  }
 }
 
 stoker::LoaderState read_state(const std::string& path) {
@@ -410,17 +439,8 @@ void write_demo(const std::string& dir, std::uint64_t samples) {
   stoker::tools::write_synthetic_lmdb(dir + "/demo.lmdb", schema);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  stoker::init(argc, argv);  // workers from a clean image of this program
-  stoker::set_option_spelling(stoker::OptionSpelling::command_line);  // messages name --flags
-  Args args;
-  CLI::App app{
-      "loader-bench: measures how fast stoker delivers a dataset (samples/s, MiB/s, time to first batch, wait per\n"
-      "batch, stall %) and, with --digest, proves what it delivered. Without --data it generates a small demo\n"
-      "dataset (HDF5 and LMDB) in a temporary directory and benchmarks both.",
-      "loader-bench"};
+// What to read and how the loader sees it.
+void add_data_options(CLI::App& app, Args& args) {
   app.add_option("--data", args.data, "HDF5 file or LMDB database to read (default: a generated demo dataset)");
   app.add_option("--format", args.format, "Format of --data")
       ->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))
@@ -440,6 +460,10 @@ int main(int argc, char** argv) {
                  "random_resized_crop(H[,W]), resize(H,W), center_crop(H[,W]), flip[(p)], to_chw, "
                  "normalize(m0,m1,m2,s0,s1,s2) (docs/pipeline.md)")
       ->check(stoker::tools::pipeline_text());
+}
+
+// How the loader runs: batches, workers, order, epochs.
+void add_run_options(CLI::App& app, Args& args) {
   app.add_option("--batch-size", args.batch_size, "Samples per batch")
       ->check(stoker::tools::whole_number(1))
       ->capture_default_str();
@@ -463,6 +487,10 @@ int main(int argc, char** argv) {
       ->check(stoker::tools::whole_number(1, 1u << 30))
       ->capture_default_str();
   app.add_flag("--drop-last", args.drop_last, "Drop the last incomplete batch");
+}
+
+// Where batches go, the ring, what is printed, and the runs that are not benchmarks.
+void add_output_options(CLI::App& app, Args& args) {
   app.add_option("--device", args.device,
                  "Where batches go: cpu, cuda[:i], or emulated (the CUDA pipeline on host "
                  "memory)")
@@ -510,45 +538,75 @@ int main(int argc, char** argv) {
   app.add_option("--demo-samples", args.demo_samples, "Samples in the generated demo dataset")
       ->check(stoker::tools::whole_number(1))
       ->capture_default_str();
-  if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+}
 
+// The demo: a small dataset, generated, benchmarked in both formats, removed.
+void run_demo(const Args& args) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "loader-bench-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw stoker::Error::from_errno(errno, tmpl);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{tmpl};
+  const std::string h5 = tmpl + "/demo.h5", lmdb = tmpl + "/demo.lmdb";
+  if (!args.json) {
+    std::cerr << fmt::format(
+        "loader-bench: no --data given; generated a demo dataset of {} samples (image u8[3,32,32], "
+        "label i64) in {}\n",
+        args.demo_samples, tmpl);
+  }
+  write_demo(tmpl, args.demo_samples);
+  bench(h5, args);
+  bench(lmdb, args);
+}
+
+int run(const Args& args) {
+  if (!args.make_data.empty()) {
+    make_data(args.make_data, args.json);
+    return 0;
+  }
+  if (!args.make_demo.empty()) {
+    std::filesystem::create_directories(args.make_demo);
+    write_demo(args.make_demo, args.demo_samples);
+    return 0;
+  }
+  if (!args.data.empty()) {
+    bench(args.data, args);
+    return 0;
+  }
+  run_demo(args);
+  return 0;
+}
+
+// Everything but the catch-all: usage errors exit 2 (parse_or_exit), runtime errors 1.
+int loader_bench(int argc, char** argv) {
+  stoker::init(argc, argv);                                           // workers from a clean image of this program
+  stoker::set_option_spelling(stoker::OptionSpelling::command_line);  // messages name --flags
+  Args args;
+  CLI::App app{
+      "loader-bench: measures how fast stoker delivers a dataset (samples/s, MiB/s, time to first batch, wait per\n"
+      "batch, stall %) and, with --digest, proves what it delivered. Without --data it generates a small demo\n"
+      "dataset (HDF5 and LMDB) in a temporary directory and benchmarks both.",
+      "loader-bench"};
+  add_data_options(app, args);
+  add_run_options(app, args);
+  add_output_options(app, args);
+  if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  return run(args);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    if (!args.make_data.empty()) {
-      make_data(args.make_data, args.json);
-      return 0;
-    }
-    if (!args.make_demo.empty()) {
-      std::filesystem::create_directories(args.make_demo);
-      write_demo(args.make_demo, args.demo_samples);
-      return 0;
-    }
-    if (!args.data.empty()) {
-      bench(args.data, args);
-      return 0;
-    }
-    // The demo: a small dataset, generated, benchmarked in both formats, removed.
-    std::string tmpl = (std::filesystem::temp_directory_path() / "loader-bench-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw stoker::Error::from_errno(errno, tmpl);
-    struct Cleanup {
-      std::string dir;
-      ~Cleanup() {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-      }
-    } cleanup{tmpl};
-    const std::string h5 = tmpl + "/demo.h5", lmdb = tmpl + "/demo.lmdb";
-    if (!args.json) {
-      std::cerr << fmt::format(
-          "loader-bench: no --data given; generated a demo dataset of {} samples (image u8[3,32,32], "
-          "label i64) in {}\n",
-          args.demo_samples, tmpl);
-    }
-    write_demo(tmpl, args.demo_samples);
-    bench(h5, args);
-    bench(lmdb, args);
+    return loader_bench(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "loader-bench: " << e.what() << std::endl;
-    return 1;
+  } catch (...) {
+    std::cerr << "loader-bench: an unknown exception" << std::endl;
   }
-  return 0;
+  return 1;
 }

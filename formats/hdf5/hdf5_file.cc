@@ -52,8 +52,11 @@ GroupListing list_group(const H5::H5File& file, const std::string& group, const 
       } catch (const H5::Exception&) {
         H5Eclear2(H5E_DEFAULT);  // a dangling link: neither
       }
-      if (type == H5O_TYPE_DATASET) out.datasets.push_back(std::move(name));
-      if (type == H5O_TYPE_GROUP) out.groups.push_back(std::move(name));
+      if (type == H5O_TYPE_DATASET) {
+        out.datasets.push_back(std::move(name));
+      } else if (type == H5O_TYPE_GROUP) {
+        out.groups.push_back(std::move(name));
+      }
     }
     return out;
   });

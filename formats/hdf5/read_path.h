@@ -64,7 +64,7 @@ std::unique_ptr<ReadPath> direct_chunked_read_path(ArrayDataset array, int fd, h
 // `cache_chunks`: how many inflated chunks are kept.
 std::unique_ptr<ReadPath> inflate_read_path(ArrayDataset array, int fd, hsize_t rows_per_chunk,
                                             std::size_t cache_chunks);
-std::unique_ptr<ReadPath> vlen_read_path(H5::DataSet dset, std::string where);
+std::unique_ptr<ReadPath> vlen_read_path(const H5::DataSet& dset, std::string where);
 std::unique_ptr<ReadPath> member_read_path(const H5::H5File& file, std::string group, DType member_dtype,
                                            std::string where);
 

@@ -13,8 +13,8 @@ namespace {
 
 class VlenRead final : public ReadPath {
  public:
-  VlenRead(H5::DataSet dset, std::string where)
-      : dset_(std::move(dset)), file_space_(dset_.getSpace()), where_(std::move(where)) {}
+  VlenRead(const H5::DataSet& dset, std::string where)
+      : dset_(dset), file_space_(dset_.getSpace()), where_(std::move(where)) {}
   Kind kind() const noexcept override { return Kind::vlen; }
 
   // In runs of at most 64 samples: no allocation per batch.
@@ -70,8 +70,8 @@ class VlenRead final : public ReadPath {
 
 }  // namespace
 
-std::unique_ptr<ReadPath> vlen_read_path(H5::DataSet dset, std::string where) {
-  return std::make_unique<VlenRead>(std::move(dset), std::move(where));
+std::unique_ptr<ReadPath> vlen_read_path(const H5::DataSet& dset, std::string where) {
+  return std::make_unique<VlenRead>(dset, std::move(where));
 }
 
 }  // namespace stoker::formats

@@ -9,7 +9,6 @@
 #include <string_view>
 #include <utility>
 
-
 namespace stoker::formats {
 
 // Layout constants (docs/lmdb-layout.md).

@@ -124,7 +124,8 @@ class CudaBackend final : public DeviceBackend {
     Current c(*this);
     CUdeviceptr p = 0;
     check(d_.cuMemAlloc(&p, bytes), ctx(fmt::format("allocating {} bytes of device memory", bytes)));
-    return reinterpret_cast<std::byte*>(p);
+    // A device address: stoker never dereferences it on the host, it only travels to the driver.
+    return reinterpret_cast<std::byte*>(p);  // NOLINT(performance-no-int-to-ptr)
   }
   void free_device(std::byte* p) noexcept override {
     Current c(*this);

@@ -86,7 +86,8 @@ namespace stoker::detail::cuda {
 inline constexpr int kDriverApiVersion = 12000;
 
 struct Driver {
-#define STOKER_CUDA_MEMBER(name) STOKER_CUDA_FN_TYPE(name) name = nullptr;
+// `name` is a declarator here: it cannot be parenthesised.
+#define STOKER_CUDA_MEMBER(name) STOKER_CUDA_FN_TYPE(name) name = nullptr;  // NOLINT(bugprone-macro-parentheses)
   STOKER_CUDA_ENTRY_POINTS(STOKER_CUDA_MEMBER)
 #undef STOKER_CUDA_MEMBER
 };

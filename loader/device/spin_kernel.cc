@@ -44,8 +44,6 @@ SpinKernel::SpinKernel(const Device& device) : device_(device) {
   function_ = fn;
 }
 
-SpinKernel::~SpinKernel() = default;  // the module lives as long as the context
-
 void SpinKernel::launch(StreamHandle stream, double ms) {
   if (device_.kind == Device::Kind::cuda) {
     namespace cu = cuda;

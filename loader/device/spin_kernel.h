@@ -14,7 +14,7 @@ class SpinKernel {
  public:
   // REQUIRES: the device is current on the calling thread (DeviceBackend::bind_thread).
   explicit SpinKernel(const Device& device);
-  ~SpinKernel();
+  ~SpinKernel() = default;  // the module lives as long as the context
   SpinKernel(const SpinKernel&) = delete;
   SpinKernel& operator=(const SpinKernel&) = delete;
 

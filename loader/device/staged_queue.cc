@@ -80,7 +80,7 @@ StagedQueue::Work StagedQueue::next_work(const std::function<bool()>& buffer_fre
   return w;
 }
 
-void StagedQueue::started(std::uint64_t generation, std::exception_ptr error) {
+void StagedQueue::started(std::uint64_t generation, const std::exception_ptr& error) {
   {
     std::lock_guard lock(mu_);
     if (error) queue_.push_back({generation, std::nullopt, error, false});
@@ -103,7 +103,7 @@ void StagedQueue::push(Item item, std::deque<Item>& abandoned) {
   cv_.notify_all();
 }
 
-void StagedQueue::fail(std::exception_ptr error) {
+void StagedQueue::fail(const std::exception_ptr& error) {
   {
     std::lock_guard lock(mu_);
     failed_ = error;

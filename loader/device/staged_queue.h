@@ -54,13 +54,13 @@ class StagedQueue {
   // queue has room and `buffer_free()`. For `stage`, the thread counts as staging until push().
   Work next_work(const std::function<bool()>& buffer_free);
   // The epoch of `generation` started (or failed to: `error`).
-  void started(std::uint64_t generation, std::exception_ptr error);
+  void started(std::uint64_t generation, const std::exception_ptr& error);
   // Queues what staging produced. An item of an abandoned generation goes to `abandoned`, to be
   // released outside the lock.
   void push(Item item, std::deque<Item>& abandoned);
 
   // The staging thread cannot go on: every pop(), of any generation, throws `error` from now on.
-  void fail(std::exception_ptr error);
+  void fail(const std::exception_ptr& error);
 
   // Any thread: wakes waiters to look again (a device buffer became free).
   void notify();

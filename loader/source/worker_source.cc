@@ -25,7 +25,7 @@ WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth,
       timeout_(timeout),
       respawn_(std::move(respawn)) {}
 
-void WorkerSource::fail(ErrorCode code, std::string message) {
+void WorkerSource::fail(ErrorCode code, const std::string& message) {
   broken_.emplace(code, message);
   throw *broken_;
 }
@@ -49,8 +49,7 @@ void WorkerSource::collect() {
   workers_.collect([&](std::uint32_t s) { tasks_.mark_arrived(slots_->view().slot_header(s).task_id); });
 }
 
-void WorkerSource::restart_fork_server(const std::string& what) {
-  const std::string death = what;
+void WorkerSource::restart_fork_server(const std::string& death) {
   deaths_.push_back(death);
   if (!workers_.can_restart_server() || respawns_ >= respawn_.max) {
     fail(ErrorCode::worker_died, fmt::format("{}; the loader cannot continue{}", death,
@@ -100,7 +99,7 @@ void WorkerSource::check_exits() {
   if (auto t = tasks_.pending_of(exit->worker)) {
     const auto samples = plan_->batch(*t);
     held = fmt::format("while loading batch {} of epoch {} (samples {}{})", *t, plan_->epoch,
-                       fmt::join(samples.begin(), samples.begin() + std::min<std::size_t>(samples.size(), 8), ", "),
+                       fmt::join(samples.first(std::min<std::size_t>(samples.size(), 8)), ", "),
                        samples.size() > 8 ? ", ..." : "");
   }
   std::string death = describe_worker_death(*exit, held);

@@ -58,11 +58,11 @@ class WorkerSource final : public SlotSource {
   // Replaces a worker that exited, its unfinished batches given to the replacement, or throws past
   // the respawn limit (or when the fork server is gone).
   void check_exits();
-  // The fork server died (`what` says how): a new one and new workers, or the error.
-  void restart_fork_server(const std::string& what);
+  // The fork server died (`death` says how): a new one and new workers, or the error.
+  void restart_fork_server(const std::string& death);
   void wait_for(std::uint64_t batch);
   // The loader cannot continue: remembers why, and throws it (and again at every later call).
-  [[noreturn]] void fail(ErrorCode code, std::string message);
+  [[noreturn]] void fail(ErrorCode code, const std::string& message);
 
   std::shared_ptr<SlotPool> slots_;
   WorkerPool workers_;

@@ -39,7 +39,7 @@ ErrorCode known_code(int code) {
 
 }  // namespace
 
-ForkServer::ForkServer(std::uint32_t num_workers, std::function<void(std::uint32_t)> worker_main,
+ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
                        std::vector<int> keep_fds, int lifeline, const ExecStart* exec) {
   launch(num_workers, worker_main, std::move(keep_fds), lifeline, exec);
   if (exec) {

@@ -51,8 +51,8 @@ class ForkServer {
   // is the read end of the trainer's lifeline pipe. Returns once every worker has started (within
   // 60 s). With `exec`, the server is a fresh exec of this program instead (stoker::init), which
   // gets exec->setup and exec->fds and runs the workers from them; worker_main is not used.
-  ForkServer(std::uint32_t num_workers, std::function<void(std::uint32_t)> worker_main, std::vector<int> keep_fds,
-             int lifeline, const ExecStart* exec = nullptr);
+  ForkServer(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
+             std::vector<int> keep_fds, int lifeline, const ExecStart* exec = nullptr);
   ~ForkServer();
   ForkServer(const ForkServer&) = delete;
   ForkServer& operator=(const ForkServer&) = delete;

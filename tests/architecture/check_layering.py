@@ -12,7 +12,9 @@ docs/architecture.md, then checks that
     row allows; a violation is reported as FILE:LINE with the module and what its row allows;
   - every folder of loader/ and formats/ that holds code is a module of the table;
   - the table's arrows have no cycle;
-  - the picture draws only arrows of the table, and implies every arrow of the table.
+  - the picture draws only arrows of the table, and implies every arrow of the table;
+  - no file of loader/ or formats/ is longer than 500 lines (a file is one concept; past that it
+    holds two). Functions are held to 80 lines by clang-tidy (.clang-tidy, tools/lint.sh).
 Exits 1 with every problem listed, 0 when there is none.
 """
 import os
@@ -26,6 +28,8 @@ EDGE = re.compile(r"^\s*(\w+)\s*-->\s*(\w+)\s*$")
 CODE = (".h", ".cc", ".cpp")
 # Folders whose code the table governs; bench/, tests/, fuzz/ and examples/ may include anything.
 GOVERNED = ("loader", "formats", "tools")
+MAX_LINES = 500
+SIZED = ("loader", "formats")
 
 
 def read_architecture(path):
@@ -127,26 +131,29 @@ def main(source_dir):
                 if mine is None:
                     continue
                 with open(path, encoding="utf-8", errors="replace") as f:
-                    for lineno, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        checked += 1
-                        header = m.group(1)
-                        if header == "stoker/torch.h":
-                            if mine != "loader/torch":
-                                problems.append(f"{path}:{lineno}: includes stoker/torch.h, which only loader/torch may")
-                            continue
-                        if header.startswith("stoker/"):
-                            continue  # the public API
-                        theirs = module_of(header, modules)
-                        if theirs is None:
-                            problems.append(f"{path}:{lineno}: includes \"{header}\", which is in no module")
-                        elif theirs != mine and theirs not in allowed[mine]:
-                            may = ", ".join(sorted(allowed[mine])) or "no module"
-                            problems.append(
-                                f"{path}:{lineno}: includes \"{header}\" of module '{theirs}', which module '{mine}' "
-                                f"may not include (docs/architecture.md allows: {may})")
+                    lines = f.readlines()
+                if top in SIZED and len(lines) > MAX_LINES:
+                    problems.append(f"{path}: {len(lines)} lines, more than {MAX_LINES}: split it by concept")
+                for lineno, line in enumerate(lines, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    checked += 1
+                    header = m.group(1)
+                    if header == "stoker/torch.h":
+                        if mine != "loader/torch":
+                            problems.append(f"{path}:{lineno}: includes stoker/torch.h, which only loader/torch may")
+                        continue
+                    if header.startswith("stoker/"):
+                        continue  # the public API
+                    theirs = module_of(header, modules)
+                    if theirs is None:
+                        problems.append(f"{path}:{lineno}: includes \"{header}\", which is in no module")
+                    elif theirs != mine and theirs not in allowed[mine]:
+                        may = ", ".join(sorted(allowed[mine])) or "no module"
+                        problems.append(
+                            f"{path}:{lineno}: includes \"{header}\" of module '{theirs}', which module '{mine}' "
+                            f"may not include (docs/architecture.md allows: {may})")
     for p in problems:
         print(p)
     if problems:

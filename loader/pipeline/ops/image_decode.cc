@@ -109,8 +109,8 @@ int jpeg_decode(const JpegRequest* r, JpegErrors* err) {
       return -1;
     }
     if (y < r->y) continue;  // the margin above
-    std::memcpy(r->out + static_cast<std::size_t>(y - r->y) * r->width * 3, r->row + skip_x * 3,
-                static_cast<std::size_t>(r->width) * 3);
+    std::memcpy(r->out + static_cast<std::size_t>(y - r->y) * r->width * 3,
+                r->row + static_cast<std::size_t>(skip_x) * 3, static_cast<std::size_t>(r->width) * 3);
   }
   // The rows below the region are never decoded.
   jpeg_abort_decompress(&cinfo);
@@ -160,7 +160,7 @@ ImageInfo image_info(std::span<const std::byte> data) {
     std::string start;
     for (std::size_t i = 0; i < std::min<std::size_t>(data.size(), 8); ++i) start += fmt::format("{:02x}", p[i]);
     throw Error(ErrorCode::dataset, fmt::format("not a JPEG or PNG image ({} bytes, starting {})", data.size(),
-                                                       data.empty() ? "with nothing" : start));
+                                                data.empty() ? "with nothing" : start));
   }
   if (info.width <= 0 || info.height <= 0 ||
       static_cast<std::uint64_t>(info.width) * static_cast<std::uint64_t>(info.height) > kMaxPixels) {

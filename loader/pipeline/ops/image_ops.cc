@@ -122,15 +122,14 @@ class DecodeOp final : public Op {
   void check_kind(const ImageInfo& info) const {
     const bool is_jpeg = info.kind == ImageInfo::Kind::jpeg;
     if ((text_.name == "decode_jpeg" && !is_jpeg) || (text_.name == "decode_png" && is_jpeg)) {
-      throw Error(ErrorCode::dataset,
-                  fmt::format("the image is a {}; '{}' decodes {} only (decode takes either)", is_jpeg ? "JPEG" : "PNG",
-                              text_.name, is_jpeg ? "PNG" : "JPEG"));
+      throw Error(ErrorCode::dataset, fmt::format("the image is a {}; '{}' decodes {} only (decode takes either)",
+                                                  is_jpeg ? "JPEG" : "PNG", text_.name, is_jpeg ? "PNG" : "JPEG"));
     }
   }
   void check_size(const ImageInfo& info) const {
     if (h_ && (info.height != h_ || info.width != w_)) {
       throw Error(ErrorCode::dataset, fmt::format("the image is {}x{} (height x width); '{}' declares {}x{}",
-                                                         info.height, info.width, text_.text, h_, w_));
+                                                  info.height, info.width, text_.text, h_, w_));
     }
   }
   int h_ = 0, w_ = 0;

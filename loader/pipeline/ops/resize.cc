@@ -20,8 +20,10 @@ void Resizer::compute(int in, int out, Taps& t) {
   t.weights.assign(static_cast<std::size_t>(out) * t.stride, 0.0f);
   for (int i = 0; i < out; ++i) {
     const double center = (i + 0.5) * scale;
-    const int lo = std::max(static_cast<int>(center - support + 0.5), 0);
-    const int hi = std::min(static_cast<int>(center + support + 0.5), in);
+    // PIL's own rounding, truncation toward zero of x + 0.5 (also below zero), which the filter
+    // must reproduce byte for byte: not lround.
+    const int lo = std::max(static_cast<int>(center - support + 0.5), 0);   // NOLINT(bugprone-incorrect-roundings)
+    const int hi = std::min(static_cast<int>(center + support + 0.5), in);  // NOLINT(bugprone-incorrect-roundings)
     const int n = std::min(hi - lo, t.stride);
     double total = 0;
     float* w = &t.weights[static_cast<std::size_t>(i) * t.stride];
@@ -58,7 +60,8 @@ void store_row(const float* __restrict acc, std::uint8_t* __restrict out, std::s
 #endif
   for (; i < n; ++i) {
     const float v = acc[i] < 0.0f ? 0.0f : acc[i] > 255.0f ? 255.0f : acc[i];
-    out[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(v + 0.5f));
+    out[i] =
+        static_cast<std::uint8_t>(static_cast<std::int32_t>(v + 0.5f));  // NOLINT(bugprone-incorrect-roundings): v >= 0
   }
 }
 void store_row(const float* __restrict acc, float* __restrict out, std::size_t n) { std::copy(acc, acc + n, out); }

@@ -1,5 +1,4 @@
 #include "formats/hdf5/hdf5_reader.h"
-#include "formats/hdf5/hdf5_schema.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +12,7 @@
 #include <functional>
 #include <tuple>
 
+#include "formats/hdf5/hdf5_schema.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/lmdb/lmdb_writer.h"
@@ -210,7 +210,8 @@ TEST(Hdf5Reader, FieldsInGroupsAreNamedByPath) {
   }
   // No datasets in the root: the error says which groups there are and how to name the fields.
   expect_error(ErrorCode::dataset, [&] { formats::hdf5_schema(p); },
-               {p, "no datasets in the root group (groups: train)", "e.g. Options::fields = {\"train/images\", \"train/labels\"} or Options::group = \"train\""});
+               {p, "no datasets in the root group (groups: train)",
+                "e.g. Options::fields = {\"train/images\", \"train/labels\"} or Options::group = \"train\""});
   formats::Hdf5Reader r(p, {"train/labels", "train/images"}, formats::Hdf5Path::automatic);
   ASSERT_EQ(r.schema().fields.size(), 2u);
   EXPECT_EQ(r.schema().fields[0].name, "train/labels");
@@ -245,7 +246,11 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
     f.dataset("label", H5T_STD_I64LE, {9});
   }
   expect_error(ErrorCode::dataset, open, {p, "different numbers of samples", "'image' has 10", "'label' has 9"});
-  expect_error(ErrorCode::invalid_option, [&] { open({"image", "nope"}); }, {p, "unknown field 'nope'", "image, label"});
+  expect_error(ErrorCode::invalid_option,
+               [&] {
+                 open({"image", "nope"});
+               },
+               {p, "unknown field 'nope'", "image, label"});
   expect_error(ErrorCode::invalid_option, [&] { open({"image", "image"}); }, {p, "'image' is selected twice"});
   {
     RawH5 f(p);

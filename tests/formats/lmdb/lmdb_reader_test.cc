@@ -115,7 +115,8 @@ TEST(LmdbReader, BadInputsGiveClearErrors) {
 
   Schema schema = small_schema(20);
   write_lmdb(p, schema);
-  expect_error(ErrorCode::invalid_option, [&] { open({"pixels"}); }, {p, "unknown field 'pixels'", "image, label, weight"});
+  expect_error(ErrorCode::invalid_option, [&] { open({"pixels"}); },
+               {p, "unknown field 'pixels'", "image, label, weight"});
   unsigned char key[8];
   formats::encode_key(5, key);
   overwrite_lmdb_record(p, 5, "short");
