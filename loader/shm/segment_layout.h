@@ -57,7 +57,7 @@ struct FieldLayout {
 };
 static_assert(sizeof(FieldLayout) == 32);
 
-// too_large: a bytes field of the batch did not fit its region; reserved[0] holds the bytes the
+// too_large: a bytes field of the batch did not fit its region; needed_bytes holds the bytes the
 // largest such field needed, and the consumer reads the batch itself (docs/shm-layout.md).
 enum class SlotStatus : std::uint32_t { empty = 0, ok = 1, error = 2, too_large = 3 };
 
