@@ -247,6 +247,7 @@ TEST_F(LoaderData, HoldingEverySlotRaisesTheHeldErrorAndReleasingResumes) {
       epoch.next();
       FAIL() << "no error";
     } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::slots_held) << e.what();
       EXPECT_THAT(e.what(), HasSubstr("all 2 batch slots are held"));
       EXPECT_THAT(e.what(), HasSubstr("batches 0, 1 of epoch 0"));
       EXPECT_THAT(e.what(), HasSubstr("release()"));
@@ -306,6 +307,7 @@ TEST_F(LoaderData, AWorkerErrorIsRaisedAtItsBatchAndLaterBatchesStillCome) {
       epoch.next();
       FAIL() << "no error";
     } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::dataset) << e.what();
       if (workers) {
         EXPECT_THAT(e.what(), HasSubstr("worker "));
         EXPECT_THAT(e.what(), HasSubstr("(pid "));
@@ -409,6 +411,7 @@ TEST_F(LoaderData, TheBudgetLowersTheRingOrRefusesWithTheNumbers) {
     Loader loader(o);
     ADD_FAILURE() << "a loader that cannot fit was created";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shm) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("not enough shared memory for 2 workers: needs " +
                                     detail::format_bytes(layout.segment_bytes(2)) + " (2 batch slots of"));
     EXPECT_THAT(e.what(), HasSubstr("the shm budget option of " + detail::format_bytes(layout.segment_bytes(2) - 1)));
@@ -422,36 +425,37 @@ TEST_F(LoaderData, TheBudgetLowersTheRingOrRefusesWithTheNumbers) {
 TEST(LoaderOptions, BadOptionsAndInputsAreClearErrors) {
   TempDir tmp;
   write_lmdb(tmp.path("d.lmdb"), small_schema(10));
-  auto expect = [](Options o, const std::string& part) {
+  auto expect = [](Options o, ErrorCode code, const std::string& part) {
     try {
       Loader loader(o);
       FAIL() << "no error for " << part;
     } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
       EXPECT_THAT(e.what(), HasSubstr(part));
     }
   };
   Options o;
-  expect(o, "source is empty");
+  expect(o, ErrorCode::invalid_option, "source is empty");
   o.source = tmp.path("d.lmdb");
   o.batch_size = 0;
-  expect(o, "batch_size is 0");
+  expect(o, ErrorCode::invalid_option, "batch_size is 0");
   o.batch_size = 4;
   o.prefetch = 0;
-  expect(o, "prefetch is 0");
+  expect(o, ErrorCode::invalid_option, "prefetch is 0");
   o.prefetch = 2;
   o.shm_fraction = 0.9;
-  expect(o, "shm_fraction");
+  expect(o, ErrorCode::invalid_option, "shm_fraction");
   o.shm_fraction = 0.5;
   o.batch_size = 11;
   o.drop_last = true;
-  expect(o, "no batch per epoch");
+  expect(o, ErrorCode::invalid_option, "no batch per epoch");
   o.drop_last = false;
   o.fields = {"nope"};
   o.num_workers = 2;
-  expect(o, "unknown field 'nope'");
+  expect(o, ErrorCode::invalid_option, "unknown field 'nope'");
   o.fields = {};
   o.source = tmp.path("missing.h5");
-  expect(o, "missing.h5: No such file");
+  expect(o, ErrorCode::dataset, "missing.h5: No such file");
 }
 
 TEST(ShardFromEnv, ReadsTorchrunAndOpenMpiAndNeverGuesses) {

@@ -96,17 +96,15 @@ class Faults : public ::testing::Test {
     o.batch_size = 20;
     return o;
   }
-  // Every batch until the error, checking that no sample comes twice; returns the error text.
-  std::string run_until_error(Loader& loader, std::uint64_t* delivered = nullptr) {
+  // Every batch until the error, checking that no sample comes twice; returns the error's code and
+  // text (as test::caught does: internal and "no error" when the epoch ends without one).
+  Caught run_until_error(Loader& loader, std::uint64_t* delivered = nullptr) {
     std::set<std::uint64_t> seen;
-    std::string error = "no error";
-    try {
+    const Caught error = caught([&] {
       for (Batch& b : loader.epoch(0)) {
         for (std::uint64_t i : b.indices()) EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " twice";
       }
-    } catch (const Error& e) {
-      error = e.what();
-    }
+    });
     if (delivered) *delivered = seen.size();
     return error;
   }
@@ -125,15 +123,12 @@ class Faults : public ::testing::Test {
 
 TEST_F(Faults, SharedMemoryThatCannotBeReservedIsRefusedClearly) {
   env_.fallocate_error = [](int) { return ENOSPC; };
-  const std::string e = error_of([&] { Loader l(options("d.lmdb", 2)); });
-  EXPECT_THAT(e, HasSubstr("but reserving it failed with ENOSPC"));
+  expect_error(ErrorCode::shm, [&] { Loader l(options("d.lmdb", 2)); }, {"but reserving it failed with ENOSPC"});
 }
 
 TEST_F(Faults, AnOtherFallocateErrorIsReportedWithItsName) {
   env_.fallocate_error = [](int) { return EIO; };
-  const std::string e = error_of([&] { Loader l(options("d.lmdb", 2)); });
-  EXPECT_THAT(e, HasSubstr("reserving"));
-  EXPECT_THAT(e, HasSubstr("(EIO)"));
+  expect_error(ErrorCode::io, [&] { Loader l(options("d.lmdb", 2)); }, {"reserving", "(EIO)"});
 }
 
 TEST_F(Faults, AReadErrorFailsItsBatchNamingDatasetAndSamples) {
@@ -146,10 +141,11 @@ TEST_F(Faults, AReadErrorFailsItsBatchNamingDatasetAndSamples) {
   };
   Loader loader(options("d.h5", 0));
   std::uint64_t delivered = 0;
-  const std::string e = run_until_error(loader, &delivered);
-  EXPECT_THAT(e, HasSubstr("batch 6 of epoch 0"));
-  EXPECT_THAT(e, HasSubstr("dataset 'image': samples 120..139"));
-  EXPECT_THAT(e, HasSubstr("Input/output error (EIO)"));
+  const Caught e = run_until_error(loader, &delivered);
+  EXPECT_EQ(e.code, ErrorCode::io) << e.message;
+  EXPECT_THAT(e.message, HasSubstr("batch 6 of epoch 0"));
+  EXPECT_THAT(e.message, HasSubstr("dataset 'image': samples 120..139"));
+  EXPECT_THAT(e.message, HasSubstr("Input/output error (EIO)"));
   EXPECT_EQ(delivered, 120u) << "the batches before it were delivered, each once";
 }
 
@@ -157,9 +153,10 @@ TEST_F(Faults, AShortReadIsAnUnexpectedEndOfFile) {
   SKIP_UNLESS_FORKED_WORKERS();
   env_.pread_error = [](off_t, std::size_t n) { return n == 60 * 20 ? -1 : 0; };
   Loader loader(options("d.h5", 2));
-  const std::string e = run_until_error(loader);
-  EXPECT_THAT(e, HasSubstr("dataset 'image': samples 0..19"));
-  EXPECT_THAT(e, HasSubstr("unexpected end of file"));
+  const Caught e = run_until_error(loader);
+  EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
+  EXPECT_THAT(e.message, HasSubstr("dataset 'image': samples 0..19"));
+  EXPECT_THAT(e.message, HasSubstr("unexpected end of file"));
 }
 
 TEST_F(Faults, AnLmdbErrorNamesTheSample) {
@@ -170,9 +167,10 @@ TEST_F(Faults, AnLmdbErrorNamesTheSample) {
   };
   Loader loader(options("d.lmdb", 2));
   std::uint64_t delivered = 0;
-  const std::string e = run_until_error(loader, &delivered);
-  EXPECT_THAT(e, HasSubstr("reading sample 77"));
-  EXPECT_THAT(e, HasSubstr("MDB_CORRUPTED"));
+  const Caught e = run_until_error(loader, &delivered);
+  EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
+  EXPECT_THAT(e.message, HasSubstr("reading sample 77"));
+  EXPECT_THAT(e.message, HasSubstr("MDB_CORRUPTED"));
   EXPECT_EQ(delivered, 60u);
 }
 
@@ -191,13 +189,15 @@ TEST_F(Faults, AnLmdbValueLargerThanASampleMayBeIsNamedWithItsKey) {
   Options o = options("plain.lmdb", 0);
   o.batch_size = 2;
   env_.value_size = seven_is_huge;
-  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr(why));
+  expect_error(ErrorCode::dataset, [&] { Loader l(o); }, {why});
 
   env_.value_size = nullptr;
   Loader loader(o);
   env_.value_size = seven_is_huge;
   std::uint64_t delivered = 0;
-  EXPECT_THAT(run_until_error(loader, &delivered), HasSubstr(why));
+  const Caught e = run_until_error(loader, &delivered);
+  EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
+  EXPECT_THAT(e.message, HasSubstr(why));
   EXPECT_EQ(delivered, 6u);
 }
 
@@ -209,9 +209,11 @@ TEST_F(Faults, TheLoaderStaysUsableAfterAFailedBatch) {
   };
   Loader loader(options("d.lmdb", 0));
   std::uint64_t delivered = 0;
-  EXPECT_THAT(run_until_error(loader, &delivered), HasSubstr("reading sample 77: Input/output error"));
+  const Caught e = run_until_error(loader, &delivered);
+  EXPECT_EQ(e.code, ErrorCode::io) << e.message;
+  EXPECT_THAT(e.message, HasSubstr("reading sample 77: Input/output error"));
   env_.mdb_error = nullptr;
-  EXPECT_EQ(run_until_error(loader, &delivered), "no error");
+  EXPECT_EQ(run_until_error(loader, &delivered).message, "no error");
   EXPECT_EQ(delivered, 600u) << "a new epoch delivers every sample once";
 }
 
@@ -219,17 +221,17 @@ TEST_F(Faults, ADatasetReplacedAfterTheLoaderOpenedItIsAnError) {
   Loader loader(options("d.lmdb", 2));  // workers open the dataset on their first batch
   write_lmdb(tmp_.path("other.lmdb"), small_schema(500));
   ASSERT_EQ(0, std::rename(tmp_.path("other.lmdb").c_str(), tmp_.path("d.lmdb").c_str()));
-  const std::string e = run_until_error(loader);
-  EXPECT_THAT(e, HasSubstr("the dataset changed after the loader opened it (was 600 samples of"));
-  EXPECT_THAT(e, HasSubstr("now 500 samples of"));
+  const Caught e = run_until_error(loader);
+  EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
+  EXPECT_THAT(e.message, HasSubstr("the dataset changed after the loader opened it (was 600 samples of"));
+  EXPECT_THAT(e.message, HasSubstr("now 500 samples of"));
 }
 
 TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
   SKIP_UNLESS_FORKED_WORKERS();
   env_.fork_error = [](int call) { return call == 2 ? EAGAIN : 0; };  // the fork server's second fork
-  const std::string e = error_of([&] { Loader l(options("d.lmdb", 3)); });
-  EXPECT_THAT(e, HasSubstr("could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)"));
-  EXPECT_THAT(e, HasSubstr("the limit on processes"));
+  expect_error(ErrorCode::io, [&] { Loader l(options("d.lmdb", 3)); },
+               {"could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)", "the limit on processes"});
 }
 
 TEST_F(Faults, AReplacementThatCannotBeStartedEndsTheEpochWithAnError) {
@@ -247,6 +249,7 @@ TEST_F(Faults, AReplacementThatCannotBeStartedEndsTheEpochWithAnError) {
       if (++n == 3) ::kill(loader.worker_pids().at(1), SIGKILL);
     }
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io) << e.what();
     error = e.what();
   }
   EXPECT_THAT(error, HasSubstr("could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)"));

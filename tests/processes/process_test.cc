@@ -91,6 +91,7 @@ TEST_F(Processes, AKilledWorkerIsReportedWithItsPidAndSignalWithoutRespawns) {
     while (epoch.next()) {
     }
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::worker_died) << e.what();
     message = e.what();
   }
   EXPECT_THAT(message, HasSubstr("worker 1 (pid " + std::to_string(victim) + ") was killed by signal SIGKILL"));
@@ -115,6 +116,7 @@ TEST_F(Processes, AStuckWorkerIsReportedAfterTheTimeoutWithoutRespawns) {
     while (epoch.next()) {
     }
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::worker_stuck) << e.what();
     message = e.what();
   }
   EXPECT_THAT(message, HasSubstr("worker 0 (pid " + std::to_string(victim) + ") has not delivered batch"));
@@ -204,6 +206,7 @@ TEST_F(Processes, PastMaxRespawnsTheErrorNamesEveryDeath) {
     while (epoch.next()) {
     }
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::worker_died) << e.what();
     message = e.what();
   }
   EXPECT_THAT(message,
@@ -272,6 +275,7 @@ TEST_F(Processes, AKilledForkServerIsReplacedWhenWorkersStartClean) {
       }
     });
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::worker_died) << e.what();  // on the fork-only path; with init, none comes
     error = e.what();
   }
   ASSERT_GT(server, 0);
@@ -492,6 +496,7 @@ TEST(SmallDevShm, MovesToMemfdLowersDepthOrRefusesAndNeverDiesOfSigbus) {
     } catch (const Error& e) {
       std::string m = e.what();
       std::fprintf(stderr, "harness: refused as expected: %s\n", e.what());
+      HARNESS_CHECK(e.code() == ErrorCode::shm);
       HARNESS_CHECK(m.find("not enough shared memory for 4 workers") != std::string::npos);
       HARNESS_CHECK(m.find("needs 40.") != std::string::npos);
       HARNESS_CHECK(m.find("/dev/shm") != std::string::npos);

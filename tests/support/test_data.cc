@@ -74,6 +74,15 @@ std::string error_of(const std::function<void()>& f) {
   return "no error";
 }
 
+Caught caught(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+  return {ErrorCode::internal, "no error"};
+}
+
 void expect_error(ErrorCode code, const std::function<void()>& f, const std::vector<std::string>& parts) {
   try {
     f();

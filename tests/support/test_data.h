@@ -26,6 +26,13 @@ Schema small_schema(std::uint64_t n);
 
 // The message of the stoker::Error `f` throws, or "no error".
 std::string error_of(const std::function<void()>& f);
+// The code and message of the stoker::Error `f` throws. When `f` throws none: ErrorCode::internal
+// and "no error", so a test that expects internal must check the message too.
+struct Caught {
+  ErrorCode code;
+  std::string message;
+};
+Caught caught(const std::function<void()>& f);
 // Expects `f` to throw a stoker::Error of `code` whose message holds every one of `parts`.
 void expect_error(ErrorCode code, const std::function<void()>& f, const std::vector<std::string>& parts);
 

@@ -192,6 +192,7 @@ TEST(H5ToLmdb, KilledMidwayLeavesNoOutputAndResumeCompletesIdentically) {
     Loader loader(o);
     FAIL() << "the loader accepted an incomplete database";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dataset) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("incomplete"));
   }
   // Without --resume the tool refuses to clobber the partial work.

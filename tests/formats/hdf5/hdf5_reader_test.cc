@@ -158,6 +158,7 @@ TEST(Hdf5Reader, DefaultFieldsAreEveryRootDatasetAndNoneIsDroppedSilently) {
     formats::hdf5_schema(tmp.path("strings.h5"));
     FAIL() << "a string dataset was left out silently";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dataset) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("cannot deliver every dataset of the root group: 'names' (strings, not numbers)"));
     EXPECT_THAT(e.what(), HasSubstr("name the fields to load"));
     EXPECT_THAT(e.what(), HasSubstr("datasets in the root group: label, names"));
@@ -321,6 +322,7 @@ TEST(Hdf5Reader, ErrorsKeepHdf5sOwnDetail) {
       FAIL() << "no error for a corrupt chunk";
     } catch (const Error& e) {
       const std::string m = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::dataset) << m;
       EXPECT_THAT(m, HasSubstr(p + ": dataset 'image': reading samples 50..51: "));
       EXPECT_THAT(m, Not(HasSubstr("H5Dread failed")));  // HDF5's reason, not the C++ API's summary
       EXPECT_THAT(m, HasSubstr("inflate() failed"));

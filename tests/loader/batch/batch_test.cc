@@ -91,6 +91,7 @@ TEST(Batch, FieldsAreCopiedToTheHostFromTheirOwner) {
     b.copy_field_to_host(1, out);
     FAIL() << "no error";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option) << e.what();
     EXPECT_STREQ(e.what(), "batch: no field 1 (the batch has 1)");
   }
   b.release();

@@ -137,6 +137,7 @@ TEST_F(EmulatedDevice, ThePoolNeverGrowsAndHoldingItAllIsAClearError) {
     epoch.next();
     FAIL() << "no error";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::slots_held) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("all 3 device buffers are held"));
     EXPECT_THAT(e.what(), HasSubstr("prefetch_to_device"));
   }
@@ -176,6 +177,7 @@ TEST_F(EmulatedDevice, AWorkerErrorArrivesAtItsTurnThroughTheStagingThread) {
     epoch.next();
     FAIL() << "no error";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dataset) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("batch 2 of epoch 0"));
     EXPECT_THAT(e.what(), HasSubstr("sample 40"));
   }
@@ -208,6 +210,7 @@ TEST_F(EmulatedDevice, BadDeviceOptionsAreRefusedBeforeAnyWorkerStarts) {
     Loader loader(o);
     FAIL() << "no error";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("prefetch_to_device is 0"));
   }
   EXPECT_TRUE(descendants().empty());
@@ -239,6 +242,7 @@ TEST(CudaDevice, DeliversExactContentsOrRefusesClearlyWithoutAGpu) {
     loader = std::make_unique<Loader>(o);
   } catch (const Error& e) {
     std::string m = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::device) << m;
     EXPECT_THAT(m, HasSubstr("device cuda"));
     EXPECT_TRUE(m.find("no NVIDIA driver") != std::string::npos || m.find("no CUDA device") != std::string::npos ||
                 m.find("failed to initialise") != std::string::npos)

@@ -23,10 +23,13 @@ struct FakeEnv {
   }
 };
 
+// The message of the error launch_info_from_env throws for `env`: an invalid_option, as every
+// launcher variable the loader cannot take is.
 std::string error_of(const FakeEnv& env) {
   try {
     launch_info_from_env(env.lookup());
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option) << e.what();
     return e.what();
   }
   return "no error";

@@ -70,6 +70,7 @@ TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
     reserve_ring(layout_, request_, budget(small, small));
     FAIL() << "no refusal";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shm) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("not enough shared memory for 2 workers: needs " +
                                     detail::format_bytes(layout_.segment_bytes(2))));
     EXPECT_THAT(e.what(), HasSubstr("in /dev/shm (test /dev/shm)"));
@@ -83,6 +84,7 @@ TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
     reserve_ring(layout_, request_, budget(small, 1u << 30), ShmBacking::dev_shm);
     FAIL() << "no refusal";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shm) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("but the budget is"));
     EXPECT_THAT(e.what(), HasSubstr("memfd memory would hold it (ShmBacking::automatic)"));
     EXPECT_THAT(e.what(), HasSubstr("Start the container with --shm-size="));
@@ -103,6 +105,7 @@ TEST_F(RingSizing, TheAdviceRaisesWhatHeldTheRingBack) {
     try {
       reserve_ring(layout_, request_, b, backing);
     } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::shm) << e.what();
       return std::string(e.what());
     }
     return std::string("no refusal");

@@ -142,6 +142,7 @@ TEST(TorchAdapterErrors, AnEmptyBatchIsAClearError) {
     to_tensors(std::move(empty));
     FAIL() << "no error";
   } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("the batch is empty"));
   }
 }
@@ -206,6 +207,7 @@ TEST(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples)
         try {
           split_bytes(torch::zeros({4}, torch::kUInt8), torch::tensor({0, 3, 9}, torch::kInt64));
         } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::invalid_option) << e.what();
           return std::string(e.what());
         }
         return std::string("no error");
