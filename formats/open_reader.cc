@@ -20,7 +20,7 @@ namespace {
 // Reads up to n bytes at offset; returns how many were read (0 at end of file).
 std::size_t read_at(const std::string& path, void* buf, std::size_t n, off_t offset) {
   detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) detail::throw_errno(path, ErrorCode::dataset);
+  if (!fd) detail::throw_open_errno(path);
   ssize_t got = ::pread(fd.get(), buf, n, offset);
   if (got < 0) detail::throw_errno(path);
   return static_cast<std::size_t>(got);
@@ -30,7 +30,7 @@ bool has_hdf5_signature(const std::string& path) {
   static constexpr unsigned char kSig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
   // The signature sits at 0, or after a user block at 512, 1024, 2048, ...
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) detail::throw_errno(path, ErrorCode::dataset);
+  if (::stat(path.c_str(), &st) != 0) detail::throw_open_errno(path);
   for (off_t off = 0; off + 8 <= st.st_size; off = off == 0 ? 512 : off * 2) {
     unsigned char buf[8];
     if (read_at(path, buf, 8, off) == 8 && std::memcmp(buf, kSig, 8) == 0) return true;
@@ -51,7 +51,7 @@ bool has_lmdb_magic(const std::string& file) {
 
 Format detect_format(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) detail::throw_errno(path, ErrorCode::dataset);
+  if (::stat(path.c_str(), &st) != 0) detail::throw_open_errno(path);
   if (S_ISDIR(st.st_mode)) {
     std::string data = path + "/data.mdb";
     if (::access(data.c_str(), F_OK) != 0) {
@@ -70,8 +70,9 @@ std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions
     return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group, options.sequential);
   }
   if (!options.group.empty()) {
-    throw Error(ErrorCode::dataset, fmt::format("{}: is an LMDB database; a group ({}) names a place in an HDF5 file",
-                                                path, detail::option_name("group")));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: is an LMDB database; a group ({}) names a place in an HDF5 file", path,
+                            detail::option_name("group")));
   }
   return std::make_unique<LmdbReader>(path, options.fields, options.sequential,
                                       options.known ? &*options.known : nullptr);

@@ -14,7 +14,7 @@ namespace stoker::formats {
 
 H5::H5File open_hdf5_file(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) detail::throw_errno(path, ErrorCode::dataset);
+  if (::stat(path.c_str(), &st) != 0) detail::throw_open_errno(path);
   if (S_ISDIR(st.st_mode)) throw Error(ErrorCode::dataset, fmt::format("{}: is a directory, not an HDF5 file", path));
   bool is_hdf5 = false;
   try {

@@ -31,7 +31,7 @@ Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& 
   impl_->path = path;
   impl_->file = open_hdf5_file(path);
   impl_->fd = detail::UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!impl_->fd) detail::throw_errno(path, ErrorCode::dataset);
+  if (!impl_->fd) detail::throw_open_errno(path);
   // A read of a sample not yet cached would otherwise fetch up to 4x its size around it: on a
   // shuffled epoch, pages nobody reads. A hint: its result does not matter.
   if (!sequential) (void)::posix_fadvise(impl_->fd.get(), 0, 0, POSIX_FADV_RANDOM);

@@ -57,7 +57,7 @@ std::vector<FieldSource> named_sources(const H5::H5File& file, const std::string
     if (std::find(here.groups.begin(), here.groups.end(), leaf) != here.groups.end()) {
       const std::uint64_t n = sample_group_size(file, full, path);
       if (n == 0) {
-        throw Error(ErrorCode::dataset,
+        throw Error(ErrorCode::invalid_option,
                     fmt::format("{}: field '{}' is a group whose members are not named 0 .. N-1 (a sample group); "
                                 "name the datasets in it instead ({})",
                                 path, w, describe_listing(list_group(file, full, path), full)));

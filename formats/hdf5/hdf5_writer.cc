@@ -50,7 +50,7 @@ H5::DataType file_type_of(DType t) {
       return f16;
     }
   }
-  throw Error(ErrorCode::dataset, "hdf5 writer: unknown dtype");
+  throw Error(ErrorCode::internal, "hdf5 writer: unknown dtype");
 }
 
 }  // namespace

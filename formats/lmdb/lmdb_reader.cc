@@ -25,7 +25,7 @@ namespace {
 
 LmdbEnv open_readonly(const std::string& path, bool sequential = false) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) detail::throw_errno(path, ErrorCode::dataset);
+  if (::stat(path.c_str(), &st) != 0) detail::throw_open_errno(path);
   LmdbEnv env;
   check_mdb(mdb_env_set_maxdbs(env.get(), 4), path);
   unsigned flags = MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK | (sequential ? 0u : unsigned{MDB_NORDAHEAD});

@@ -11,6 +11,21 @@
 
 namespace stoker::detail {
 
+ErrorCode open_error_code(int err) noexcept {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+    case EACCES:
+    case EPERM:
+    case ELOOP:
+    case EISDIR:
+    case ENAMETOOLONG:
+    case ENXIO:
+    case ENODEV: return ErrorCode::dataset;
+    default: return ErrorCode::io;
+  }
+}
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   if (abbrev) return fmt::format("SIG{}", abbrev);

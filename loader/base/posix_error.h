@@ -19,6 +19,15 @@ namespace stoker::detail {
   throw_errno(errno, context, code);
 }
 
+// The code of a failure to open or stat a dataset's file: the path's own problems (missing, not
+// readable, not a file) are the dataset's; the rest (EMFILE, ENOMEM, EIO, ...) are the system's.
+ErrorCode open_error_code(int err) noexcept;
+// throw_errno(err, path, open_error_code(err)).
+[[noreturn]] inline void throw_open_errno(int err, const std::string& path) {
+  throw_errno(err, path, open_error_code(err));
+}
+[[noreturn]] inline void throw_open_errno(const std::string& path) { throw_open_errno(errno, path); }
+
 // Name of a signal ("SIGKILL"), or "signal N".
 std::string signal_name(int sig);
 

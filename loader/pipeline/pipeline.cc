@@ -200,7 +200,7 @@ void SamplePipelines::run(std::size_t f, std::span<const std::byte> in, std::uin
   }
   if (current.dtype != field.dtype ||
       !std::equal(current.shape.begin(), current.shape.end(), c.output_shape.begin(), c.output_shape.end())) {
-    throw Error(ErrorCode::dataset,
+    throw Error(ErrorCode::invalid_option,
                 fmt::format("the pipeline made {}[{}], not the declared {}", dtype_name(current.dtype),
                             fmt::join(current.shape, ","), field.describe()));
   }

@@ -1,8 +1,12 @@
 // formats: which format a path holds.
 #include "formats/open_reader.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -24,6 +28,42 @@ TEST(DetectFormat, TellsHdf5FromLmdbAndRefusesOthers) {
   expect_error(ErrorCode::dataset, [&] { formats::detect_format(tmp.path("x.bin")); },
                {"x.bin", "neither an HDF5 file nor an LMDB"});
   expect_error(ErrorCode::dataset, [&] { formats::detect_format(tmp.path("nope")); }, {"nope", "No such file"});
+}
+
+TEST(OpenReader, AGroupForAnLmdbDatabaseIsAnOptionToFix) {
+  TempDir tmp;
+  write_lmdb(tmp.path("a.lmdb"), small_schema(5));
+  formats::ReaderOptions o;
+  o.group = "train";
+  expect_error(ErrorCode::invalid_option, [&] { formats::open_reader(tmp.path("a.lmdb"), o); },
+               {"a.lmdb", "is an LMDB database; a group"});
+}
+
+// A path that is missing is the dataset's fault; running out of descriptors is the system's, and
+// may pass: the two get different codes. The EMFILE is real, in a child with no descriptor left.
+TEST(OpenReader, RunningOutOfFileDescriptorsIsAnIoErrorNotABadDataset) {
+  TempDir tmp;
+  write_hdf5(tmp.path("a.h5"), small_schema(5), {});
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int highest = 0;
+    for (int fd = 0; fd < 1024; ++fd) {
+      if (::fcntl(fd, F_GETFD) != -1) highest = fd;
+    }
+    const rlimit none{static_cast<rlim_t>(highest + 1), static_cast<rlim_t>(highest + 1)};
+    if (::setrlimit(RLIMIT_NOFILE, &none) != 0) ::_exit(2);
+    while (::dup(0) >= 0) {
+    }  // fills any gap below the limit
+    const Caught c = caught([&] { formats::detect_format(tmp.path("a.h5")); });
+    const bool ok = c.code == ErrorCode::io && c.message.find("(EMFILE)") != std::string::npos &&
+                    c.message.find("a.h5") != std::string::npos;
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "detect_format under RLIMIT_NOFILE did not fail with an io error naming EMFILE";
 }
 
 }  // namespace

@@ -27,7 +27,7 @@
 namespace stoker {
 namespace {
 
-using test::error_of;
+using test::expect_error;
 using test::TempDir;
 using test::write_plain_lmdb;
 using ::testing::HasSubstr;
@@ -180,12 +180,12 @@ TEST(BytesFields, SampleGroupIsOneFieldAndGroupsNameFieldsRelatively) {
 
   Options missing = o;
   missing.group = "test";
-  EXPECT_THAT(error_of([&] { Loader l(missing); }),
-              HasSubstr("no group 'test' (datasets in the root group: none; groups: train)"));
+  expect_error(ErrorCode::invalid_option, [&] { Loader l(missing); },
+               {"no group 'test' (datasets in the root group: none; groups: train)"});
   Options unknown = o;
   unknown.fields = {"images"};
-  EXPECT_THAT(error_of([&] { Loader l(unknown); }),
-              HasSubstr("unknown field 'images' (datasets in group 'train': label; groups: data)"));
+  expect_error(ErrorCode::invalid_option, [&] { Loader l(unknown); },
+               {"unknown field 'images' (datasets in group 'train': label; groups: data)"});
 }
 
 TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
@@ -198,9 +198,9 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
   }
   Options o;
   o.source = p;
-  EXPECT_THAT(error_of([&] { Loader l(o); }),
-              HasSubstr("'vec' (variable-length data of 4-byte float elements; stoker reads variable-length u8 as a "
-                        "bytes field)"));
+  expect_error(ErrorCode::dataset, [&] { Loader l(o); },
+               {"'vec' (variable-length data of 4-byte float elements; stoker reads variable-length u8 as a "
+                "bytes field)"});
   {
     test::H5Builder f(p);
     f.group("data");
@@ -212,10 +212,11 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
   o.batch_size = 2;
   {
     Loader l(o);
-    EXPECT_THAT(error_of([&] {
-                  for (Batch& b : l.epoch(0)) (void)b;
-                }),
-                HasSubstr("group 'data': sample 1 (member '1') is i16, but the group's member '0' is u8"));
+    expect_error(ErrorCode::dataset,
+                 [&] {
+                   for (Batch& b : l.epoch(0)) (void)b;
+                 },
+                 {"group 'data': sample 1 (member '1') is i16, but the group's member '0' is u8"});
   }
   {
     test::H5Builder f(p);
@@ -224,8 +225,8 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
     f.array("misc/first", H5T_NATIVE_UINT8, {2}, a);
   }
   o.fields = {"misc"};
-  EXPECT_THAT(error_of([&] { Loader bad(o); }),
-              HasSubstr("field 'misc' is a group whose members are not named 0 .. N-1"));
+  expect_error(ErrorCode::invalid_option, [&] { Loader bad(o); },
+               {"field 'misc' is a group whose members are not named 0 .. N-1"});
 }
 
 TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {
@@ -280,11 +281,11 @@ TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {
   o.shuffle = false;
   o.num_workers = 0;
   Loader l(o);
-  EXPECT_THAT(
-      error_of([&] {
-        for (Batch& b : l.epoch(0)) (void)b;
-      }),
-      HasSubstr("sample 5 (key 0000000000000005) has 5 bytes, less than the 16 of its fixed fields and 1 length(s)"));
+  expect_error(ErrorCode::dataset,
+               [&] {
+                 for (Batch& b : l.epoch(0)) (void)b;
+               },
+               {"sample 5 (key 0000000000000005) has 5 bytes, less than the 16 of its fixed fields and 1 length(s)"});
 }
 
 TEST(BytesFields, DatabasesWithoutASchemaAreReadByTheirKeys) {
@@ -328,11 +329,11 @@ TEST(BytesFields, DatabasesWithoutASchemaAreReadByTheirKeys) {
   write_plain_lmdb(gap, {{text("0"), text("a")}, {text("1"), text("b")}, {text("3"), text("d")}});
   Options o;
   o.source = gap;
-  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr("sample 2 (key b'2') is missing: the database holds 3 keys"));
+  expect_error(ErrorCode::dataset, [&] { Loader l(o); }, {"sample 2 (key b'2') is missing: the database holds 3 keys"});
   const std::string words = tmp.path("words.lmdb");
   write_plain_lmdb(words, {{text("0"), text("a")}, {text("cat"), text("b")}});
   o.source = words;
-  EXPECT_THAT(error_of([&] { Loader l(o); }), HasSubstr("key b'cat' is not a sample index like the first key"));
+  expect_error(ErrorCode::dataset, [&] { Loader l(o); }, {"key b'cat' is not a sample index like the first key"});
 }
 
 Bytes npy(const std::string& descr, const std::string& shape, const Bytes& data) {
@@ -385,10 +386,11 @@ TEST(BytesFields, NpyValuesOfOneHeaderBecomeAFixedField) {
     one.num_workers = 0;
     one.batch_size = 1;
     Loader l(one);
-    const std::string e = error_of([&] { l.epoch(0, bad).next(); });
-    EXPECT_THAT(e, HasSubstr(fmt::format("sample {} (key b'{}')", bad, bad)));
+    const test::Caught e = test::caught([&] { l.epoch(0, bad).next(); });
+    EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
+    EXPECT_THAT(e.message, HasSubstr(fmt::format("sample {} (key b'{}')", bad, bad)));
     EXPECT_THAT(
-        e,
+        e.message,
         HasSubstr(bad == 17 ? "its .npy header says 24 bytes of data, the value holds 20"
                             : "its .npy header (i64[3]) differs from sample 0's, which made the field data: f32[2,3]"));
   }
@@ -443,17 +445,20 @@ TEST(BytesFields, BytesFieldsStayOnTheCpu) {
   Options o;
   o.source = p;
   o.device = Device::emulated();
-  EXPECT_THAT(error_of([&] { Loader l(o); }),
-              HasSubstr("field(s) blob are variable-length bytes, which stoker delivers "
-                        "on the CPU only: decode them in the workers with a pipeline"));
+  expect_error(ErrorCode::invalid_option, [&] { Loader l(o); },
+               {"field(s) blob are variable-length bytes, which stoker delivers "
+                "on the CPU only: decode them in the workers with a pipeline"});
 }
 
 // ---- pipelines ----
 
+// The message of the error that refuses a loader of pipeline `text`, which must be an invalid_option.
 std::string pipeline_error(const std::string& text, const Options& base) {
   Options o = base;
   o.pipeline = text;
-  return error_of([&] { Loader l(o); });
+  const test::Caught e = test::caught([&] { Loader l(o); });
+  EXPECT_EQ(e.code, ErrorCode::invalid_option) << text << ": " << e.message;
+  return e.message;
 }
 
 // n JPEG images of assorted sizes in a vlen dataset "jpeg", and their labels.
@@ -497,9 +502,9 @@ TEST(Pipelines, BadPipelinesAreRefusedNamingWhatIsWrong) {
               HasSubstr("1 means and stds for an image of 3 channels"));
   EXPECT_THAT(pipeline_error("label=decode,resize(8,8)", o),
               HasSubstr("decodes encoded images (a bytes field), and its input is i64[]"));
-  EXPECT_THAT(error_of([] { check_pipeline("jpeg=decode,flip(2)"); }),
-              HasSubstr("'flip(2)': the probability must be within [0, 1]"));
-  EXPECT_THAT(error_of([] { check_pipeline("jpeg decode"); }), HasSubstr("is not FIELD=operations"));
+  expect_error(ErrorCode::invalid_option, [] { check_pipeline("jpeg=decode,flip(2)"); },
+               {"'flip(2)': the probability must be within [0, 1]"});
+  expect_error(ErrorCode::invalid_option, [] { check_pipeline("jpeg decode"); }, {"is not FIELD=operations"});
 }
 
 TEST(Pipelines, RandomAugmentationGivesTheSameBatchesForAnyNumberOfWorkers) {
@@ -606,22 +611,23 @@ TEST(Pipelines, CorruptImagesAreErrorsAtTheirBatchNamingSampleAndField) {
     Loader l(o);
     Epoch e = l.epoch(0);
     for (int b = 0; b < 3; ++b) EXPECT_TRUE(e.next().has_value()) << "the batches before are delivered";
-    const std::string err = error_of([&] { e.next(); });
-    EXPECT_THAT(err, HasSubstr("batch 3 of epoch 0"));
-    EXPECT_THAT(err, HasSubstr("field 'jpeg', sample 9: corrupt JPEG"));
+    const test::Caught err = test::caught([&] { e.next(); });
+    EXPECT_EQ(err.code, ErrorCode::dataset) << err.message;
+    EXPECT_THAT(err.message, HasSubstr("batch 3 of epoch 0"));
+    EXPECT_THAT(err.message, HasSubstr("field 'jpeg', sample 9: corrupt JPEG"));
     Options one = o;
     one.batch_size = 1;
     Loader l2(one);
-    EXPECT_THAT(error_of([&] { l2.epoch(0, 10).next(); }),
-                HasSubstr("field 'jpeg', sample 10: not a JPEG or PNG image (26 bytes, starting 474946383961206e)"));
+    expect_error(ErrorCode::dataset, [&] { l2.epoch(0, 10).next(); },
+                 {"field 'jpeg', sample 10: not a JPEG or PNG image (26 bytes, starting 474946383961206e)"});
     one.pipeline = "jpeg=decode_png,center_crop(8)";
     Loader png_only(one);
-    EXPECT_THAT(error_of([&] { png_only.epoch(0).next(); }),
-                HasSubstr("sample 0: the image is a JPEG; 'decode_png' decodes PNG only (decode takes either)"));
+    expect_error(ErrorCode::dataset, [&] { png_only.epoch(0).next(); },
+                 {"sample 0: the image is a JPEG; 'decode_png' decodes PNG only (decode takes either)"});
     one.pipeline = "jpeg=decode(32,30)";
     Loader l3(one);
-    EXPECT_THAT(error_of([&] { l3.epoch(0).next(); }),
-                HasSubstr("sample 0: the image is 32x32 (height x width); 'decode(32,30)' declares 32x30"));
+    expect_error(ErrorCode::dataset, [&] { l3.epoch(0).next(); },
+                 {"sample 0: the image is 32x32 (height x width); 'decode(32,30)' declares 32x30"});
   }
 }
 
@@ -645,9 +651,9 @@ TEST(Pipelines, ATruncatedPngIsAnErrorWhereItsMissingRowsAreNeeded) {
   o.source = p;
   o.batch_size = 1;
   o.pipeline = "img=decode(64,64)";
-  EXPECT_THAT(error_of([&] { Loader(o).epoch(0).next(); }), HasSubstr("field 'img', sample 0: corrupt PNG"));
+  expect_error(ErrorCode::dataset, [&] { Loader(o).epoch(0).next(); }, {"field 'img', sample 0: corrupt PNG"});
   o.pipeline = "img=decode,center_crop(4,64)";  // rows 30..33: past the cut
-  EXPECT_THAT(error_of([&] { Loader(o).epoch(0).next(); }), HasSubstr("corrupt PNG"));
+  expect_error(ErrorCode::dataset, [&] { Loader(o).epoch(0).next(); }, {"corrupt PNG"});
 }
 
 // A user operation: inverts every byte (u8 images only).
@@ -680,11 +686,16 @@ TEST(Pipelines, UserOperationsRunInTheWorkersByName) {
   const auto v = b["img"].as<std::uint8_t>();
   for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<std::uint8_t>(~rgb[i % rgb.size()]));
   EXPECT_THAT(pipeline_error("img=invert", o), HasSubstr("operation 1: invert takes u8 arrays"));
-  EXPECT_THAT(error_of([] {
-                register_op("invert", UserOp{invert_spec, invert});
-              }),
-              HasSubstr("an operation named 'invert' is already registered"));
-  EXPECT_THAT(error_of([] { register_op("decode", UserOp{invert_spec, invert}); }), HasSubstr("already registered"));
+  expect_error(ErrorCode::invalid_option,
+               [] {
+                 register_op("invert", UserOp{invert_spec, invert});
+               },
+               {"an operation named 'invert' is already registered"});
+  expect_error(ErrorCode::invalid_option,
+               [] {
+                 register_op("decode", UserOp{invert_spec, invert});
+               },
+               {"already registered"});
 }
 
 }  // namespace

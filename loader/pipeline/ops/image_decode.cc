@@ -127,7 +127,7 @@ using SpngCtx = std::unique_ptr<spng_ctx, SpngFree>;
 
 SpngCtx open_png(std::span<const std::byte> data) {
   SpngCtx ctx(spng_ctx_new(0));
-  if (!ctx) throw Error(ErrorCode::dataset, "libspng: cannot allocate a decoder");
+  if (!ctx) throw Error(ErrorCode::io, "libspng: cannot allocate a decoder: out of memory");
   // No PNG may decode to more than a sample may hold, nor keep huge ancillary chunks.
   spng_set_image_limits(ctx.get(), 1u << 20, 1u << 20);
   spng_set_chunk_limits(ctx.get(), 64u << 20, 64u << 20);
