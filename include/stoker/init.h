@@ -16,9 +16,16 @@
 // registered with STOKER_REGISTER_OP are known to the workers; code that runs before main must not
 // mind running again (no files written, no servers started before main).
 //
-// Without init(), workers are forked from a copy of the training process made when a Loader is
+// A program that cannot call init() first (an interpreter that embeds stoker, a plugin) names a
+// worker executable instead: a small program whose main() begins with init(), such as the
+// installed `stoker-worker`. Each Loader's fork server is then an exec of that program, with the
+// same clean start; only the pipeline operations linked into it are known to the workers.
+//
+// Without either, workers are forked from a copy of the training process made when a Loader is
 // built: build Loaders before starting threads that use HDF5 (docs/faults.md).
 #pragma once
+
+#include <string>
 
 #include "stoker/export.h"
 
@@ -27,7 +34,16 @@ namespace stoker {
 // Call first in main(). Returns at once in the training process; never returns in a fork server.
 STOKER_API void init(int argc, char** argv);
 
-// Whether init() has been called in this process (workers then start from a clean image).
+// From now on, Loaders built in this process start their fork server by exec of `path` (absolute,
+// or relative to the working directory; it must be executable) instead of this program. An empty
+// path returns to the default. Loaders already built keep the program they started with.
+// Thread-safe. Throws stoker::Error (ErrorCode::invalid_option) for a path that is no executable.
+STOKER_API void set_worker_executable(const std::string& path);
+// The program set_worker_executable() named, or "".
+STOKER_API std::string worker_executable();
+
+// Whether workers start from a clean image: init() has been called in this process, or a worker
+// executable is set.
 STOKER_API bool clean_workers() noexcept;
 
 }  // namespace stoker

@@ -51,7 +51,7 @@ ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::
     }
   }
   worker_pids_.assign(num_workers, -1);
-  await_workers(num_workers, exec != nullptr);
+  await_workers(num_workers, exec);
 }
 
 void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
@@ -81,7 +81,7 @@ void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std:
     reset_signals();
     const int sock = theirs.get();
     ::fcntl(sock, F_SETFD, 0);  // the one descriptor the new image keeps
-    ::execve("/proc/self/exe", argv.data(), envp.data());
+    ::execve(exec->program.c_str(), argv.data(), envp.data());
     send_msg(sock, Message{MsgType::spawn_failed, kServer, 0, errno, 0});
     ::_exit(static_cast<int>(ChildExit::exec_failed));
   }
@@ -99,13 +99,20 @@ void ForkServer::give_up(int code, const std::string& why) {
   throw Error(known_code(code), why);
 }
 
-void ForkServer::await_workers(std::uint32_t num_workers, bool exec) {
-  // A server started by exec is this program run again: one whose main() does not begin with
-  // stoker::init() never answers, or exits on its own. Say so rather than wait forever.
-  const std::string exec_hint =
-      exec ? "; it is this program started again, so main() must call stoker::init(argc, argv) before anything "
-             "else (stoker/init.h)"
-           : "";
+void ForkServer::await_workers(std::uint32_t num_workers, const ExecStart* exec) {
+  // A server started by exec is a program whose main() must begin with stoker::init(): one that
+  // does not never answers, or exits on its own. Say so rather than wait forever.
+  std::string exec_hint;
+  if (exec && exec->program == "/proc/self/exe") {
+    exec_hint =
+        "; it is this program started again, so main() must call stoker::init(argc, argv) before anything else "
+        "(stoker/init.h)";
+  } else if (exec) {
+    exec_hint = fmt::format(
+        "; it is the worker executable {}, whose main() must call stoker::init(argc, argv) first "
+        "(stoker/init.h; the installed stoker-worker does)",
+        exec->program);
+  }
   const auto deadline = deadline_in(std::chrono::seconds(60));
   for (std::uint32_t started = 0; started < num_workers;) {
     std::optional<Message> m;
@@ -128,8 +135,8 @@ void ForkServer::await_workers(std::uint32_t num_workers, bool exec) {
     }
     if (m->type == MsgType::spawn_failed) {
       give_up(static_cast<int>(ErrorCode::io),
-              m->worker == kServer ? fmt::format("stoker: could not start the fork server: exec of /proc/self/exe: {}",
-                                                 std::strerror(m->status))
+              m->worker == kServer ? fmt::format("stoker: could not start the fork server: exec of {}: {}",
+                                                 exec ? exec->program : "?", std::strerror(m->status))
                                    : spawn_failure(m->worker, m->status));
     }
     if (m->type == MsgType::spawned && m->worker < num_workers) {

@@ -41,6 +41,7 @@ struct WorkerExit {
 struct ExecStart {
   std::string setup;
   std::vector<int> fds;
+  std::string program;  // the path to exec: /proc/self/exe, or the worker executable
   std::vector<std::string> argv;
 };
 
@@ -82,7 +83,7 @@ class ForkServer {
   void launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
               std::vector<int> keep_fds, int lifeline, const ExecStart* exec);
   // Waits for the server's report of each worker started, or throws why not.
-  void await_workers(std::uint32_t num_workers, bool exec);
+  void await_workers(std::uint32_t num_workers, const ExecStart* exec);
   // The server ended or must be given up: reaps it, marks it gone, and throws `code, why`.
   [[noreturn]] void give_up(int code, const std::string& why);
   // The server's next message within `deadline`; nullopt when the deadline passed. Throws

@@ -19,6 +19,16 @@ void init(int argc, char** argv) {
   detail::record_program_arguments(argc, argv);
 }
 
-bool clean_workers() noexcept { return detail::program_initialised(); }
+void set_worker_executable(const std::string& path) { detail::set_worker_program(path); }
+
+std::string worker_executable() { return detail::worker_program(); }
+
+bool clean_workers() noexcept {
+  try {
+    return detail::program_initialised() || !detail::worker_program().empty();
+  } catch (...) {  // a std::string copy that cannot allocate
+    return detail::program_initialised();
+  }
+}
 
 }  // namespace stoker

@@ -51,7 +51,7 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     run_worker(WorkerContext{&slots_->layout(), slots_->segment().data(), slots_->segment().size(), w,
                              task_events_[w].get(), done_event_.get(), lifeline_.read_end(), dataset_.get()});
   };
-  if (program_initialised()) {
+  if (std::optional<ProgramImage> image = fork_server_image()) {
     // A fresh exec of this program serves the workers: it gets the same settings as text and the
     // same descriptors over its socket (loader/workers/exec_server.h).
     RingSetup ring;
@@ -65,7 +65,8 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     exec_->setup = setup_to_json(*dataset_, ring);
     exec_->fds = {slots_->segment().fd(), lifeline_.read_end(), done_event_.get()};
     for (const auto& t : task_events_) exec_->fds.push_back(t.get());
-    exec_->argv = program_arguments();
+    exec_->program = std::move(image->path);
+    exec_->argv = std::move(image->argv);
   }
   server_ =
       std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(), exec_ ? &*exec_ : nullptr);
