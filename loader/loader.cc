@@ -39,6 +39,12 @@ std::optional<Batch> Epoch::next() {
   return impl->next(generation_);
 }
 
+bool Epoch::wait(std::chrono::milliseconds at_most) {
+  const std::shared_ptr<detail::LoaderImpl> impl = impl_.lock();
+  if (!impl) return true;  // next() says why at once
+  return impl->wait_ready(generation_, at_most);
+}
+
 Epoch::iterator::iterator(Epoch* epoch) : epoch_(epoch) { current_ = epoch_->next(); }
 
 Epoch::iterator& Epoch::iterator::operator++() {

@@ -171,6 +171,14 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
   return b;
 }
 
+bool LoaderImpl::wait_ready(std::uint64_t generation, std::chrono::milliseconds within) {
+  check_process();
+  const auto until = Clock::now() + within;
+  if (feeder_) return feeder_->wait_ready(generation, until);
+  if (generation != generation_ || handed_out_ == plan_.num_batches) return true;  // next() answers at once
+  return source_->wait_filled(until);
+}
+
 LoaderState LoaderImpl::state() const {
   LoaderState s;
   s.epoch = progress_.epoch;

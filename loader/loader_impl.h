@@ -45,6 +45,8 @@ class LoaderImpl final : public HostSource {
   std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip = 0);
   std::uint64_t resume(const LoaderState& state);
   std::optional<Batch> next(std::uint64_t generation);
+  // Whether next(generation) would not wait, waiting up to `within` for that (Epoch::wait).
+  bool wait_ready(std::uint64_t generation, std::chrono::milliseconds within);
   LoaderState state() const;
 
   // HostSource: the shared-memory pipeline (the staging thread's, when there is one).

@@ -65,6 +65,8 @@ struct Args {
   std::string resume;
   std::string shm_backing = "auto";
   std::string staging = "pinned";
+  double timeout_s = 300;
+  std::uint32_t max_respawns = 3;
 };
 
 double process_cpu_seconds() {
@@ -363,6 +365,8 @@ void bench(const std::string& path, const Args& args) {
   o.seed = args.seed;
   o.drop_last = args.drop_last;
   o.shm_budget = args.shm_budget;
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
+  o.max_respawns = args.max_respawns;
   o.shm_backing = args.shm_backing == "memfd"     ? stoker::ShmBacking::memfd
                   : args.shm_backing == "dev-shm" ? stoker::ShmBacking::dev_shm
                                                   : stoker::ShmBacking::automatic;
@@ -516,6 +520,13 @@ void add_output_options(CLI::App& app, Args& args) {
                  "Where the ring lives: auto (/dev/shm when it holds the ring, else memfd memory, which /dev/shm's "
                  "size does not limit), dev-shm or memfd")
       ->check(CLI::IsMember({"auto", "dev-shm", "memfd"}))
+      ->capture_default_str();
+  app.add_option("--timeout", args.timeout_s,
+                 "Seconds a worker with work may make no progress while it can run before it is stuck "
+                 "(killed and replaced); 0: never")
+      ->check(stoker::tools::number_at_least(0))
+      ->capture_default_str();
+  app.add_option("--max-respawns", args.max_respawns, "Dead or stuck workers replaced in the loader's life")
       ->capture_default_str();
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");

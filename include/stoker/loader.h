@@ -15,6 +15,7 @@
 // destroyed on any thread, also after the Loader.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <iosfwd>
 #include <iterator>
@@ -47,6 +48,12 @@ class STOKER_API Epoch {
   // Next batch, or nullopt at the end of the epoch. Throws stoker::Error when a worker failed on
   // this batch, a worker died, every slot is held by live batches, or the timeout passed.
   std::optional<Batch> next();
+  // Waits at most `at_most` until next() can answer without waiting for workers (a batch is ready,
+  // an error is known, or the epoch is over); returns whether it can. For a caller that must do
+  // something else while it waits, such as an interpreter that checks for Ctrl-C. Dead and stuck
+  // workers are handled meanwhile, as in next(). With num_workers = 0, next() reads the batch in
+  // the calling thread and this returns true at once.
+  bool wait(std::chrono::milliseconds at_most);
 
   class iterator {
    public:

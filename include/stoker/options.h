@@ -105,9 +105,12 @@ struct Options {
   // saying so in one warning line. Either may be forced.
   ShmBacking shm_backing = ShmBacking::automatic;
 
-  // A worker that has not delivered the batch the consumer waits for within this time is reported
-  // as stuck. Zero: no limit (a dead worker is reported at once regardless).
-  std::chrono::milliseconds timeout{0};
+  // A worker that has work and makes no progress for this long while it can run is stuck: its
+  // progress is counted at every step of a batch (the read, each sample's pipeline), so a slow disk
+  // that still delivers is not stuck, nor a worker stopped by SIGSTOP or a debugger, nor one whose
+  // whole job was suspended (Ctrl-Z, scontrol suspend, docker pause); a read hung in the kernel or
+  // a decoder looping is. Zero: never stuck (a dead worker is reported at once regardless).
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 
   // A worker that dies (any signal or a non-zero exit: the out-of-memory killer, a crash) or is
   // stuck past `timeout` is replaced by a new one that loads its unfinished batches again: the

@@ -115,6 +115,11 @@ std::optional<Batch> DeviceFeeder::next(std::uint64_t generation) {
   return std::move(item->batch);
 }
 
+bool DeviceFeeder::wait_ready(std::uint64_t generation, std::chrono::steady_clock::time_point until) {
+  return queue_->wait_ready(
+      generation, [&] { return pool_->all_held(); }, until);
+}
+
 void DeviceFeeder::add_stats(Stats& s) const {
   const GpuIdleMeter::Totals idle = pool_->idle_meter().totals();
   const DeviceBufferPool::CopyTotals copies = pool_->copy_totals();

@@ -51,6 +51,8 @@ class DeviceFeeder {
   // User's thread.
   std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip);
   std::optional<Batch> next(std::uint64_t generation);
+  // Whether next(generation) would not wait, waiting for that until `until`.
+  bool wait_ready(std::uint64_t generation, std::chrono::steady_clock::time_point until);
   void add_stats(Stats& s) const;
 
  private:

@@ -59,6 +59,20 @@ std::optional<StagedQueue::Item> StagedQueue::pop(std::uint64_t generation, std:
   return item;
 }
 
+bool StagedQueue::wait_ready(std::uint64_t generation, const std::function<bool()>& all_held,
+                             std::chrono::steady_clock::time_point until) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (generation != generation_ || failed_) return true;
+    for (const Item& item : queue_) {
+      if (item.generation == generation) return true;
+    }
+    if (!active_ && !request_ && !staging_) return true;
+    if (all_held()) return true;
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout) return false;
+  }
+}
+
 StagedQueue::Work StagedQueue::next_work(const std::function<bool()>& buffer_free) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return stop_ || request_ || (active_ && queue_.size() < capacity_ && buffer_free()); });

@@ -11,6 +11,7 @@
 // held.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,6 +45,11 @@ class StagedQueue {
   // forever. Throws when `generation` is not the newest.
   std::optional<Item> pop(std::uint64_t generation, std::size_t num_buffers, const std::function<bool()>& all_held,
                           std::deque<Item>& stale);
+
+  // User's thread. Waits until pop() would not wait (an item of `generation` is queued, the epoch
+  // is over, or pop would throw), or until `until`: whether it would not.
+  bool wait_ready(std::uint64_t generation, const std::function<bool()>& all_held,
+                  std::chrono::steady_clock::time_point until);
 
   // Staging thread.
   struct Work {

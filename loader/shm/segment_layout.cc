@@ -15,10 +15,11 @@ constexpr std::size_t kLine = 64;
 
 constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-// A channel: tasks.write, tasks.read, done.write, done.read, cpu_ns, each on its own cache line,
-// then the two rings' items.
+// A channel: tasks.write, tasks.read, done.write, done.read, cpu_ns, progress, each on its own
+// cache line, then the two rings' items.
+constexpr std::size_t kChannelCounters = 6;
 std::size_t channel_bytes(std::uint32_t num_slots) {
-  return align_up(5 * kLine + 2 * align_up(num_slots * sizeof(std::uint32_t), kLine), kLine);
+  return align_up(kChannelCounters * kLine + 2 * align_up(num_slots * sizeof(std::uint32_t), kLine), kLine);
 }
 
 }  // namespace
@@ -115,6 +116,7 @@ void SegmentLayout::initialize(std::byte* base, std::uint32_t num_slots) const {
     c.tasks.initialize();
     c.done.initialize();
     new (c.cpu_ns) std::atomic<std::uint64_t>(0);
+    new (c.progress) std::atomic<std::uint64_t>(0);
   }
   for (std::uint32_t s = 0; s < num_slots; ++s) new (&view.slot_header(s)) SlotHeader{};
 }
@@ -194,13 +196,14 @@ std::byte* SegmentView::slot_field(std::uint32_t s, std::size_t f) const noexcep
 WorkerChannel SegmentView::channel(std::uint32_t w) const noexcept {
   std::byte* c = base_ + header_->channels_offset + static_cast<std::size_t>(w) * header_->channel_bytes;
   const std::uint32_t n = header_->num_slots;
-  std::byte* items = c + 5 * kLine;
+  std::byte* items = c + kChannelCounters * kLine;
   std::size_t ring_items = align_up(n * sizeof(std::uint32_t), kLine);
   WorkerChannel out;
-  // Counters first (tasks.write, tasks.read, done.write, done.read, cpu_ns), then the items.
+  // Counters first (tasks.write, tasks.read, done.write, done.read, cpu_ns, progress), then the items.
   out.tasks = SlotRing(c, items, n);
   out.done = SlotRing(c + 2 * kLine, items + ring_items, n);
   out.cpu_ns = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 4 * kLine);
+  out.progress = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 5 * kLine);
   return out;
 }
 

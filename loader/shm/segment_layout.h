@@ -23,7 +23,7 @@
 namespace stoker::detail {
 
 inline constexpr char kSegmentMagic[8] = {'S', 'T', 'O', 'K', 'E', 'R', 'S', 'M'};
-inline constexpr std::uint32_t kSegmentVersion = 2;
+inline constexpr std::uint32_t kSegmentVersion = 3;
 inline constexpr std::size_t kErrorTextBytes = 4096;
 inline constexpr std::uint32_t kStopWorker = 0xffffffffu;  // task ring sentinel: exit
 
@@ -111,6 +111,9 @@ struct WorkerChannel {
   SlotRing tasks;                                // consumer -> worker
   SlotRing done;                                 // worker -> consumer
   std::atomic<std::uint64_t>* cpu_ns = nullptr;  // the worker's CPU time, updated after each task
+  // Bumped by the worker at each step of a batch (taken, read, each sample through its pipeline,
+  // done): the consumer tells a stuck worker from a slow one by it (loader/source/progress_watch.h).
+  std::atomic<std::uint64_t>* progress = nullptr;
 };
 
 // Where everything is, computed from the schema and sizes; a view over a mapped segment.

@@ -2,6 +2,7 @@
 // (loader/source/worker_source.h) or the calling thread (loader/source/inline_source.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "loader/plan/epoch_plan.h"
@@ -20,6 +21,12 @@ class SlotSource {
   // epoch has a next batch. Throws stoker::Error when it cannot be had: every slot is held by live
   // batches, a worker died or is stuck, or interrupt() was called.
   virtual std::uint32_t next_filled() = 0;
+  // Waits until next_filled() would not wait (its batch is filled, or it would throw), or until
+  // `until`: whether it would not. A source that fills in the calling thread never waits.
+  virtual bool wait_filled(std::chrono::steady_clock::time_point until) {
+    (void)until;
+    return true;
+  }
   // Makes a next_filled() blocked in another thread throw (any thread; for shutdown).
   virtual void interrupt() noexcept {}
 };

@@ -22,7 +22,7 @@ WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth,
     : slots_(slots),
       workers_(std::move(slots), num_workers, std::move(dataset)),
       tasks_(depth, num_workers),
-      timeout_(timeout),
+      watch_(num_workers, timeout),
       respawn_(std::move(respawn)) {}
 
 void WorkerSource::fail(ErrorCode code, const std::string& message) {
@@ -74,6 +74,7 @@ void WorkerSource::restart_fork_server(const std::string& death) {
     fail(e.code(), fmt::format("{}; starting a new one failed: {}", death, e.what()));
   }
   for (std::uint32_t w = 0; w < workers_.size(); ++w) {
+    watch_.reset(w);
     for (std::uint32_t s : pending[w]) workers_.assign(w, s);
   }
   ++respawns_;
@@ -102,6 +103,7 @@ void WorkerSource::check_exits() {
                        fmt::join(samples.first(std::min<std::size_t>(samples.size(), 8)), ", "),
                        samples.size() > 8 ? ", ..." : "");
   }
+  watch_.reset(exit->worker);
   std::string death = describe_worker_death(*exit, held);
   if (auto it = killed_stuck_.find(exit->pid); it != killed_stuck_.end()) {
     death = it->second;  // not the out-of-memory killer's SIGKILL: ours, for being stuck
@@ -134,44 +136,53 @@ void WorkerSource::check_exits() {
   }
 }
 
-void WorkerSource::wait_for(std::uint64_t t) {
-  auto start = Clock::now();
+void WorkerSource::look_for_stuck_workers() {
+  const auto now = Clock::now();
+  for (std::uint32_t w = 0; w < workers_.size(); ++w) {
+    const std::optional<std::uint64_t> t = tasks_.pending_of(w);
+    const bool stuck = watch_.look(
+        w, workers_.progress(w), t.has_value(), [&] { return workers_.stopped(w); }, now);
+    if (!stuck || killed_stuck_.contains(workers_.pid(w))) continue;
+    const pid_t pid = workers_.pid(w);
+    const std::string what = fmt::format(
+        "worker {} (pid {}) made no progress for {} ms while loading batch {} of epoch {} (it could run: it was "
+        "not stopped)",
+        w, pid, watch_.stalled(w).count(), *t, plan_->epoch);
+    if (respawns_ < respawn_.max) {
+      // Killed, then replaced like a worker that died (its exit report comes next). ESRCH (it died
+      // meanwhile) needs nothing more: its exit report comes either way.
+      killed_stuck_.emplace(pid, what + " and was killed");
+      (void)::kill(pid, SIGKILL);
+      continue;
+    }
+    fail(ErrorCode::worker_stuck,
+         fmt::format("stoker: {} and is still running (see where it is stuck with: gdb -p {}); raise {} if a "
+                     "step of a batch (a read, one sample's pipeline) is legitimately that slow",
+                     what, pid, option_name("timeout")));
+  }
+}
+
+bool WorkerSource::wait_for(std::uint64_t t, Clock::time_point until) {
   for (;;) {
     collect();
-    if (tasks_.at(t).arrived) return;
+    if (tasks_.at(t).arrived) return true;
     check_exits();
-    std::chrono::milliseconds left(-1);
-    if (timeout_.count() > 0) {
-      left = std::max(std::chrono::milliseconds(0),
-                      timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
-    }
-    switch (workers_.wait(left)) {
-      case WorkerPool::Wake::interrupted: throw Error(ErrorCode::interrupted, "stoker: the loader is shutting down");
-      case WorkerPool::Wake::timeout: {
-        collect();
-        if (tasks_.at(t).arrived) return;
-        const std::uint32_t w = tasks_.at(t).worker;
-        if (respawns_ < respawn_.max) {
-          // Stuck: killed, then replaced like a worker that died (its exit report comes next).
-          killed_stuck_.emplace(workers_.pid(w),
-                                fmt::format("worker {} (pid {}) had not delivered batch {} of epoch {} within {} ms "
-                                            "and was killed",
-                                            w, workers_.pid(w), t, plan_->epoch, timeout_.count()));
-          // ESRCH (it died meanwhile) needs nothing more: its exit report comes either way.
-          (void)::kill(workers_.pid(w), SIGKILL);
-          start = Clock::now();
-          break;
-        }
-        fail(ErrorCode::worker_stuck,
-             fmt::format("stoker: worker {} (pid {}) has not delivered batch {} of epoch {} within {} ms and is still "
-                         "running (see where it is stuck with: gdb -p {}); raise {} if batches are "
-                         "legitimately that slow",
-                         w, workers_.pid(w), t, plan_->epoch, timeout_.count(), workers_.pid(w),
-                         option_name("timeout")));
-      }
-      case WorkerPool::Wake::activity: break;
+    look_for_stuck_workers();
+    const auto now = Clock::now();
+    if (now >= until) return false;
+    const auto step = std::min<Clock::duration>(until - now, ProgressWatch::kLookInterval);
+    if (workers_.wait(std::chrono::ceil<std::chrono::milliseconds>(step)) == WorkerPool::Wake::interrupted) {
+      throw Error(ErrorCode::interrupted, "stoker: the loader is shutting down");
     }
   }
+}
+
+bool WorkerSource::wait_filled(Clock::time_point until) {
+  if (broken_) return true;  // next_filled() throws at once
+  check_exits();
+  issue();
+  if (tasks_.in_flight() == 0) return true;  // next_filled() says every slot is held
+  return wait_for(tasks_.next_to_receive(), until);
 }
 
 void WorkerSource::abandon() {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "loader/source/auto_tuner.h"
+#include "loader/source/progress_watch.h"
 #include "loader/source/slot_source.h"
 #include "loader/source/task_table.h"
 #include "loader/workers/worker_pool.h"
@@ -28,13 +29,15 @@ class WorkerSource final : public SlotSource {
     std::uint32_t max = 3;
     std::function<void(const std::string&)> warn;
   };
-  // timeout: how long next_filled() waits for its batch (zero: no limit).
+  // timeout: how long a worker with work may make no progress while it can run before it is
+  // stuck (zero: no limit; loader/source/progress_watch.h).
   WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth, std::uint32_t num_workers,
                std::shared_ptr<const DatasetSpec> dataset, std::chrono::milliseconds timeout, RespawnPolicy respawn);
 
   void abandon() override;
   void start(const EpochPlan& plan, std::uint64_t first) override;
   std::uint32_t next_filled() override;
+  bool wait_filled(std::chrono::steady_clock::time_point until) override;
   void interrupt() noexcept override { workers_.interrupt(); }
   // Batches that share data come in runs of `batches` (0: none): see TaskTable::worker_for_next.
   void set_affinity_span(std::uint64_t batches) noexcept { tasks_.set_affinity_span(batches); }
@@ -60,14 +63,19 @@ class WorkerSource final : public SlotSource {
   void check_exits();
   // The fork server died (`death` says how): a new one and new workers, or the error.
   void restart_fork_server(const std::string& death);
-  void wait_for(std::uint64_t batch);
+  // Waits until task `batch` arrived (true) or `until` passed (false), replacing dead and stuck
+  // workers meanwhile.
+  bool wait_for(std::uint64_t batch,
+                std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
+  // Kills (to be replaced) or reports the workers that have made no progress for the timeout.
+  void look_for_stuck_workers();
   // The loader cannot continue: remembers why, and throws it (and again at every later call).
   [[noreturn]] void fail(ErrorCode code, const std::string& message);
 
   std::shared_ptr<SlotPool> slots_;
   WorkerPool workers_;
   TaskTable tasks_;
-  std::chrono::milliseconds timeout_;
+  ProgressWatch watch_;
   const EpochPlan* plan_ = nullptr;
   std::optional<Error> broken_;  // the loader cannot continue: why
   RespawnPolicy respawn_;

@@ -60,6 +60,7 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
     }
   }
   r.read(indices, out_);
+  made_progress();
   std::uint64_t read_bytes = source.bytes_per_sample() * indices.size();
   for (const formats::FieldOut& o : out_) read_bytes += o.bytes ? o.bytes->total() : 0;
   sample_bytes_ = indices.empty() ? 0 : read_bytes / indices.size();
@@ -74,6 +75,7 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
         const std::span<const std::byte> in =
             field.is_bytes() ? bytes_[f].sample(k)
                              : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
+        made_progress();
         try {
           pipelines_.run(f, in, h.epoch, indices[k], dst + k * out_bytes);
         } catch (const Error& e) {

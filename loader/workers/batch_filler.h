@@ -4,6 +4,7 @@
 // loader has no workers, and for a batch too large for its slot. Workers never touch CUDA.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,10 @@ class BatchFiller {
   // Opens the dataset if it is not open yet. Never throws.
   void read_ahead(const SegmentView& view, std::uint32_t s) noexcept;
 
+  // A counter the filler bumps at each step of a batch (the fields read, each sample through its
+  // pipeline), so that the consumer sees a slow batch progress (WorkerChannel::progress).
+  void set_progress_counter(std::atomic<std::uint64_t>* counter) noexcept { progress_ = counter; }
+
   LazyReader& reader() noexcept { return reader_; }
   // The mean bytes of a sample of the last batch read (bytes fields by their actual length); 0
   // before the first.
@@ -71,6 +76,9 @@ class BatchFiller {
   // Reads into the slot (or `overflow`); returns 0, or the bytes a bytes field needed that did
   // not fit.
   std::uint64_t read_into(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>* overflow);
+  void made_progress() noexcept {
+    if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
+  }
 
   LazyReader reader_;
   SamplePipelines pipelines_;
@@ -78,6 +86,7 @@ class BatchFiller {
   std::vector<std::vector<std::byte>> pipeline_in_;  // per field: a fixed field going into a pipeline
   std::vector<formats::FieldOut> out_;
   std::uint64_t sample_bytes_ = 0;
+  std::atomic<std::uint64_t>* progress_ = nullptr;
 };
 
 // Samples at least this large are read ahead (Reader::will_need) before they are read: for them a

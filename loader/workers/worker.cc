@@ -35,6 +35,7 @@ void run_worker(const WorkerContext& ctx) {
   WorkerChannel ch = view.channel(ctx.worker);
   // The pipelines are built again here, from their text: they are data, whatever the process.
   BatchFiller filler(*ctx.dataset);
+  filler.set_progress_counter(ch.progress);
   std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {
     pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
@@ -55,8 +56,10 @@ void run_worker(const WorkerContext& ctx) {
       if (!ch.tasks.pop(s)) break;
       if (s == kStopWorker) return;
       view.slot_header(s).worker = ctx.worker;
+      ch.progress->fetch_add(1, std::memory_order_relaxed);
       filler.fill(view, s, who);
       ch.cpu_ns->store(cpu_ns(), std::memory_order_relaxed);
+      ch.progress->fetch_add(1, std::memory_order_relaxed);
       ch.done.push(s);  // cannot fail: every slot is in at most one ring
       std::uint64_t one = 1;
       while (::write(ctx.done_event, &one, sizeof one) < 0 && errno == EINTR) {

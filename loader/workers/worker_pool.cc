@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
+#include <string_view>
 
 #include "loader/base/deadline.h"
 #include "loader/base/option_spelling.h"
@@ -139,6 +141,23 @@ pid_t WorkerPool::respawn(std::uint32_t worker, const std::vector<std::uint32_t>
   for (std::uint32_t s : slots) slots_->view().channel(worker).tasks.push(s);
   signal_eventfd(task_events_[worker].get());
   return pid;
+}
+
+bool WorkerPool::stopped(std::uint32_t w) const noexcept {
+  const pid_t worker_pid = pid(w);
+  if (worker_pid <= 0) return false;
+  // /proc/PID/stat: "pid (comm) S ...": the state follows the last ')' (comm may hold one).
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "/proc/%d/stat", static_cast<int>(worker_pid));
+  UniqueFd fd(::open(buf, O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return false;
+  const std::string_view stat(buf, static_cast<std::size_t>(n));
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= stat.size()) return false;
+  const char state = stat[close + 2];
+  return state == 'T' || state == 't';
 }
 
 double WorkerPool::cpu_seconds() const {

@@ -80,6 +80,13 @@ class WorkerPool {
 
   // CPU time of every worker so far.
   double cpu_seconds() const;
+  // Worker w's progress counter (WorkerChannel::progress).
+  std::uint64_t progress(std::uint32_t w) const noexcept {
+    return slots_->view().channel(w).progress->load(std::memory_order_relaxed);
+  }
+  // Whether worker w is stopped (SIGSTOP, a debugger's stop), from /proc: it cannot run, so it is
+  // not stuck. False when that cannot be told.
+  bool stopped(std::uint32_t w) const noexcept;
 
   // Sends every worker the stop sentinel, waits up to `grace` for them, kills the rest, reaps all.
   // Idempotent; never throws.

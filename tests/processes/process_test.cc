@@ -22,6 +22,7 @@
 #include "stoker/error.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
+#include "tests/support/hang_op.h"
 #include "tests/support/test_data.h"
 
 namespace stoker::test {
@@ -100,27 +101,83 @@ TEST_F(Processes, AKilledWorkerIsReportedWithItsPidAndSignalWithoutRespawns) {
   ::alarm(0);
 }
 
+// The pid hang_once wrote into the marker: the worker that hung (tests/support/hang_op.h).
+int hung_pid(const std::string& marker) {
+  std::ifstream in(marker);
+  int pid = -1;
+  in >> pid;
+  return pid;
+}
+
+// Sets $STOKER_TEST_HANG_MARKER for one test (exec'd fork servers inherit it) and unsets it after.
+struct HangMarker {
+  explicit HangMarker(std::string p) : path(std::move(p)) { ::setenv(kHangMarkerEnv, path.c_str(), 1); }
+  ~HangMarker() { ::unsetenv(kHangMarkerEnv); }
+  std::string path;
+};
+
 TEST_F(Processes, AStuckWorkerIsReportedAfterTheTimeoutWithoutRespawns) {
   ::alarm(60);
   Options o = options(1);
   o.max_respawns = 0;
   o.timeout = std::chrono::milliseconds(300);
   o.shutdown_grace = std::chrono::milliseconds(100);
+  o.pipeline = "label=hang_once(35)";  // sample 35: batch 3
+  HangMarker marker(tmp_.path("hung"));
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  std::uint64_t delivered = 0;
+  const Caught c = caught([&] {
+    while (epoch.next()) ++delivered;
+  });
+  EXPECT_EQ(c.code, ErrorCode::worker_stuck) << c.message;
+  EXPECT_EQ(delivered, 3u);
+  const int victim = hung_pid(marker.path);
+  EXPECT_EQ(victim, loader.worker_pids().at(0));
+  EXPECT_THAT(c.message, HasSubstr("worker 0 (pid " + std::to_string(victim) + ") made no progress for"));
+  EXPECT_THAT(c.message, HasSubstr("while loading batch 3 of epoch 0 (it could run: it was not stopped)"));
+  EXPECT_THAT(c.message, HasSubstr("raise Options::timeout"));
+  ::alarm(0);
+}
+
+// Whether `pid` is in the stopped state, as /proc says.
+bool is_stopped(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+// A worker stopped by SIGSTOP (or a debugger) could not run: however long it stays stopped, it is
+// not stuck, and after SIGCONT the epoch goes on as if nothing happened.
+TEST_F(Processes, AStoppedWorkerIsNotStuckHoweverLongItStaysStopped) {
+  ::alarm(60);
+  Options o = options(1);
+  o.max_respawns = 0;
+  o.timeout = std::chrono::milliseconds(300);
+  std::vector<std::string> warnings;
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
   Loader loader(o);
   Epoch epoch = loader.epoch(0);
   ASSERT_TRUE(epoch.next());
-  const int victim = loader.worker_pids().at(0);
-  ASSERT_EQ(0, ::kill(victim, SIGSTOP));
-  std::string message;
-  try {
-    while (epoch.next()) {
-    }
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::worker_stuck) << e.what();
-    message = e.what();
+  const int worker = loader.worker_pids().at(0);
+  ASSERT_EQ(0, ::kill(worker, SIGSTOP));
+  while (!is_stopped(worker)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::uint64_t delivered = 1;
+  while (epoch.wait(std::chrono::milliseconds(100))) {  // what it filled before it stopped
+    ASSERT_TRUE(epoch.next());
+    ++delivered;
   }
-  EXPECT_THAT(message, HasSubstr("worker 0 (pid " + std::to_string(victim) + ") has not delivered batch"));
-  EXPECT_THAT(message, HasSubstr("within 300 ms"));
+  // Ten times the timeout in which the consumer waits for it and looks, and it stays stopped.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_FALSE(epoch.wait(std::chrono::milliseconds(100)));
+  }
+  ASSERT_EQ(0, ::kill(worker, SIGCONT));
+  while (epoch.next()) ++delivered;
+  EXPECT_EQ(delivered, 200u);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(loader.stats().respawns, 0u);
   ::alarm(0);
 }
 
@@ -219,23 +276,22 @@ TEST_F(Processes, AStuckWorkerIsKilledAndReplaced) {
   ::alarm(60);
   Options o = options(1);
   o.timeout = std::chrono::milliseconds(300);
+  o.pipeline = "label=hang_once(35)";  // sample 35: batch 3
   std::vector<std::string> warnings;
   o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
   const EpochRecord want = undisturbed_run(o, 0);
+  ASSERT_TRUE(warnings.empty());
+  HangMarker marker(tmp_.path("hung"));
   Loader loader(o);
   Epoch epoch = loader.epoch(0);
-  int victim = -1;
-  EpochRecord got = record(epoch, [&](std::size_t n) {
-    if (n == 3) {
-      victim = loader.worker_pids().at(0);
-      ASSERT_EQ(0, ::kill(victim, SIGSTOP));
-    }
-  });
+  EpochRecord got = record(epoch, [](std::size_t) {});
   EXPECT_EQ(got.indices, want.indices);
   EXPECT_EQ(got.labels, want.labels);
+  const int victim = hung_pid(marker.path);
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_THAT(warnings[0], HasSubstr("worker 0 (pid " + std::to_string(victim) + ") had not delivered batch"));
-  EXPECT_THAT(warnings[0], HasSubstr("within 300 ms and was killed; replaced by pid"));
+  EXPECT_THAT(warnings[0], HasSubstr("worker 0 (pid " + std::to_string(victim) + ") made no progress for"));
+  EXPECT_THAT(warnings[0], HasSubstr("while loading batch 3 of epoch 0 (it could run: it was not stopped) and was "
+                                     "killed; replaced by pid"));
   ::alarm(0);
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
+#include <thread>
 
 namespace stoker::test {
 namespace {
@@ -29,10 +30,21 @@ namespace {
 }  // namespace
 
 RunResult run_program(const std::vector<std::string>& argv, unsigned timeout_s) {
+  return run_program_in_group(argv, nullptr, timeout_s);
+}
+
+RunResult run_program_in_group(const std::vector<std::string>& argv, const std::function<void(int pid)>& during,
+                               unsigned timeout_s) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   pid_t pid = ::fork();
-  if (pid == 0) exec_child(argv, out[1], err[1]);
+  if (pid == 0) {
+    if (during) ::setpgid(0, 0);
+    exec_child(argv, out[1], err[1]);
+  }
+  if (during) ::setpgid(pid, pid);  // also here: no race with `during` signalling the group
+  std::thread side;
+  if (during) side = std::thread([&] { during(pid); });
   ::close(out[1]);
   ::close(err[1]);
   RunResult r;
@@ -62,6 +74,7 @@ RunResult run_program(const std::vector<std::string>& argv, unsigned timeout_s) 
   for (auto& f : fds) {
     if (f.fd >= 0) ::close(f.fd);
   }
+  if (side.joinable()) side.join();
   int st = 0;
   ::waitpid(pid, &st, 0);
   if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);

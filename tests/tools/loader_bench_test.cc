@@ -193,6 +193,55 @@ TEST_F(LoaderBench, TheFirstLineNamesTheFieldsAndAnEmptyStepIsExplained) {
   EXPECT_THAT(stepped.out, Not(HasSubstr("no --step-ms")));
 }
 
+// The whole job suspended (Ctrl-Z, scontrol suspend, docker pause: SIGSTOP to its process group)
+// and resumed, four times, each time for longer than the timeout: no worker is taken for stuck, and
+// the run ends as an undisturbed one does.
+TEST_F(LoaderBench, AJobSuspendedFourTimesPastTheTimeoutLosesNoWorker) {
+  const std::vector<std::string> args{kBench,
+                                      "--data",
+                                      tmp_.path("d.lmdb"),
+                                      "--workers",
+                                      "2",
+                                      "--epochs",
+                                      "4",
+                                      "--batch-size",
+                                      "10",
+                                      "--step-ms",
+                                      "10",
+                                      "--timeout",
+                                      "1",
+                                      "--max-respawns",
+                                      "0",
+                                      "--digest",
+                                      "--json"};
+  const RunResult undisturbed = run_program(args);
+  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.err;
+  int suspensions = 0;
+  const RunResult r = run_program_in_group(args, [&](int pid) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int i = 0; i < 4; ++i) {
+      if (::kill(-pid, SIGSTOP) != 0) return;  // it ended
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      ::kill(-pid, SIGCONT);
+      ++suspensions;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(suspensions, 4) << "the run ended before it was suspended four times";
+  EXPECT_THAT(r.err, Not(HasSubstr("no progress")));
+  auto digests = [](const std::string& out) {
+    std::vector<std::string> d;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      d.push_back(nlohmann::json::parse(line)["content_digest"].get<std::string>());
+    }
+    return d;
+  };
+  EXPECT_EQ(digests(r.out), digests(undisturbed.out));
+  EXPECT_EQ(digests(r.out).size(), 4u);
+}
+
 TEST_F(LoaderBench, AWorkerKilledMidEpochChangesNoDigestAndIsOneWarning) {
   const std::vector<std::string> args{kBench,         "--data", tmp_.path("d.lmdb"), "--workers", "2",
                                       "--batch-size", "16",     "--shuffle",         "--epochs",  "2",

@@ -159,6 +159,35 @@ TEST_F(EmulatedDevice, BatchesHeldWhenTheLoaderIsDestroyedStayValid) {
   for (Batch& b : kept) expect_contents(b, schema_);
 }
 
+// Epoch::wait through the staging thread: false while the only worker is stopped, true once a
+// batch is staged, and true at the end of the epoch (next() then answers at once).
+TEST_F(EmulatedDevice, WaitSaysWhetherNextWouldWaitThroughTheStagingThread) {
+  ::alarm(60);
+  Options o = options(1, Staging::pinned_copy);
+  o.shuffle = false;
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  ASSERT_EQ(0, ::kill(loader.worker_pids().at(0), SIGSTOP));
+  std::uint64_t delivered = 0;
+  while (epoch.wait(std::chrono::milliseconds(200))) {  // what was filled and staged before it stopped
+    ASSERT_TRUE(epoch.next());
+    ++delivered;
+  }
+  EXPECT_FALSE(epoch.wait(std::chrono::milliseconds(50)));
+  ASSERT_EQ(0, ::kill(loader.worker_pids().at(0), SIGCONT));
+  for (;;) {
+    while (!epoch.wait(std::chrono::milliseconds(50))) {
+    }
+    auto b = epoch.next();
+    if (!b) break;
+    EXPECT_EQ(b->index(), delivered++);
+    expect_contents(*b, schema_);
+  }
+  EXPECT_EQ(delivered, loader.batches_per_epoch());
+  EXPECT_TRUE(epoch.wait(std::chrono::milliseconds(0)));
+  ::alarm(0);
+}
+
 TEST_F(EmulatedDevice, AWorkerErrorArrivesAtItsTurnThroughTheStagingThread) {
   // Sample 40 of a copy has a value of the wrong size: batch 2 (samples 32..47) fails.
   const std::string p = tmp_.path("bad.lmdb");

@@ -2,6 +2,7 @@
 // not make (a fork server or worker from another build must not write into it).
 #include "loader/shm/segment_layout.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -39,7 +40,9 @@ TEST(SegmentLayout, ASegmentChecksOutAgainstTheLayoutThatMadeItAndNoOther) {
   std::vector<std::byte> older = segment;
   std::uint32_t version = kSegmentVersion - 1;
   std::memcpy(older.data() + 8, &version, sizeof version);
-  EXPECT_THAT(layout.check(older.data(), older.size()), HasSubstr("layout version 1, this stoker reads version 2"));
+  EXPECT_THAT(
+      layout.check(older.data(), older.size()),
+      HasSubstr(fmt::format("layout version {}, this stoker reads version {}", kSegmentVersion - 1, kSegmentVersion)));
   older[0] = std::byte{'X'};
   EXPECT_THAT(layout.check(older.data(), older.size()), HasSubstr("does not start with STOKERSM"));
 }
