@@ -25,6 +25,12 @@ class Env {
   // posix_fadvise's contract: 0, or the error number.
   virtual int posix_fadvise(int fd, off_t offset, off_t len, int advice);
   virtual int madvise(void* addr, std::size_t len, int advice);
+  // A worker filled the slot at `slot` (`bytes` long) and is about to hand it back: where a test
+  // plays a worker that went wrong. The default does nothing.
+  virtual void filled_slot(std::byte* slot, std::size_t bytes) {
+    (void)slot;
+    (void)bytes;
+  }
 
   // The installed Env, or the default.
   static Env& get() noexcept;

@@ -57,6 +57,14 @@ TaskTable::Task TaskTable::receive() {
   return t;
 }
 
+std::optional<std::uint64_t> TaskTable::pending_in(std::uint32_t slot, std::uint32_t worker) const noexcept {
+  for (std::uint64_t t = received_; t < issued_; ++t) {
+    const Task& task = tasks_[t % depth_];
+    if (task.slot == slot && task.worker == worker && !task.arrived) return t;
+  }
+  return std::nullopt;
+}
+
 std::vector<std::uint32_t> TaskTable::pending_slots_of(std::uint32_t worker) const {
   std::vector<std::uint32_t> out;
   for (std::uint64_t t = received_; t < issued_; ++t) {

@@ -60,6 +60,8 @@ class TaskTable {
   // Takes batch next_to_receive() out of the table. REQUIRES: in_flight() > 0.
   Task receive();
 
+  // The in-flight batch `worker` was given in `slot` and has not delivered yet, if any.
+  std::optional<std::uint64_t> pending_in(std::uint32_t slot, std::uint32_t worker) const noexcept;
   // The first in-flight batch `worker` has not delivered yet, if any (what it died holding).
   std::optional<std::uint64_t> pending_of(std::uint32_t worker) const noexcept;
   std::uint32_t outstanding(std::uint32_t worker) const noexcept { return outstanding_[worker]; }

@@ -9,6 +9,7 @@
 
 #include "loader/base/option_spelling.h"
 #include "loader/source/held_batches.h"
+#include "loader/source/slot_check.h"
 #include "loader/source/slot_task.h"
 
 namespace stoker::detail {
@@ -45,8 +46,35 @@ void WorkerSource::issue() {
   }
 }
 
+std::vector<std::uint32_t> WorkerSource::rewrite_tasks_of(std::uint32_t w) {
+  const std::vector<std::uint32_t> slots = tasks_.pending_slots_of(w);
+  for (std::uint32_t s : slots) write_task(slots_->view(), s, *plan_, *tasks_.pending_in(s, w));
+  return slots;
+}
+
 void WorkerSource::collect() {
-  workers_.collect([&](std::uint32_t s) { tasks_.mark_arrived(slots_->view().slot_header(s).task_id); });
+  workers_.collect([&](std::uint32_t w, std::uint32_t s) {
+    std::string why;
+    std::optional<std::uint64_t> t;
+    if (s >= slots_->num_slots()) {
+      why = fmt::format("slot {}, of {}", s, slots_->num_slots());
+    } else if (!(t = tasks_.pending_in(s, w))) {
+      why = fmt::format("slot {}, which holds no batch it was given", s);
+    } else if (std::string bad = check_filled_slot(slots_->view(), slots_->layout().schema(), s, *plan_, *t);
+               !bad.empty()) {
+      why = fmt::format("slot {} (batch {} of epoch {}), and {}", s, *t, plan_->epoch, bad);
+    }
+    if (why.empty()) {
+      tasks_.mark_arrived(*t);
+      return;
+    }
+    // Nothing it wrote is used: it is killed, and its replacement loads its batches again.
+    const pid_t pid = workers_.pid(w);
+    if (killed_.emplace(pid, fmt::format("worker {} (pid {}) reported a batch in {} and was killed", w, pid, why))
+            .second) {
+      (void)::kill(pid, SIGKILL);
+    }
+  });
 }
 
 void WorkerSource::restart_fork_server(const std::string& death) {
@@ -65,7 +93,7 @@ void WorkerSource::restart_fork_server(const std::string& death) {
   std::vector<std::vector<std::uint32_t>> pending(workers_.size());
   std::size_t batches = 0;
   for (std::uint32_t w = 0; w < workers_.size(); ++w) {
-    pending[w] = tasks_.pending_slots_of(w);
+    pending[w] = rewrite_tasks_of(w);
     batches += pending[w].size();
   }
   try {
@@ -105,9 +133,9 @@ void WorkerSource::check_exits() {
   }
   watch_.reset(exit->worker);
   std::string death = describe_worker_death(*exit, held);
-  if (auto it = killed_stuck_.find(exit->pid); it != killed_stuck_.end()) {
+  if (auto it = killed_.find(exit->pid); it != killed_.end()) {
     death = it->second;  // not the out-of-memory killer's SIGKILL: ours, for being stuck
-    killed_stuck_.erase(it);
+    killed_.erase(it);
   }
   deaths_.push_back(death);
   if (respawns_ >= respawn_.max) {
@@ -120,7 +148,7 @@ void WorkerSource::check_exits() {
   }
   // The replacement loads the dead worker's unfinished batches again, into the same slots: their
   // tasks (sample indices) are in the slots' headers, so they come out exactly as they would have.
-  const std::vector<std::uint32_t> slots = tasks_.pending_slots_of(exit->worker);
+  const std::vector<std::uint32_t> slots = rewrite_tasks_of(exit->worker);
   pid_t pid = -1;
   try {
     pid = workers_.respawn(exit->worker, slots);
@@ -142,7 +170,7 @@ void WorkerSource::look_for_stuck_workers() {
     const std::optional<std::uint64_t> t = tasks_.pending_of(w);
     const bool stuck = watch_.look(
         w, workers_.progress(w), t.has_value(), [&] { return workers_.stopped(w); }, now);
-    if (!stuck || killed_stuck_.contains(workers_.pid(w))) continue;
+    if (!stuck || killed_.contains(workers_.pid(w))) continue;
     const pid_t pid = workers_.pid(w);
     const std::string what = fmt::format(
         "worker {} (pid {}) made no progress for {} ms while loading batch {} of epoch {} (it could run: it was "
@@ -151,7 +179,7 @@ void WorkerSource::look_for_stuck_workers() {
     if (respawns_ < respawn_.max) {
       // Killed, then replaced like a worker that died (its exit report comes next). ESRCH (it died
       // meanwhile) needs nothing more: its exit report comes either way.
-      killed_stuck_.emplace(pid, what + " and was killed");
+      killed_.emplace(pid, what + " and was killed");
       (void)::kill(pid, SIGKILL);
       continue;
     }

@@ -58,6 +58,9 @@ class WorkerSource final : public SlotSource {
   // Issues batches while the window and the free slots allow.
   void issue();
   void collect();
+  // The slots of w's unfinished batches, in order, their tasks written again from the plan: a
+  // replacement loads what the consumer asked for, whatever the dead worker left in the headers.
+  std::vector<std::uint32_t> rewrite_tasks_of(std::uint32_t w);
   // Replaces a worker that exited, its unfinished batches given to the replacement, or throws past
   // the respawn limit (or when the fork server is gone).
   void check_exits();
@@ -80,8 +83,8 @@ class WorkerSource final : public SlotSource {
   std::optional<Error> broken_;  // the loader cannot continue: why
   RespawnPolicy respawn_;
   std::uint64_t respawns_ = 0;
-  std::vector<std::string> deaths_;            // every worker death so far, for the final error
-  std::map<pid_t, std::string> killed_stuck_;  // killed by us for being stuck, until its exit report: why
+  std::vector<std::string> deaths_;      // every worker death so far, for the final error
+  std::map<pid_t, std::string> killed_;  // killed by us (stuck, a malformed slot), until its exit report: why
   // Auto-tuning: the tuner and the consumer's current interval.
   std::unique_ptr<AutoTuner> tuner_;
   std::chrono::steady_clock::time_point interval_start_{};

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "loader/base/deadline.h"
+#include "loader/base/env.h"
 #include "loader/workers/batch_filler.h"
 #include "loader/workers/fork_protocol.h"
 
@@ -58,6 +59,7 @@ void run_worker(const WorkerContext& ctx) {
       view.slot_header(s).worker = ctx.worker;
       ch.progress->fetch_add(1, std::memory_order_relaxed);
       filler.fill(view, s, who);
+      Env::get().filled_slot(view.slot_begin(s), view.slot_bytes());
       ch.cpu_ns->store(cpu_ns(), std::memory_order_relaxed);
       ch.progress->fetch_add(1, std::memory_order_relaxed);
       ch.done.push(s);  // cannot fail: every slot is in at most one ring

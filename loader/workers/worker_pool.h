@@ -42,13 +42,14 @@ class WorkerPool {
   // Gives `slot` (its header and indices written) to `worker`.
   void assign(std::uint32_t worker, std::uint32_t slot);
 
-  // Calls on_done(slot) for every slot the workers finished since the last call.
+  // Calls on_done(worker, slot) for every slot the workers said they finished since the last call.
+  // The slot number is the worker's word: the caller checks it (loader/source/slot_check.h).
   template <class F>
   void collect(F&& on_done) {
     for (std::uint32_t w = 0; w < num_workers_; ++w) {
       WorkerChannel ch = slots_->view().channel(w);
       std::uint32_t s;
-      while (ch.done.pop(s)) on_done(s);
+      while (ch.done.pop(s)) on_done(w, s);
     }
   }
 

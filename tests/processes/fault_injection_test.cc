@@ -1,5 +1,6 @@
 // Faults injected through the Env seam (loader/base/env.h) and LMDB's (formats/lmdb/lmdb_calls.h): each gives a clear
 // error or a recovery, and never a hang, a leaked process or /dev/shm entry, or a batch delivered twice.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,6 +17,8 @@
 
 #include "formats/lmdb/lmdb_calls.h"
 #include "loader/base/env.h"
+#include "loader/shm/segment_layout.h"
+#include "stoker/digest.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "tests/support/test_data.h"
@@ -34,6 +37,7 @@ class FaultEnv : public detail::Env, public formats::LmdbCalls {
   std::function<int(int call)> fork_error;                      // 0: pass through
   std::function<int(const MDB_val& key)> mdb_error;             // 0: pass through
   std::function<std::size_t(const MDB_val& key)> value_size;    // a size to report; 0: the value's
+  std::function<void(std::byte* slot)> corrupt_slot;            // a worker that went wrong
 
   int posix_fallocate(int fd, off_t offset, off_t len) override {
     if (int e = fallocate_error ? fallocate_error(++fallocates_) : 0) return e;
@@ -53,6 +57,9 @@ class FaultEnv : public detail::Env, public formats::LmdbCalls {
       return -1;
     }
     return Env::fork();
+  }
+  void filled_slot(std::byte* slot, std::size_t) override {
+    if (corrupt_slot) corrupt_slot(slot);
   }
   int mdb_get(MDB_txn* txn, MDB_dbi dbi, MDB_val* key, MDB_val* value) override {
     if (int e = mdb_error ? mdb_error(*key) : 0) return e;
@@ -253,6 +260,42 @@ TEST_F(Faults, AReplacementThatCannotBeStartedEndsTheEpochWithAnError) {
     error = e.what();
   }
   EXPECT_THAT(error, HasSubstr("could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)"));
+}
+
+}  // namespace
+}  // namespace stoker::test
+
+namespace stoker::test {
+namespace {
+
+// A worker whose slot comes back malformed (a corrupted process: here, batch 4's header claims a
+// billion samples, once) is taken for dead: nothing it wrote is read, it is killed and replaced, and
+// its batches come again, exactly.
+TEST_F(Faults, AWorkerThatWritesAMalformedSlotIsReplacedAndNothingOfItIsRead) {
+  SKIP_UNLESS_FORKED_WORKERS();
+  Options o = options("d.lmdb", 2);
+  std::vector<std::string> warnings;
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  ContentDigest want;
+  for (std::uint64_t i = 0; i < schema_.num_samples; ++i) want.add(i, expected_sample(schema_, i));
+  const std::string marker = tmp_.path("corrupted");
+  env_.corrupt_slot = [&](std::byte* slot) {
+    detail::SlotHeader h;
+    std::memcpy(&h, slot, sizeof h);
+    if (h.batch_index != 4 || ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644) < 0) return;
+    h.num_samples = 1'000'000'000;
+    std::memcpy(slot, &h, sizeof h);
+  };
+  Loader loader(o);
+  ContentDigest got;
+  for (Batch& b : loader.epoch(0)) got.add(b);
+  EXPECT_EQ(got.value(), want.value());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("reported a batch in slot"));
+  EXPECT_THAT(warnings[0], HasSubstr("(batch 4 of epoch 0), and its header says task 4, epoch 0, batch 4 of "
+                                     "1000000000 samples; the consumer asked for batch 4 of epoch 0, 20 samples and "
+                                     "was killed; replaced by pid"));
+  EXPECT_EQ(loader.stats().respawns, 1u);
 }
 
 }  // namespace

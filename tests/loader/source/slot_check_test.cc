@@ -1,0 +1,112 @@
+// loader/source: what the consumer checks in a slot a worker filled.
+#include "loader/source/slot_check.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "loader/source/slot_task.h"
+
+namespace stoker::detail {
+namespace {
+
+using ::testing::HasSubstr;
+
+Schema jpeg_and_label() {
+  Schema s;
+  s.num_samples = 100;
+  s.fields = {{"jpeg", FieldKind::bytes, DType::u8, {}}, {"label", FieldKind::fixed, DType::i64, {}}};
+  return s;
+}
+
+class SlotCheck : public ::testing::Test {
+ protected:
+  SlotCheck() {
+    order_.resize(100);
+    for (std::uint64_t i = 0; i < 100; ++i) order_[i] = 99 - i;
+    plan_.epoch = 3;
+    plan_.order = order_;  // 99, 98, ...: batch 5 is 79..76
+    plan_.batch_size = 4;
+    plan_.num_batches = 25;
+    memory_.resize(layout_.segment_bytes(2) / sizeof(std::uint64_t) + 1);
+    base_ = reinterpret_cast<std::byte*>(memory_.data());
+    layout_.initialize(base_, 2);
+    view_ = SegmentView(base_, layout_);
+    write_task(view_, 1, plan_, 5);
+    // A well-formed answer: four samples of 1, 2, 3 and 4 bytes.
+    std::uint64_t* offsets = view_.slot_offsets(1, 0);
+    for (int k = 0; k <= 4; ++k) offsets[k] = static_cast<std::uint64_t>(k * (k + 1) / 2);
+    header().status = static_cast<std::uint32_t>(SlotStatus::ok);
+  }
+  SlotHeader& header() { return view_.slot_header(1); }
+  std::string check() { return check_filled_slot(view_, schema_, 1, plan_, 5); }
+
+  Schema schema_ = jpeg_and_label();
+  std::vector<std::uint64_t> order_;
+  EpochPlan plan_;
+  SegmentLayout layout_{schema_, 4, 1, {1000, 0}};
+  std::vector<std::uint64_t> memory_;
+  std::byte* base_ = nullptr;
+  SegmentView view_;
+};
+
+TEST_F(SlotCheck, AWellFormedSlotPasses) {
+  EXPECT_EQ(check(), "");
+  header().status = static_cast<std::uint32_t>(SlotStatus::error);
+  header().error_bytes = kErrorTextBytes;
+  EXPECT_EQ(check(), "");
+  header().status = static_cast<std::uint32_t>(SlotStatus::too_large);
+  header().needed_bytes = 5000;
+  EXPECT_EQ(check(), "");
+}
+
+TEST_F(SlotCheck, AHeaderThatIsNotTheTaskIsRefused) {
+  header().num_samples = 1'000'000'000;
+  EXPECT_THAT(check(), HasSubstr("batch 5 of 1000000000 samples; the consumer asked for batch 5 of epoch 3, 4"));
+  header().num_samples = 4;
+  header().batch_index = 6;
+  EXPECT_THAT(check(), HasSubstr("its header says task 5, epoch 3, batch 6"));
+  header().batch_index = 5;
+  header().epoch = 2;
+  EXPECT_THAT(check(), HasSubstr("epoch 2"));
+  header().epoch = 3;
+  view_.slot_indices(1)[2] = 7;
+  EXPECT_EQ(check(), "its sample indices are not the task's");
+}
+
+TEST_F(SlotCheck, AStatusNoWorkerWritesIsRefused) {
+  header().status = 9;
+  EXPECT_EQ(check(), "its status is 9, which no stoker worker writes");
+  header().status = static_cast<std::uint32_t>(SlotStatus::empty);
+  EXPECT_EQ(check(), "its status is 0, which no stoker worker writes");
+}
+
+TEST_F(SlotCheck, AnErrorTextPastItsRegionIsRefused) {
+  header().status = static_cast<std::uint32_t>(SlotStatus::error);
+  header().error_bytes = kErrorTextBytes + 1;
+  EXPECT_THAT(check(), HasSubstr("overruns its region of 4096"));
+}
+
+TEST_F(SlotCheck, OffsetsMustStartAtZeroRiseAndEndWithinTheRegion) {
+  std::uint64_t* offsets = view_.slot_offsets(1, 0);
+  offsets[0] = 1;
+  EXPECT_THAT(check(), HasSubstr("field 'jpeg': its offsets start at 1, not 0"));
+  offsets[0] = 0;
+  offsets[2] = 100;
+  EXPECT_THAT(check(), HasSubstr("offset 3 (6) is below offset 2 (100)"));
+  offsets[2] = 3;
+  offsets[4] = view_.data_capacity(0) + 1;
+  EXPECT_THAT(check(), HasSubstr("overrun the field's region"));
+  offsets[4] = view_.data_capacity(0);
+  EXPECT_EQ(check(), "");
+}
+
+TEST_F(SlotCheck, TooLargeByNothingIsRefused) {
+  header().status = static_cast<std::uint32_t>(SlotStatus::too_large);
+  header().needed_bytes = 0;
+  EXPECT_EQ(check(), "it is too large by 0 bytes");
+}
+
+}  // namespace
+}  // namespace stoker::detail
