@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "loader/base/json_numbers.h"
+#include "loader/base/untrusted_json.h"
 #include "stoker/error.h"
 
 namespace stoker {
@@ -33,7 +34,7 @@ std::string LoaderState::to_json() const {
 LoaderState LoaderState::from_json(std::string_view text) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = detail::parse_untrusted_json(text, detail::JsonLimits{1u << 20, 8});
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::state_mismatch,
                 fmt::format("loader state: not JSON ({}); was the file truncated?", e.what()));
@@ -43,7 +44,7 @@ LoaderState LoaderState::from_json(std::string_view text) {
   if (j["stoker_state"] != kStateVersion) {
     throw Error(ErrorCode::state_mismatch,
                 fmt::format("loader state: version {} is not the version {} this stoker reads",
-                            j["stoker_state"].dump(), kStateVersion));
+                            detail::show_json(j["stoker_state"]), kStateVersion));
   }
   LoaderState s;
   auto get = [&](const char* key, auto& out) {
@@ -52,15 +53,15 @@ LoaderState LoaderState::from_json(std::string_view text) {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       const auto v = detail::json_integer<T>(j.at(key));  // never a blind cast of a float
       if (!v)
-        throw Error(ErrorCode::state_mismatch,
-                    fmt::format("loader state: '{}' is {}, not a whole number in range", key, j.at(key).dump()));
+        throw Error(ErrorCode::state_mismatch, fmt::format("loader state: '{}' is {}, not a whole number in range", key,
+                                                           detail::show_json(j.at(key))));
       out = *v;
     } else {
       try {
         j.at(key).get_to(out);
       } catch (const nlohmann::json::exception&) {
         throw Error(ErrorCode::state_mismatch,
-                    fmt::format("loader state: '{}' has the wrong type ({})", key, j.at(key).dump()));
+                    fmt::format("loader state: '{}' has the wrong type ({})", key, detail::show_json(j.at(key))));
       }
     }
   };

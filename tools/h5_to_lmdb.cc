@@ -220,7 +220,20 @@ std::uint64_t resume_point(stoker::formats::LmdbWriter& writer, const std::strin
     if (start != 0) throw Error(fmt::format("{}: has samples but no resume point; start over with --force", partial));
     return start;
   }
-  const json p = json::parse(*text);
+  json p;
+  try {
+    // The record is ours, but the file is on disk: never more than a few levels deep (what is done
+    // with a value afterwards, printing it, recurses).
+    p = json::parse(*text, [](int depth, json::parse_event_t, json&) {
+      if (depth > 8) throw std::runtime_error("nested too deep");
+      return true;
+    });
+    if (!p.is_object() || !p.contains("fingerprint") || !p.contains("next_sample")) {
+      throw std::runtime_error("not a progress record");
+    }
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: its resume point is damaged ({}); start over with --force", partial, e.what()));
+  }
   if (p["fingerprint"] != fp) {
     throw Error(
         fmt::format("{}: was started from a different source or with different fields ({}); start over "

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loader/base/json_numbers.h"
+#include "loader/base/untrusted_json.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -35,7 +36,7 @@ std::string schema_to_json(const StoredSchema& stored) {
 StoredSchema schema_from_json(const std::string& text, const std::string& context) {
   StoredSchema out;
   try {
-    json j = json::parse(text);
+    json j = detail::parse_untrusted_json(text);
     if (j.value("format", "") != "stoker") {
       throw Error(ErrorCode::dataset,
                   fmt::format("{}: schema record is not a stoker schema (no \"format\": \"stoker\")", context));
@@ -44,15 +45,15 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
     auto integer = [&](const json& v, const std::string& what) -> std::int64_t {
       const auto i = detail::json_integer<std::int64_t>(v);
       if (!i)
-        throw Error(ErrorCode::dataset,
-                    fmt::format("{}: schema record: {} is {}, not a whole number", context, what, v.dump()));
+        throw Error(ErrorCode::dataset, fmt::format("{}: schema record: {} is {}, not a whole number", context, what,
+                                                    detail::show_json(v)));
       return *i;
     };
     auto count = [&](const json& v, const std::string& what) -> std::uint64_t {
       const auto u = detail::json_integer<std::uint64_t>(v);
       if (!u)
         throw Error(ErrorCode::dataset,
-                    fmt::format("{}: schema record: {} is {}, not a count", context, what, v.dump()));
+                    fmt::format("{}: schema record: {} is {}, not a count", context, what, detail::show_json(v)));
       return *u;
     };
     const std::int64_t version = integer(j.at("version"), "version");

@@ -72,6 +72,32 @@ TEST(HostileInput, LoaderStateNumbersAreWholeAndInRange) {
                {"'epoch' is 1e+300, not a whole number in range"});
 }
 
+// A state or schema nested 100 000 deep (a 200 KB file) is refused by the parser's depth limit,
+// before anything recurses over it (printing it in the message overflowed the stack); a large
+// value is named by its kind and size, never printed whole.
+TEST(HostileInput, DeeplyNestedOrHugeJsonIsRefusedWithoutPrintingIt) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_error(ErrorCode::state_mismatch, [&] { LoaderState::from_json(R"({"stoker_state": )" + deep + "}"); },
+               {"loader state: not JSON", "nested more than 8 levels deep"});
+  expect_error(ErrorCode::dataset, [&] { formats::schema_from_json(schema_with(deep), "db.lmdb"); },
+               {"db.lmdb: malformed schema record", "nested more than 32 levels deep"});
+  // Each value in the place of "epoch": how the message shows it.
+  auto message_for = [](const std::string& value) {
+    std::string state = LoaderState{}.to_json();
+    const auto at = state.find("\"epoch\":");
+    state.insert(at + 8, value + ",\"was\":");
+    const Caught c = caught([&] { LoaderState::from_json(state); });
+    EXPECT_EQ(c.code, ErrorCode::state_mismatch) << c.message;
+    EXPECT_LT(c.message.size(), 200u);
+    return c.message;
+  };
+  EXPECT_THAT(message_for("[\"" + std::string(1 << 18, 'x') + "\"]"),
+              HasSubstr("'epoch' is an array of 1 elements, not a whole number in range"));
+  EXPECT_THAT(message_for("\"" + std::string(1 << 16, 'x') + "\""),
+              HasSubstr("'epoch' is \"" + std::string(63, 'x') + "...,"));
+  EXPECT_THAT(message_for(R"({"a": 1, "b": 2})"), HasSubstr("'epoch' is an object of 2 keys"));
+}
+
 TEST(HostileInput, AnHdf5DatasetLargerThanASampleMayBeIsRefusedBeforeAnyRead) {
   TempDir tmp;
   const std::string p = tmp.path("huge.h5");
