@@ -196,10 +196,29 @@ void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Re
 }
 
 // Whether an interrupted conversion is resumed; refuses to clobber what is there unless asked.
+// OUTPUT.partial is a file this tool made, never one it was pointed to: in a shared directory a
+// symbolic link planted there (dangling or not) would make the conversion create or overwrite a
+// file of someone else's choosing. A link is refused, and a new one is created with O_EXCL and
+// O_NOFOLLOW before LMDB opens it.
+void refuse_symlink(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    throw Error(
+        fmt::format("{}: is a symbolic link; h5-to-lmdb writes only a file it creates itself: remove the link", path));
+  }
+}
+
+void create_partial(const std::string& partial) {
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw stoker::Error::from_errno(errno, fmt::format("{}: creating it", partial));
+  ::close(fd);
+}
+
 bool resuming(const Args& a, const std::string& partial) {
   if (fs::exists(a.output) && !a.force) {
     throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
   }
+  refuse_symlink(partial);
   if (!fs::exists(partial)) return false;
   if (a.resume) return true;
   if (a.force) {
@@ -291,6 +310,7 @@ void convert(const Args& a) {
     json p = {{"fingerprint", fp}, {"next_sample", writer_ptr->next_index()}, {"digest", digest.hex()}};
     put(kProgressKey, p.dump());
   };
+  if (!resume) create_partial(partial);  // once the input is known to be readable
   stoker::formats::LmdbWriter writer(partial, schema, wo);
   writer_ptr = &writer;
   const std::uint64_t start = resume ? resume_point(writer, partial, fp, digest) : writer.next_index();

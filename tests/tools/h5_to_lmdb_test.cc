@@ -238,6 +238,27 @@ TEST(H5ToLmdb, ForceReplacesAFileOrAnLmdbDirectoryAtomically) {
   EXPECT_FALSE(fs::exists(tmp.path("dir.lmdb.partial")));
 }
 
+// A symbolic link planted at OUTPUT.partial (in a shared directory, by another user) is refused,
+// dangling or not: the conversion never creates or writes the file it points to.
+TEST(H5ToLmdb, ASymlinkAtThePartialOutputIsRefusedAndNotFollowed) {
+  TempDir tmp;
+  write_hdf5(tmp.path("in.h5"), small_schema(5), {});
+  const std::string victim = tmp.path("victim");
+  fs::create_symlink(victim, tmp.path("out.lmdb.partial"));
+  for (const char* flag : {"--quiet", "--force", "--resume"}) {
+    RunResult r = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), flag});
+    EXPECT_EQ(r.exit_code, 1) << flag;
+    EXPECT_THAT(r.err, HasSubstr("out.lmdb.partial: is a symbolic link; h5-to-lmdb writes only a file it creates "
+                                 "itself: remove the link"))
+        << flag;
+    EXPECT_FALSE(fs::exists(victim)) << flag;
+  }
+  fs::remove(tmp.path("out.lmdb.partial"));
+  RunResult ok = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--quiet"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  expect_lmdb_content(tmp.path("out.lmdb"), small_schema(5));
+}
+
 TEST(H5ToLmdb, BadInputsGiveTheirMessageAndExitCode) {
   TempDir tmp;
   const std::string out = tmp.path("out.lmdb");
