@@ -1,16 +1,37 @@
 #include "formats/hdf5/hdf5_file.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "formats/hdf5/hdf5_errors.h"
 #include "loader/base/posix_error.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
+
+namespace {
+
+// HDF5's stdio driver opens the file without O_CLOEXEC: whatever the trainer execs (a shell, a
+// compiler, another program) would inherit it. It is marked right after the open (a thread that
+// execs in between still inherits it: no HDF5 call takes the flag).
+void set_close_on_exec(const H5::H5File& file, const std::string& path) {
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file.getId(), H5P_DEFAULT, &handle) < 0 || !handle) {
+    throw_hdf5(path + ": getting the descriptor HDF5 opened");
+  }
+  const int fd = ::fileno(*static_cast<FILE**>(handle));  // the stdio driver hands out its FILE*'s address
+  const int flags = fd < 0 ? -1 : ::fcntl(fd, F_GETFD);
+  if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) != 0) {
+    detail::throw_errno(path + ": marking HDF5's descriptor close-on-exec");
+  }
+}
+
+}  // namespace
 
 H5::H5File open_hdf5_file(const std::string& path) {
   struct stat st;
@@ -29,7 +50,9 @@ H5::H5File open_hdf5_file(const std::string& path) {
     fapl.setStdio();
     // No C++ call for file locking: a read-only loader must not take (or wait for) the file lock.
     if (H5Pset_file_locking(fapl.getId(), false, true) < 0) throw_hdf5(path + ": disabling file locking");
-    return H5::H5File(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, fapl);
+    H5::H5File file(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, fapl);
+    set_close_on_exec(file, path);
+    return file;
   });
 }
 

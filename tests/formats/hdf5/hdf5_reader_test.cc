@@ -1,9 +1,11 @@
 #include "formats/hdf5/hdf5_reader.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <lmdb.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -405,6 +407,23 @@ TEST(Hdf5Reader, CompressedChunkCacheStaysBoundedUnderRandomReads) {
   }
   // Unbounded, the cache would hold most of the 60 MB inflated; bounded it holds 8 chunks.
   EXPECT_LT(rss_anon_kb() - before, 16 * 1024);
+}
+
+// The file HDF5 opens is not inherited by a program the trainer execs.
+TEST(Hdf5Reader, TheFileDescriptorIsCloseOnExec) {
+  TempDir tmp;
+  write_hdf5(tmp.path("d.h5"), small_schema(3), {});
+  formats::Hdf5Reader r(tmp.path("d.h5"), {}, formats::Hdf5Path::automatic);
+  int seen = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (ec || target != std::filesystem::path(tmp.path("d.h5"))) continue;
+    const int fd = std::stoi(e.path().filename().string());
+    EXPECT_NE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0) << "fd " << fd;
+    ++seen;
+  }
+  EXPECT_GE(seen, 1);
 }
 
 }  // namespace
