@@ -17,6 +17,9 @@
 #include "loader/shm/ring_sizing.h"
 #include "loader/shm/shm_budget.h"
 #include "loader/source/inline_source.h"
+#include "loader/workers/child_hygiene.h"
+#include "loader/workers/overflow_read.h"
+#include "loader/workers/probe.h"
 
 namespace stoker::detail {
 namespace {
@@ -58,24 +61,34 @@ LoaderImpl::LoaderImpl(Options options)
 
 LoaderImpl::Scanned LoaderImpl::scan_dataset() {
   Scanned s;
-  // Metadata is read here, and every handle closed again before any fork.
-  s.reader = formats::open_reader(opt_.source, design_.reader_options);
-  const Schema& source_schema = s.reader->schema();
+  // With workers, the file is first read by a probe process, so that a file HDF5 or LMDB cannot
+  // survive kills that process, not this one (loader/workers/probe.h). Without, the loader reads it
+  // itself, and keeps the reader. No handle stays open here before a fork.
+  ProbeResult probe;
+  if (design_.num_workers == 0) {
+    s.reader = formats::open_reader(opt_.source, design_.reader_options);
+    probe = describe_dataset(*s.reader, opt_.source);
+  } else {
+    probe = probe_dataset(opt_.source, design_.reader_options, opt_.timeout);
+  }
+  const Schema& source_schema = probe.schema;
   s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed);
   schema_ = s.pipelines.output();
-  source_description_ = s.reader->describe_layout();
+  source_description_ = probe.layout;
   if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {
     source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline);
   }
   s.sample_bound.assign(schema_.fields.size(), 0);
   for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
-    if (schema_.fields[f].is_bytes()) s.sample_bound[f] = s.reader->sample_bound(f).bytes;
+    if (!schema_.fields[f].is_bytes()) continue;
+    s.sample_bound[f] = slot_bytes_per_sample(probe.typical[f], probe.bounds[f].bytes, probe.bounds[f].exact,
+                                              probe.file_bytes, opt_.batch_size);
   }
   check_fields_fit_device(schema_, opt_);
   dataset_ = std::make_shared<const DatasetSpec>(
       DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline, opt_.seed});
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
-                     s.reader->locality_rows());
+                     probe.locality_rows);
   if (sampler_.batches_per_epoch() == 0) {
     throw Error(ErrorCode::invalid_option,
                 fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)", opt_.source,
@@ -98,9 +111,22 @@ void LoaderImpl::start_workers(const SegmentLayout& layout) {
   for (const auto& w : ring.warnings) warn(w);
   shm_backing_ = ring.backing;
   slots_ = std::make_shared<SlotPool>(std::move(ring.segment), layout, ring.depth);
+  // Never lower than the trainer's own: lowering needs privilege, and would steer the OOM killer
+  // the wrong way.
+  const int oom_score_adj =
+      opt_.worker_oom_score_adj > 0 ? std::max(opt_.worker_oom_score_adj, oom_score_adj_of(0).value_or(0)) : 0;
   auto workers = std::make_unique<WorkerSource>(
       slots_, ring.depth, design_.num_workers, dataset_, opt_.timeout,
-      WorkerSource::RespawnPolicy{opt_.max_respawns, [this](const std::string& w) { warn(w); }});
+      WorkerSource::RespawnPolicy{opt_.max_respawns, [this](const std::string& w) { warn(w); }, oom_score_adj});
+  if (oom_score_adj > 0) {
+    const std::optional<int> got = oom_score_adj_of(workers->server_pid());
+    if (got != oom_score_adj) {
+      warn(
+          fmt::format("the kernel did not take oom_score_adj {} for the workers ({}): under memory pressure the "
+                      "out-of-memory killer may pick the training process as readily as a worker",
+                      oom_score_adj, got ? fmt::format("they have {}", *got) : std::string("unreadable")));
+    }
+  }
   workers->set_affinity_span(affinity_span(design_, sampler_.group(), opt_.shard.world_size, opt_.batch_size));
   if (const auto limits = tuner_limits(design_, ring.depth))
     workers->set_auto_tuner(std::make_unique<AutoTuner>(*limits));
@@ -244,15 +270,20 @@ OutsideBytes LoaderImpl::read_outside(std::uint32_t s) {
     }
     warn(
         fmt::format("batch {} of epoch {} needs {} for a bytes field, more than its region in shared memory holds "
-                    "({}, sized from a few samples): such batches are read by the training process instead, "
+                    "({}, sized from a few samples): such batches are read again outside the ring, "
                     "which is slower (docs/shm-layout.md)",
                     h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
   }
-  auto read = std::make_shared<std::vector<formats::VarBytes>>();
-  overflow_filler_->fill_overflow(v, s, *read);
   OutsideBytes outside;
-  for (const formats::VarBytes& field : *read) outside.fields.push_back({field.data(), field.offsets()});
-  outside.owner = std::move(read);
+  if (design_.num_workers == 0) {
+    auto read = std::make_shared<std::vector<formats::VarBytes>>();
+    overflow_filler_->fill_overflow(v, s, *read);
+    for (const formats::VarBytes& field : *read) outside.fields.push_back({field.data(), field.offsets()});
+    outside.owner = std::move(read);
+  } else {
+    // The file is not parsed in this process when workers exist (loader/workers/overflow_read.h).
+    outside = read_overflow_in_child(*overflow_filler_, v, s, schema_.fields.size(), opt_.source, opt_.timeout);
+  }
   std::lock_guard lock(stats_mu_);
   stats_.overflow_batches += 1;
   return outside;

@@ -24,6 +24,10 @@ void check_options(const Options& o) {
   if (!(o.shm_fraction > 0 && o.shm_fraction <= 0.5)) {
     throw Error(ErrorCode::invalid_option, fmt::format("options: shm_fraction {} is outside (0, 0.5]", o.shm_fraction));
   }
+  if (o.worker_oom_score_adj < 0 || o.worker_oom_score_adj > 1000) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("options: worker_oom_score_adj {} is outside 0 .. 1000", o.worker_oom_score_adj));
+  }
   if (o.batch_size > (1u << 24))
     throw Error(ErrorCode::invalid_option, fmt::format("options: batch_size {} is too large", o.batch_size));
   if (o.device.staged() && o.prefetch_to_device == 0) {

@@ -67,6 +67,7 @@ struct Args {
   std::string staging = "pinned";
   double timeout_s = 300;
   std::uint32_t max_respawns = 3;
+  int worker_oom_score_adj = 500;
 };
 
 double process_cpu_seconds() {
@@ -367,6 +368,7 @@ void bench(const std::string& path, const Args& args) {
   o.shm_budget = args.shm_budget;
   o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
   o.max_respawns = args.max_respawns;
+  o.worker_oom_score_adj = args.worker_oom_score_adj;
   o.shm_backing = args.shm_backing == "memfd"     ? stoker::ShmBacking::memfd
                   : args.shm_backing == "dev-shm" ? stoker::ShmBacking::dev_shm
                                                   : stoker::ShmBacking::automatic;
@@ -527,6 +529,11 @@ void add_output_options(CLI::App& app, Args& args) {
       ->check(stoker::tools::number_at_least(0))
       ->capture_default_str();
   app.add_option("--max-respawns", args.max_respawns, "Dead or stuck workers replaced in the loader's life")
+      ->capture_default_str();
+  app.add_option("--worker-oom-score-adj", args.worker_oom_score_adj,
+                 "oom_score_adj of the workers (0-1000, never below this process's): the out-of-memory killer "
+                 "then picks a worker, which is replaced, before the trainer; 0: as this process")
+      ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");

@@ -118,6 +118,12 @@ struct Options {
   // Loader's life; past it, the error names every death. 0: the first death ends the loader.
   std::uint32_t max_respawns = 3;
 
+  // The fork server and workers take this oom_score_adj (0 .. 1000; the trainer's own when that
+  // is higher: it is never lowered, which would need privilege), so that under memory pressure the
+  // kernel's out-of-memory killer picks a worker, which is replaced with an exact replay (above),
+  // rather than the training process. 0 leaves them as the trainer is.
+  int worker_oom_score_adj = 500;
+
   // How long shutdown waits for workers to exit before killing them.
   std::chrono::milliseconds shutdown_grace{2000};
 

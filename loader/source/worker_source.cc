@@ -21,7 +21,8 @@ WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth,
                            std::shared_ptr<const DatasetSpec> dataset, std::chrono::milliseconds timeout,
                            RespawnPolicy respawn)
     : slots_(slots),
-      workers_(std::move(slots), num_workers, std::move(dataset)),
+      source_path_(dataset->path),
+      workers_(std::move(slots), num_workers, std::move(dataset), respawn.oom_score_adj),
       tasks_(depth, num_workers),
       watch_(num_workers, timeout),
       respawn_(std::move(respawn)) {}
@@ -127,9 +128,9 @@ void WorkerSource::check_exits() {
   std::string held = "while idle";
   if (auto t = tasks_.pending_of(exit->worker)) {
     const auto samples = plan_->batch(*t);
-    held = fmt::format("while loading batch {} of epoch {} (samples {}{})", *t, plan_->epoch,
+    held = fmt::format("while loading batch {} of epoch {} (samples {}{} of {})", *t, plan_->epoch,
                        fmt::join(samples.first(std::min<std::size_t>(samples.size(), 8)), ", "),
-                       samples.size() > 8 ? ", ..." : "");
+                       samples.size() > 8 ? ", ..." : "", source_path_);
   }
   watch_.reset(exit->worker);
   std::string death = describe_worker_death(*exit, held);

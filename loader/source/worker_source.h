@@ -28,6 +28,7 @@ class WorkerSource final : public SlotSource {
   struct RespawnPolicy {
     std::uint32_t max = 3;
     std::function<void(const std::string&)> warn;
+    int oom_score_adj = 0;  // for the workers: under memory pressure, they die first (and are replaced)
   };
   // timeout: how long a worker with work may make no progress while it can run before it is
   // stuck (zero: no limit; loader/source/progress_watch.h).
@@ -39,6 +40,7 @@ class WorkerSource final : public SlotSource {
   std::uint32_t next_filled() override;
   bool wait_filled(std::chrono::steady_clock::time_point until) override;
   void interrupt() noexcept override { workers_.interrupt(); }
+  pid_t server_pid() const noexcept { return workers_.server_pid(); }
   // Batches that share data come in runs of `batches` (0: none): see TaskTable::worker_for_next.
   void set_affinity_span(std::uint64_t batches) noexcept { tasks_.set_affinity_span(batches); }
   // Let `tuner` choose the active workers and depth from the consumer's waits (Options = kAuto).
@@ -76,6 +78,7 @@ class WorkerSource final : public SlotSource {
   [[noreturn]] void fail(ErrorCode code, const std::string& message);
 
   std::shared_ptr<SlotPool> slots_;
+  std::string source_path_;  // named in every death: the file may be why
   WorkerPool workers_;
   TaskTable tasks_;
   ProgressWatch watch_;

@@ -1,10 +1,13 @@
 #include "loader/workers/child_hygiene.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
+#include <fstream>
+#include <string>
 
 namespace stoker::detail {
 namespace {
@@ -45,6 +48,34 @@ void close_all_except(std::vector<int> keep) noexcept {
     lo = static_cast<unsigned>(fd) + 1;
   }
   close_fds(lo, ~0u);
+}
+
+bool set_oom_score_adj(int value) noexcept {
+  // The decimal text by hand: snprintf is not async-signal-safe.
+  char text[8];
+  int n = 0;
+  char digits[8];
+  int d = 0;
+  unsigned v = value < 0 ? static_cast<unsigned>(-value) : static_cast<unsigned>(value);
+  do {
+    digits[d++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && d < 7);
+  if (value < 0) text[n++] = '-';
+  while (d > 0) text[n++] = digits[--d];
+  const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text, static_cast<std::size_t>(n)) == n;
+  ::close(fd);
+  return ok;
+}
+
+std::optional<int> oom_score_adj_of(int pid) {
+  std::ifstream in(pid == 0 ? std::string("/proc/self/oom_score_adj")
+                            : "/proc/" + std::to_string(pid) + "/oom_score_adj");
+  int value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
 }
 
 }  // namespace stoker::detail

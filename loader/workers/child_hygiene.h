@@ -3,6 +3,7 @@
 // blocked mask, descriptors.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 namespace stoker::detail {
@@ -18,5 +19,12 @@ void reset_signals() noexcept;
 // Closes every descriptor from 3 up except those in `keep`, so that no descriptor of the trainer's
 // stays open in a worker (close_range, or one by one up to the limit on kernels before 5.9).
 void close_all_except(std::vector<int> keep) noexcept;
+
+// Sets this process's oom_score_adj (/proc/self/oom_score_adj) to `value`; false when the kernel
+// refused. Async-signal-safe: a child between fork and exec calls it.
+bool set_oom_score_adj(int value) noexcept;
+
+// The oom_score_adj of process `pid` ("self" when 0), or nullopt when it cannot be read.
+std::optional<int> oom_score_adj_of(int pid);
 
 }  // namespace stoker::detail

@@ -37,17 +37,29 @@ ErrorCode known_code(int code) {
              : ErrorCode::internal;
 }
 
+bool peer_hung_up(int sock) {
+  pollfd p{sock, POLLOUT, 0};
+  while (::poll(&p, 1, 0) < 0 && errno == EINTR) {
+  }
+  return (p.revents & (POLLHUP | POLLERR)) != 0;
+}
+
 }  // namespace
 
 ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
-                       std::vector<int> keep_fds, int lifeline, const ExecStart* exec) {
-  launch(num_workers, worker_main, std::move(keep_fds), lifeline, exec);
+                       std::vector<int> keep_fds, int lifeline, const ExecStart* exec, int oom_score_adj) {
+  launch(num_workers, worker_main, std::move(keep_fds), lifeline, exec, oom_score_adj);
   if (exec) {
     try {
       send_setup(sock_.get(), exec->setup, exec->fds);
     } catch (...) {
-      shutdown(std::chrono::milliseconds(0));
-      throw;
+      // A program that exits before reading its setup (one whose main() does not call stoker::init)
+      // closes the socket under us: what it left there (an exec failure) or its exit says more than
+      // EPIPE, so read that as when it exits later. Any other failure is ours to report.
+      if (!peer_hung_up(sock_.get())) {
+        shutdown(std::chrono::milliseconds(0));
+        throw;
+      }
     }
   }
   worker_pids_.assign(num_workers, -1);
@@ -55,7 +67,7 @@ ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::
 }
 
 void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
-                        std::vector<int> keep_fds, int lifeline, const ExecStart* exec) {
+                        std::vector<int> keep_fds, int lifeline, const ExecStart* exec, int oom_score_adj) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the fork server");
   UniqueFd mine(sv[0]), theirs(sv[1]);
@@ -77,6 +89,8 @@ void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std:
   if (pid_ < 0) throw_errno("fork of the stoker fork server");
   launched_pid_ = pid_;
   if (pid_ == 0) {
+    // Checked by the loader, which reads it back (a kernel that refuses is a warning there).
+    if (oom_score_adj > 0) (void)set_oom_score_adj(oom_score_adj);
     if (!exec) serve(theirs.get(), lifeline, num_workers, worker_main, std::move(keep_fds));
     reset_signals();
     const int sock = theirs.get();

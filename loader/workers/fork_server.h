@@ -51,9 +51,10 @@ class ForkServer {
   // with _exit(0) when it returns. `keep_fds` stay open in the server and the workers; `lifeline`
   // is the read end of the trainer's lifeline pipe. Returns once every worker has started (within
   // 60 s). With `exec`, the server is a fresh exec of this program instead (stoker::init), which
-  // gets exec->setup and exec->fds and runs the workers from them; worker_main is not used.
+  // gets exec->setup and exec->fds and runs the workers from them; worker_main is not used. A
+  // positive `oom_score_adj` is set in the server as it starts (its workers inherit it).
   ForkServer(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
-             std::vector<int> keep_fds, int lifeline, const ExecStart* exec = nullptr);
+             std::vector<int> keep_fds, int lifeline, const ExecStart* exec = nullptr, int oom_score_adj = 0);
   ~ForkServer();
   ForkServer(const ForkServer&) = delete;
   ForkServer& operator=(const ForkServer&) = delete;
@@ -81,7 +82,7 @@ class ForkServer {
  private:
   // Forks (and for exec, execs) the server process.
   void launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
-              std::vector<int> keep_fds, int lifeline, const ExecStart* exec);
+              std::vector<int> keep_fds, int lifeline, const ExecStart* exec, int oom_score_adj);
   // Waits for the server's report of each worker started, or throws why not.
   void await_workers(std::uint32_t num_workers, const ExecStart* exec);
   // The server ended or must be given up: reaps it, marks it gone, and throws `code, why`.

@@ -6,11 +6,17 @@
 
 #include "loader/workers/exec_server.h"
 #include "loader/workers/fork_protocol.h"
+#include "loader/workers/probe.h"
 #include "loader/workers/program_image.h"
 
 namespace stoker {
 
 void init(int argc, char** argv) {
+  if (const char* sock = std::getenv(detail::kProbeEnv)) {
+    const int fd = std::atoi(sock);
+    ::unsetenv(detail::kProbeEnv);
+    detail::serve_probe(fd);
+  }
   if (const char* sock = std::getenv(detail::kForkServerEnv)) {
     const int fd = std::atoi(sock);
     ::unsetenv(detail::kForkServerEnv);  // not for anything this process starts

@@ -39,8 +39,8 @@ void signal_eventfd(int fd) noexcept {
 }  // namespace
 
 WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers,
-                       std::shared_ptr<const DatasetSpec> dataset)
-    : slots_(std::move(slots)), dataset_(std::move(dataset)), num_workers_(num_workers) {
+                       std::shared_ptr<const DatasetSpec> dataset, int oom_score_adj)
+    : slots_(std::move(slots)), dataset_(std::move(dataset)), num_workers_(num_workers), oom_score_adj_(oom_score_adj) {
   done_event_ = make_eventfd();
   interrupt_event_ = make_eventfd();
   keep_ = {done_event_.get()};
@@ -70,8 +70,8 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     exec_->program = std::move(image->path);
     exec_->argv = std::move(image->argv);
   }
-  server_ =
-      std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(), exec_ ? &*exec_ : nullptr);
+  server_ = std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(),
+                                         exec_ ? &*exec_ : nullptr, oom_score_adj_);
 }
 
 WorkerPool::~WorkerPool() { stop(std::chrono::milliseconds(0)); }
@@ -128,7 +128,8 @@ void WorkerPool::retire_channel(std::uint32_t worker) noexcept {
 void WorkerPool::restart_server() {
   for (std::uint32_t w = 0; w < num_workers_; ++w) retire_channel(w);
   server_.reset();
-  server_ = std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(), &*exec_);
+  server_ =
+      std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(), &*exec_, oom_score_adj_);
 }
 
 void WorkerPool::interrupt() noexcept {

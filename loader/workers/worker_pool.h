@@ -29,7 +29,9 @@ class WorkerPool {
  public:
   // Forks `num_workers` workers over `slots`, each opening `dataset`. Must run before the process
   // starts threads of stoker's own (the fork server is forked from the calling process).
-  WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers, std::shared_ptr<const DatasetSpec> dataset);
+  // A positive `oom_score_adj` is given to the fork server and the workers (child_hygiene.h).
+  WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_workers, std::shared_ptr<const DatasetSpec> dataset,
+             int oom_score_adj = 0);
   ~WorkerPool();  // stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -111,6 +113,7 @@ class WorkerPool {
   std::unique_ptr<ForkServer> server_;
   std::function<void(std::uint32_t)> worker_main_;  // the fork-only path's
   std::vector<int> keep_;
+  int oom_score_adj_ = 0;
   std::optional<ExecStart> exec_;     // how the fork server was started by exec, to start another
   std::uint64_t retired_cpu_ns_ = 0;  // CPU time of workers that died and were replaced
 };

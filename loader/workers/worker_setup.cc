@@ -5,28 +5,44 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/core/schema_json.h"
+#include "loader/workers/reader_options_json.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
 
 using nlohmann::json;
 
+void put_reader_options(json& j, const std::string& path, const formats::ReaderOptions& o) {
+  j["path"] = path;
+  j["format"] = static_cast<int>(o.format);
+  j["fields"] = o.fields;
+  j["group"] = o.group;
+  j["hdf5_path"] = static_cast<int>(o.hdf5_path);
+  j["sequential"] = o.sequential;
+}
+
+formats::ReaderOptions get_reader_options(const json& j, std::string& path) {
+  formats::ReaderOptions o;
+  path = j.at("path").get<std::string>();
+  o.format = static_cast<Format>(j.at("format").get<int>());
+  o.fields = j.at("fields").get<std::vector<std::string>>();
+  o.group = j.at("group").get<std::string>();
+  o.hdf5_path = static_cast<formats::Hdf5Path>(j.at("hdf5_path").get<int>());
+  o.sequential = j.at("sequential").get<bool>();
+  return o;
+}
+
 std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
-  const json j = {{"path", d.path},
-                  {"format", static_cast<int>(d.reader_options.format)},
-                  {"fields", d.reader_options.fields},
-                  {"group", d.reader_options.group},
-                  {"hdf5_path", static_cast<int>(d.reader_options.hdf5_path)},
-                  {"sequential", d.reader_options.sequential},
-                  {"expected", formats::schema_to_json(formats::StoredSchema{d.expected, true, std::nullopt, {}})},
-                  {"pipeline", d.pipeline},
-                  {"seed", d.seed},
-                  {"num_workers", ring.num_workers},
-                  {"batch_size", ring.batch_size},
-                  {"sample_bound", ring.sample_bound},
-                  {"segment_bytes", ring.segment_bytes},
-                  {"stoker_version", ring.stoker_version},
-                  {"option_spelling", static_cast<int>(ring.option_spelling)}};
+  json j = {{"expected", formats::schema_to_json(formats::StoredSchema{d.expected, true, std::nullopt, {}})},
+            {"pipeline", d.pipeline},
+            {"seed", d.seed},
+            {"num_workers", ring.num_workers},
+            {"batch_size", ring.batch_size},
+            {"sample_bound", ring.sample_bound},
+            {"segment_bytes", ring.segment_bytes},
+            {"stoker_version", ring.stoker_version},
+            {"option_spelling", static_cast<int>(ring.option_spelling)}};
+  put_reader_options(j, d.path, d.reader_options);
   return j.dump();
 }
 
@@ -35,12 +51,7 @@ WorkerSetup setup_from_json(const std::string& text) {
     const json j = json::parse(text);
     WorkerSetup s;
     DatasetSpec& d = s.dataset;
-    d.path = j.at("path").get<std::string>();
-    d.reader_options.format = static_cast<Format>(j.at("format").get<int>());
-    d.reader_options.fields = j.at("fields").get<std::vector<std::string>>();
-    d.reader_options.group = j.at("group").get<std::string>();
-    d.reader_options.hdf5_path = static_cast<formats::Hdf5Path>(j.at("hdf5_path").get<int>());
-    d.reader_options.sequential = j.at("sequential").get<bool>();
+    d.reader_options = get_reader_options(j, d.path);
     d.expected = formats::schema_from_json(j.at("expected").get<std::string>(), "worker setup").schema;
     d.pipeline = j.at("pipeline").get<std::string>();
     d.seed = j.at("seed").get<std::uint64_t>();

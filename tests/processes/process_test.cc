@@ -150,6 +150,31 @@ bool is_stopped(int pid) {
 
 // A worker stopped by SIGSTOP (or a debugger) could not run: however long it stays stopped, it is
 // not stuck, and after SIGCONT the epoch goes on as if nothing happened.
+// Under memory pressure the kernel's out-of-memory killer picks the process with the highest
+// score: workers (replaced with an exact replay) are made likelier than the trainer, and never less
+// likely than it, and 0 leaves them as the trainer is.
+TEST_F(Processes, WorkersAreTheOutOfMemoryKillersFirstChoice) {
+  const auto adj_of = [](int pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/oom_score_adj");
+    int v = -2000;
+    in >> v;
+    return v;
+  };
+  const int own = adj_of(::getpid());
+  for (const int asked : {500, 0}) {
+    Options o = options(2);
+    o.worker_oom_score_adj = asked;
+    Loader loader(o);
+    const std::vector<int> children = descendants();
+    ASSERT_EQ(children.size(), 3u) << "the fork server and two workers";
+    for (const int pid : children) EXPECT_EQ(adj_of(pid), asked == 0 ? own : std::max(asked, own)) << pid;
+  }
+  Options bad = options(2);
+  bad.worker_oom_score_adj = 1001;
+  expect_error(ErrorCode::invalid_option, [&] { Loader l(bad); },
+               {"options: worker_oom_score_adj 1001 is outside 0 .. 1000"});
+}
+
 TEST_F(Processes, AStoppedWorkerIsNotStuckHoweverLongItStaysStopped) {
   ::alarm(60);
   Options o = options(1);

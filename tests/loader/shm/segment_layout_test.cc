@@ -59,5 +59,18 @@ TEST(SegmentView, AnErrorKeepsItsCodeAndAnUnknownCodeIsInternal) {
   EXPECT_EQ(view.slot_error_of(1).code(), ErrorCode::internal);
 }
 
+TEST(SlotSizing, BytesPerSampleFollowTheTypicalSampleWithinWhatTheFileCanHold) {
+  using detail::slot_bytes_per_sample;
+  // Twice the typical sample, at least 4 KiB.
+  EXPECT_EQ(slot_bytes_per_sample(100'000, 50'000'000, true, 1ull << 40, 256), 200'000u);
+  EXPECT_EQ(slot_bytes_per_sample(100, 0, false, 0, 256), 4096u);
+  // Never more than an exact bound.
+  EXPECT_EQ(slot_bytes_per_sample(100'000, 150'000, true, 1ull << 40, 256), 150'000u);
+  // Never more than the file's bytes shared over a batch: a 110 KB file reserves no gigabytes.
+  EXPECT_EQ(slot_bytes_per_sample(1ull << 33, 1ull << 33, false, 110'000, 256), 430u);
+  // Capped by the largest sample stoker takes.
+  EXPECT_EQ(slot_bytes_per_sample(1ull << 62, 0, false, 0, 1), kMaxSampleBytes);
+}
+
 }  // namespace
 }  // namespace stoker::detail
