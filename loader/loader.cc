@@ -4,21 +4,51 @@
 
 #include <fmt/format.h>
 
+#include <new>
 #include <ostream>
+#include <stdexcept>
 
 #include "loader/base/posix_error.h"
 #include "loader/loader_impl.h"
 
 namespace stoker {
+namespace {
 
-Loader::Loader(Options options) : impl_(std::make_shared<detail::LoaderImpl>(std::move(options))) {}
+// Only stoker::Error leaves the API. A file can claim more than the machine holds (a 1 KB HDF5
+// file of 2^32 samples): an allocation that fails is named with the file and what was being done,
+// never a bare std::bad_alloc.
+template <class F>
+auto guarded(const std::string& source, const char* doing, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::io, fmt::format("stoker: {}: out of memory {}: the dataset claims more (samples, or bytes "
+                                           "a sample) than this process could allocate",
+                                           source, doing));
+  } catch (const std::length_error& e) {
+    throw Error(ErrorCode::io, fmt::format("stoker: {}: too large {} ({})", source, doing, e.what()));
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::internal, fmt::format("stoker: {}: {}: {}", source, doing, e.what()));
+  }
+}
+
+}  // namespace
+
+Loader::Loader(Options options)
+    : impl_(guarded(options.source, "building the loader",
+                    [&] { return std::make_shared<detail::LoaderImpl>(std::move(options)); })) {}
 Loader::~Loader() = default;
 
 Epoch Loader::epoch(std::uint64_t epoch, std::uint64_t start_batch) {
-  return Epoch(impl_, impl_->start_epoch(epoch, start_batch));
+  return Epoch(impl_, guarded(impl_->options().source, "starting an epoch",
+                              [&] { return impl_->start_epoch(epoch, start_batch); }));
 }
 
-Epoch Loader::epoch(const LoaderState& state) { return Epoch(impl_, impl_->resume(state)); }
+Epoch Loader::epoch(const LoaderState& state) {
+  return Epoch(impl_, guarded(impl_->options().source, "resuming an epoch", [&] { return impl_->resume(state); }));
+}
 
 LoaderState Loader::state() const { return impl_->state(); }
 
@@ -36,7 +66,7 @@ std::optional<Batch> Epoch::next() {
     throw Error(ErrorCode::invalid_option,
                 "stoker: this epoch's Loader was destroyed; an Epoch delivers batches while its Loader lives");
   }
-  return impl->next(generation_);
+  return guarded(impl->options().source, "delivering a batch", [&] { return impl->next(generation_); });
 }
 
 bool Epoch::wait(std::chrono::milliseconds at_most) {

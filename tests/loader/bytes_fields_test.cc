@@ -682,6 +682,29 @@ void invert(const SampleIn& in, SampleOut& out, std::span<const double>, SampleR
 }
 STOKER_REGISTER_OP(invert, invert_spec, invert);
 
+// A user operation that throws what is not a std::exception (an int, here).
+void throws_int(const SampleIn&, SampleOut&, std::span<const double>, SampleRandom&) { throw 42; }
+STOKER_REGISTER_OP(throws_int, invert_spec, throws_int);
+
+TEST(Pipelines, WhatAUserOperationThrowsIsNamedWithItsFieldSampleAndOperation) {
+  TempDir tmp;
+  const std::string p = tmp.path("png.h5");
+  {
+    test::H5Builder f(p);
+    f.vlen("img", std::vector<Bytes>(4, png(pixels(8, 8, 3), 8, 8)));
+  }
+  for (std::size_t workers : {0u, 2u}) {
+    Options o;
+    o.source = p;
+    o.batch_size = 4;
+    o.num_workers = workers;
+    o.pipeline = "img=decode(8,8),throws_int";
+    expect_error(
+        ErrorCode::dataset, [&] { Loader(o).epoch(0).next(); },
+        {p + ": field 'img', sample 0: operation 'throws_int' threw an exception that is not a std::exception"});
+  }
+}
+
 TEST(Pipelines, UserOperationsRunInTheWorkersByName) {
   TempDir tmp;
   const std::string p = tmp.path("png.h5");

@@ -44,7 +44,20 @@ class UserOpAdapter final : public Op {
     const OpSpec out = op_.spec(OpSpec{in.bytes, in.dtype, in.shape}, text_.args);
     return Spec{out.bytes, out.dtype, out.shape, in.chw && out.shape == in.shape};
   }
-  void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override { op_.run(in, out, text_.args, random); }
+  // What a user's code throws is named with its operation (the worker adds file, field and
+  // sample); anything, a std::exception or not, becomes a stoker::Error.
+  void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
+    try {
+      op_.run(in, out, text_.args, random);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("operation '{}': {}", text_.text, e.what()));
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::dataset, fmt::format("operation '{}': {}", text_.text, e.what()));
+    } catch (...) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("operation '{}' threw an exception that is not a std::exception", text_.text));
+    }
+  }
 
  private:
   UserOp op_;
