@@ -64,6 +64,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
   // With workers, the file is first read by a probe process, so that a file HDF5 or LMDB cannot
   // survive kills that process, not this one (loader/workers/probe.h). Without, the loader reads it
   // itself, and keeps the reader. No handle stays open here before a fork.
+  const std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
   if (design_.num_workers == 0) {
     s.reader = formats::open_reader(opt_.source, design_.reader_options);
@@ -86,7 +87,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
   }
   check_fields_fit_device(schema_, opt_);
   dataset_ = std::make_shared<const DatasetSpec>(
-      DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline, opt_.seed});
+      DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline, opt_.seed, identity});
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
                      probe.locality_rows);
   if (sampler_.batches_per_epoch() == 0) {

@@ -18,7 +18,9 @@ std::string describe(const Schema& s) { return fmt::format("{} samples of {}", s
 }  // namespace
 
 LazyReader::LazyReader(const DatasetSpec& dataset)
-    : LazyReader(dataset.path, dataset.reader_options, dataset.expected) {}
+    : LazyReader(dataset.path, dataset.reader_options, dataset.expected) {
+  identity_ = dataset.identity;
+}
 
 formats::Reader& LazyReader::get() {
   if (!reader_) {
@@ -26,6 +28,14 @@ formats::Reader& LazyReader::get() {
     if (!(r->schema() == expected_)) {
       throw Error(ErrorCode::dataset, fmt::format("{}: the dataset changed after the loader opened it (was {}, now {})",
                                                   path_, describe(expected_), describe(r->schema())));
+    }
+    // Checked once the file is open, the schema first (its difference says most): the open file is
+    // the one compared, whatever happens to the path after.
+    if (const auto now = identity_ ? dataset_identity(path_) : std::nullopt; now && *now != *identity_) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: the dataset was replaced or changed since the loader opened it ({}): its samples "
+                              "are not mixed into this loader's epochs; build a new Loader to read the new one",
+                              path_, describe_change(*identity_, *now)));
     }
     reader_ = std::move(r);
   }

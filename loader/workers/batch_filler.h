@@ -38,6 +38,7 @@ class LazyReader {
   std::string path_;
   formats::ReaderOptions options_;
   Schema expected_;
+  std::optional<DatasetIdentity> identity_;  // checked at the open, when set
   std::unique_ptr<formats::Reader> reader_;
 };
 

@@ -5,19 +5,22 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "formats/core/reader.h"
+#include "loader/workers/dataset_identity.h"
 #include "stoker/schema.h"
 
 namespace stoker::detail {
 
 struct DatasetSpec {
   std::string path;
-  formats::ReaderOptions reader_options;  // `known` unset: `expected` is what was found
-  Schema expected;                        // the reader's schema, found when the loader opened it
-  std::string pipeline;                   // Options::pipeline
-  std::uint64_t seed = 0;                 // Options::seed, for the pipelines' random numbers
+  formats::ReaderOptions reader_options;    // `known` unset: `expected` is what was found
+  Schema expected;                          // the reader's schema, found when the loader opened it
+  std::string pipeline;                     // Options::pipeline
+  std::uint64_t seed = 0;                   // Options::seed, for the pipelines' random numbers
+  std::optional<DatasetIdentity> identity;  // the file's when the loader opened it (unset: not checked)
 };
 
 }  // namespace stoker::detail

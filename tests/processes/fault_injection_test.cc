@@ -234,6 +234,18 @@ TEST_F(Faults, ADatasetReplacedAfterTheLoaderOpenedItIsAnError) {
   EXPECT_THAT(e.message, HasSubstr("now 500 samples of"));
 }
 
+// The same schema, other contents (a new version copied over the old): samples of the two are
+// never mixed; a worker that opens the new file refuses it, naming what differs.
+TEST_F(Faults, ADatasetReplacedWithTheSameSchemaIsRefusedNotMixedIn) {
+  Loader loader(options("d.lmdb", 2));  // workers open the dataset on their first batch
+  write_lmdb(tmp_.path("other.lmdb"), schema_);
+  ASSERT_EQ(0, std::rename(tmp_.path("other.lmdb").c_str(), tmp_.path("d.lmdb").c_str()));
+  const Caught e = run_until_error(loader);
+  EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
+  EXPECT_THAT(e.message, HasSubstr("d.lmdb: the dataset was replaced or changed since the loader opened it (it is "
+                                   "another file (device and inode)"));
+}
+
 TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
   SKIP_UNLESS_FORKED_WORKERS();
   env_.fork_error = [](int call) { return call == 2 ? EAGAIN : 0; };  // the fork server's second fork
