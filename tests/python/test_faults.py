@@ -140,3 +140,24 @@ def test_small_dev_shm(data, tmp_path):
                        capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(N)
+
+
+def test_loaders_built_in_several_threads_at_once(data):
+    import threading
+    want = collect(stoker.Loader(data["fixed"], batch_size=30, framework="numpy"))
+    results, errors = [None] * 3, []
+
+    def run(k):
+        try:
+            results[k] = collect(stoker.Loader(data["fixed"], batch_size=30, num_workers=2, framework="numpy"))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r in results:
+        same(r, want)
