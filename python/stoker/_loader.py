@@ -141,6 +141,9 @@ class Loader:
       format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
         prefetch_to_device, staging ("pinned_copy", "registered_shm"): as in stoker::Options.
 
+    The iterator's ``indices`` are the dataset indices of the samples of the batch it returned
+    last (``it = iter(loader); for batch in it: it.indices``), for data kept elsewhere by index.
+
     A bad value raises ``stoker.Error`` naming the argument (a wrong type, ``TypeError``), before
     any process starts. The Loader pickles as its configuration and a pending resume state: the
     process that unpickles it starts workers of its own. A forked child cannot use it.

@@ -178,3 +178,16 @@ def test_stats_and_schema(data):
     assert [f[0] for f in loader.schema] == ["image", "label", "x"]
     assert loader.schema[0] == ("image", "fixed", "u8", (3, 8, 8))
     assert loader.num_samples == N and loader.samples_per_epoch() == N
+
+
+def test_shard_env_reads_torchrun_s_variables(data, monkeypatch):
+    for var in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    env = stoker.Loader(data["fixed"], batch_size=10, shuffle=True, seed=2, shard="env", framework="numpy")
+    explicit = stoker.Loader(data["fixed"], batch_size=10, shuffle=True, seed=2, shard=(1, 3), framework="numpy")
+    assert len(env) == len(explicit) == 7  # ceil(203 / 3) = 68 samples, padded: 7 batches
+    same(collect(env), collect(explicit))
