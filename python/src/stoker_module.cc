@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -119,9 +120,9 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   } else {
     bad("shm_backing", p.shm_backing, "'auto', 'dev_shm', 'memfd'");
   }
-  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(p.timeout_s * 1000.0 + 0.5));
+  o.timeout = std::chrono::milliseconds(std::llround(p.timeout_s * 1000.0));
   o.max_respawns = p.max_respawns;
-  o.shutdown_grace = std::chrono::milliseconds(static_cast<std::int64_t>(p.shutdown_grace_s * 1000.0 + 0.5));
+  o.shutdown_grace = std::chrono::milliseconds(std::llround(p.shutdown_grace_s * 1000.0));
   o.device = stoker::Device::parse(p.device);
   o.prefetch_to_device = p.prefetch_to_device;
   if (p.staging == "pinned_copy") {
@@ -254,7 +255,9 @@ class PyEpoch {
     {
       nb::gil_scoped_release release;
       batch = epoch_.next();
-      if (batch && batch->device().staged()) batch->ready_on(reinterpret_cast<void*>(stream));
+      // A stream handle reaches Python as an integer (torch's Stream.cuda_stream).
+      if (batch && batch->device().staged())
+        batch->ready_on(reinterpret_cast<void*>(stream));  // NOLINT(performance-no-int-to-ptr)
     }
     warnings_->issue();
     if (!batch) return nb::none();

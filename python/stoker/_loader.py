@@ -43,8 +43,8 @@ def _seconds(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"stoker: {name} must be a number of seconds, not {type(value).__name__}")
     value = float(value)
-    if not value >= 0 or value == float("inf"):
-        raise _bad(name, f"must be a finite number of seconds of at least 0, not {value}")
+    if not 0 <= value <= 2**31:
+        raise _bad(name, f"must be a number of seconds from 0 to 2**31, not {value}")
     return value
 
 
