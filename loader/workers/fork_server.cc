@@ -45,9 +45,15 @@ ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::
   if (exec) {
     try {
       send_setup(sock_.get(), exec->setup, exec->fds);
-    } catch (...) {
-      shutdown(std::chrono::milliseconds(0));
-      throw;
+    } catch (const Error&) {
+      // A server that ended (or failed its exec) before it read its setup has closed the socket or
+      // left a message there: await_workers below says how it ended and names the program, which
+      // the sender's EPIPE cannot. Any other failure is this one.
+      pollfd fd{sock_.get(), POLLIN, 0};
+      if (::poll(&fd, 1, 0) != 1 || (fd.revents & (POLLHUP | POLLIN)) == 0) {
+        shutdown(std::chrono::milliseconds(0));
+        throw;
+      }
     }
   }
   worker_pids_.assign(num_workers, -1);
