@@ -47,13 +47,22 @@ if [[ -z ${STOKER_NO_TORCH:-} ]]; then
   # comparison benchmarks and the tests that check stoker against an independent Python
   # computation; scikit-image ships the photographs the image tests and benchmark are made from.
   need=()
-  for m in torch h5py lmdb numpy xxhash PIL skimage; do
+  # nanobind and scikit-build-core build the Python package (pyproject.toml); pytest runs its tests.
+  for m in torch h5py lmdb numpy xxhash PIL skimage nanobind scikit_build_core pytest; do
     "$venv/bin/python" -c "import $m" 2>/dev/null || need+=("$m")
   done
   if ((${#need[@]})); then
     echo "install-deps: pip install ${need[*]}"
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q "torch>=2.1,<3" h5py lmdb numpy xxhash pillow scikit-image
+    "$venv/bin/python" -m pip install -q "torch>=2.1,<3" h5py lmdb numpy xxhash pillow scikit-image \
+      nanobind scikit-build-core pytest
+  fi
+  # The stoker package itself, so that .venv/bin/python -c "import stoker" works (the tests import
+  # the build tree's instead). build-pip/ keeps its build for the next `pip install .`.
+  if ! "$venv/bin/python" -c "import stoker" 2>/dev/null; then
+    echo "install-deps: pip install . (the stoker Python package, into $venv)"
+    CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+      "$venv/bin/python" -m pip install -q --no-build-isolation -C build-dir=build-pip .
   fi
   "$venv/bin/python" -c 'import torch; print("install-deps: torch", torch.__version__, "at", torch.utils.cmake_prefix_path)'
 fi

@@ -1,0 +1,153 @@
+"""stoker's Python Loader against loader-bench (the same C++ loader, no Python) and PyTorch's
+DataLoader, with one consumer loop for the two Python sides.
+
+usage: .venv/bin/python bench/python_compare.py BUILD_DIR DATA_DIR [--quick]
+
+BUILD_DIR holds tools/loader-bench and python/stoker (the ordinary build); DATA_DIR gets the
+standard datasets (loader-bench --make-data) when they are missing. Rules, as bench/compare.py's:
+  - every side runs the same (workers, prefetch) grid; the best of each side is compared;
+  - two shuffled epochs, the second measured (no start-up, a warm page cache on every side);
+  - PyTorch both as its documentation shows (per-sample, files opened lazily in each worker) and in
+    the batched style of bench/pytorch_dataloader.py;
+  - the consumer loop is the same for stoker and PyTorch: count the samples and the bytes of every
+    tensor of the batch, then drop it;
+  - each file is read once before its row (a warm page cache for every side, whichever runs first),
+    and the grid runs twice, the sides in the opposite order the second time: each side's best.
+Goals (printed, exit 1 when missed): the Python Loader >= 90% of loader-bench's samples/s on small
+LMDB records at batch 256, >= 98% on 150 KB records.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+MIB = 1024 * 1024
+
+
+def consume(iterable, max_batches):
+    """The training loop that does nothing: samples/s and MiB/s of one pass."""
+    samples = nbytes = batches = 0
+    t0 = time.perf_counter()
+    for batch in iterable:
+        batches += 1
+        samples += next(iter(batch.values())).shape[0]
+        nbytes += sum(t.numel() * t.element_size() for t in batch.values())
+        if max_batches and batches >= max_batches:
+            break
+    seconds = time.perf_counter() - t0
+    return samples / seconds, nbytes / seconds / MIB
+
+
+def second_epoch(make_iterable, max_batches, set_epoch=None):
+    for epoch in range(2):
+        if set_epoch:
+            set_epoch(epoch)
+        result = consume(make_iterable(), max_batches)
+    return result
+
+
+def run_stoker(path, batch, workers, prefetch, cap):
+    import stoker
+    loader = stoker.Loader(path, batch_size=batch, num_workers=workers, prefetch_factor=prefetch, shuffle=True,
+                           seed=1)
+    try:
+        return second_epoch(lambda: loader, cap, loader.set_epoch)
+    finally:
+        loader.close()
+
+
+def run_bench(bench, path, batch, workers, prefetch, cap):
+    cmd = [bench, "--data", path, "--batch-size", str(batch), "--workers", str(workers), "--prefetch", str(prefetch),
+           "--shuffle", "--seed", "1", "--epochs", "2", "--json"]
+    if cap:
+        cmd += ["--max-batches", str(cap)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    row = [json.loads(line) for line in out.splitlines() if line.startswith("{")][1]
+    return row["samples_per_s"], row["mib_per_s"]
+
+
+def run_torch(path, fmt, style, batch, workers, prefetch, cap):
+    import torch
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+    import pytorch_dataloader as pt
+    torch.manual_seed(1)
+    extra = {"prefetch_factor": prefetch, "persistent_workers": True} if workers else {}
+    if style == "per-sample":
+        ds = pt.H5Dataset(path) if fmt == "hdf5" else pt.LmdbDataset(path)
+        loader = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers, **extra)
+    else:
+        ds = pt.H5BatchDataset(path) if fmt == "hdf5" else pt.LmdbBatchDataset(path)
+        loader = DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), batch, drop_last=False),
+                            num_workers=workers, **extra)
+    try:
+        return second_epoch(lambda: loader, cap)
+    finally:
+        del loader
+
+
+def warm(path):
+    """Reads every file of the dataset once, into the page cache."""
+    files = [os.path.join(path, f) for f in os.listdir(path)] if os.path.isdir(path) else [path]
+    for f in files:
+        with open(f, "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+
+
+def main():
+    build, data = sys.argv[1], sys.argv[2]
+    quick = "--quick" in sys.argv
+    sys.path.insert(0, os.path.join(build, "python"))
+    bench = os.path.join(build, "tools", "loader-bench")
+    if not os.path.exists(os.path.join(data, "large.lmdb")):
+        subprocess.run([bench, "--make-data", data], check=True)
+    grid = [(1, 2), (2, 4)] if quick else [(0, 2), (1, 2), (1, 4), (2, 2), (2, 4)]
+    # name, file, format, batch size, batches per epoch cap (0: the whole epoch)
+    datasets = [
+        ("small LMDB", "small.lmdb", "lmdb", 256, 0 if not quick else 150),
+        ("small HDF5", "small.h5", "hdf5", 256, 100 if not quick else 50),
+        ("large LMDB (150 KB)", "large.lmdb", "lmdb", 32, 0 if not quick else 60),
+    ]
+    rows = []
+    for name, file, fmt, batch, cap in datasets:
+        path = os.path.join(data, file)
+        warm(path)
+        best = {}
+        for workers, prefetch, reverse in [(w, p, r) for r in (False, True) for w, p in grid]:
+            config = f"w={workers},p={prefetch}"
+            tries = {"stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap),
+                     "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap),
+                     "PyTorch per-sample": lambda: run_torch(path, fmt, "per-sample", batch, workers, prefetch,
+                                                             min(cap or 20, 20)),
+                     "PyTorch batched": lambda: run_torch(path, fmt, "batched", batch, workers, prefetch, cap)}
+            for side, run in (reversed(list(tries.items())) if reverse else tries.items()):
+                sps, mibs = run()
+                print(f"  {name}: {side} {config}: {sps:.0f} samples/s", file=sys.stderr, flush=True)
+                if side not in best or sps > best[side][0]:
+                    best[side] = (sps, mibs, config)
+        rows.append((name, best))
+
+    print(f"\n{'dataset':<20} {'stoker (Python)':>24} {'loader-bench':>24} {'Python/C++':>11} "
+          f"{'PyTorch best':>24} {'stoker/PyTorch':>15}")
+    ratios = {}
+    for name, best in rows:
+        s, b = best["stoker (Python)"], best["loader-bench"]
+        t = max((best["PyTorch per-sample"], best["PyTorch batched"]), key=lambda r: r[0])
+        ratios[name] = s[0] / b[0]
+        print(f"{name:<20} {s[0]:>14.0f}/s ({s[2]}) {b[0]:>14.0f}/s ({b[2]}) {s[0] / b[0]:>10.0%} "
+              f"{t[0]:>14.0f}/s ({t[2]}) {s[0] / t[0]:>14.1f}x")
+    goals = [("small LMDB", 0.90), ("large LMDB (150 KB)", 0.98)]
+    missed = 0
+    print()
+    for name, goal in goals:
+        met = ratios[name] >= goal
+        missed += not met
+        print(f"{'met ' if met else 'MISSED'} {name}: Python Loader {ratios[name]:.0%} of loader-bench (goal {goal:.0%})")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""stoker: HDF5 and LMDB to training batches, through worker processes and shared memory.
+
+    import stoker
+    loader = stoker.Loader("train.h5", batch_size=256, num_workers=8, shuffle=True, seed=42)
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:          # dict[str, torch.Tensor], zero copy
+            ...
+
+Workers are processes of the small program ``stoker/_bin/stoker-worker`` shipped with this
+package (``STOKER_WORKER_EXECUTABLE`` names another): they run no Python.
+"""
+import os as _os
+
+from ._errors import Error, StokerWarning
+from . import _core
+
+_core._set_types(Error, StokerWarning)
+
+
+def _worker_path() -> str:
+    override = _os.environ.get("STOKER_WORKER_EXECUTABLE")
+    if override:
+        return override
+    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_bin", "stoker-worker")
+
+
+_core.set_worker_executable(_worker_path())
+
+from ._loader import Loader, split_bytes  # noqa: E402
+
+__version__ = _core.version()
+__all__ = ["Loader", "Error", "StokerWarning", "split_bytes", "__version__"]

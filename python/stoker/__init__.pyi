@@ -1,0 +1,65 @@
+from typing import Any, Iterator, Literal, Optional, Sequence, Tuple, Union
+import os
+
+__version__: str
+
+class Error(RuntimeError):
+    code: str
+    def __init__(self, message: str, code: str = ...) -> None: ...
+
+class StokerWarning(UserWarning): ...
+
+Batch = dict[str, Any]  # torch.Tensor or numpy.ndarray per field
+
+class _EpochIterator(Iterator[Batch]):
+    # Dataset indices of the samples of the batch last returned.
+    indices: list[int]
+    def __next__(self) -> Batch: ...
+
+class Loader:
+    def __init__(
+        self,
+        source: Union[str, os.PathLike[str]],
+        batch_size: int = 1,
+        num_workers: Union[int, Literal["auto"]] = 0,
+        prefetch_factor: Union[int, Literal["auto"]] = 2,
+        shuffle: bool = False,
+        seed: int = 0,
+        order: Optional[Literal["sequential", "random", "quasi_random"]] = None,
+        fields: Optional[Sequence[str]] = None,
+        group: str = "",
+        pipeline: Union[str, Sequence[str], None] = None,
+        drop_last: bool = False,
+        device: str = "cpu",
+        shard: Union[None, Tuple[int, int], Literal["env"]] = None,
+        shm_budget: Optional[int] = None,
+        timeout: Optional[float] = None,
+        max_respawns: int = 3,
+        framework: Literal["torch", "numpy"] = "torch",
+        copy: bool = False,
+        *,
+        format: Literal["auto", "hdf5", "lmdb"] = "auto",
+        shm_fraction: float = 0.5,
+        shm_backing: Literal["auto", "dev_shm", "memfd"] = "auto",
+        shutdown_grace: float = 2.0,
+        prefetch_to_device: int = 2,
+        staging: Literal["pinned_copy", "registered_shm"] = "pinned_copy",
+    ) -> None: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def __iter__(self) -> _EpochIterator: ...
+    def __len__(self) -> int: ...
+    def state_dict(self) -> dict[str, Union[str, int, bool]]: ...
+    def load_state_dict(self, state: dict[str, Union[str, int, bool]]) -> None: ...
+    def stats(self) -> dict[str, Union[int, float, str]]: ...
+    @property
+    def schema(self) -> list[tuple[str, str, str, tuple[int, ...]]]: ...
+    @property
+    def num_samples(self) -> int: ...
+    def samples_per_epoch(self) -> int: ...
+    def describe_source(self) -> str: ...
+    def worker_pids(self) -> list[int]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Loader": ...
+    def __exit__(self, *exc: object) -> None: ...
+
+def split_bytes(batch: Batch, name: str) -> list[Any]: ...

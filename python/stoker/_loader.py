@@ -1,0 +1,329 @@
+"""stoker.Loader: the C++ Loader, iterated from Python."""
+import json
+import os
+import numbers
+
+from . import _core
+from ._errors import Error
+
+_ORDERS = ("sequential", "random", "quasi_random")
+_FRAMEWORKS = ("torch", "numpy")
+
+
+def _bad(name, message):
+    return Error(f"stoker: {name}: {message}", "invalid_option")
+
+
+def _int(name, value, minimum=0, maximum=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"stoker: {name} must be an int, not {type(value).__name__}")
+    value = int(value)
+    if value < minimum:
+        raise _bad(name, f"must be at least {minimum}, not {value}")
+    if maximum is not None and value > maximum:
+        raise _bad(name, f"must be at most {maximum}, not {value}")
+    return value
+
+
+def _bool(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"stoker: {name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _str(name, value):
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"stoker: {name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _seconds(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"stoker: {name} must be a number of seconds, not {type(value).__name__}")
+    value = float(value)
+    if not 0 <= value <= 2**31:
+        raise _bad(name, f"must be a number of seconds from 0 to 2**31, not {value}")
+    return value
+
+
+def _options(cfg):
+    """The C++ Options for a Loader's keyword arguments, every type checked before any process
+    starts; the values themselves are checked by the C++ Loader, which names them."""
+    o = _core.Options()
+    o.source = _str("source", cfg["source"])
+    o.format = _str("format", cfg["format"])
+    fields = cfg["fields"]
+    if fields is not None:
+        if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+            raise TypeError("stoker: fields must be a list of str")
+        o.fields = list(fields)
+    o.group = _str("group", cfg["group"])
+    pipeline = cfg["pipeline"]
+    if pipeline is not None:
+        if not isinstance(pipeline, str):
+            pipeline = ";".join(_str("pipeline", p) for p in pipeline)
+        o.pipeline = pipeline
+    o.batch_size = _int("batch_size", cfg["batch_size"], 1)
+    if cfg["num_workers"] == "auto":
+        o.num_workers_auto = True
+    else:
+        o.num_workers = _int("num_workers", cfg["num_workers"], 0)
+    if cfg["prefetch_factor"] == "auto":
+        o.prefetch_auto = True
+    else:
+        o.prefetch = _int("prefetch_factor", cfg["prefetch_factor"], 1)
+    order = cfg["order"]
+    if order is not None:
+        order = _str("order", order)
+        if order not in _ORDERS:
+            raise _bad("order", f"'{order}' is not one of 'sequential', 'random', 'quasi_random'")
+        o.order = order
+    o.shuffle = _bool("shuffle", cfg["shuffle"])
+    o.seed = _int("seed", cfg["seed"], 0, 2**64 - 1)
+    o.drop_last = _bool("drop_last", cfg["drop_last"])
+    shard = cfg["shard"]
+    if shard == "env":
+        o.shard_from_env = True
+    elif shard is not None:
+        if isinstance(shard, str) or not hasattr(shard, "__len__") or len(shard) != 2:
+            raise TypeError("stoker: shard must be None, (rank, world_size) or 'env'")
+        world = _int("shard world_size", shard[1], 1, 2**32 - 1)
+        o.shard_rank = _int("shard rank", shard[0], 0, world - 1)
+        o.shard_world_size = world
+    if cfg["shm_budget"] is not None:
+        o.shm_budget = _int("shm_budget", cfg["shm_budget"], 1, 2**64 - 1)
+    if isinstance(cfg["shm_fraction"], bool) or not isinstance(cfg["shm_fraction"], numbers.Real):
+        raise TypeError("stoker: shm_fraction must be a float")
+    o.shm_fraction = float(cfg["shm_fraction"])
+    o.shm_backing = _str("shm_backing", cfg["shm_backing"])
+    if cfg["timeout"] is not None:
+        o.timeout_s = _seconds("timeout", cfg["timeout"])
+    o.max_respawns = _int("max_respawns", cfg["max_respawns"], 0, 2**32 - 1)
+    o.shutdown_grace_s = _seconds("shutdown_grace", cfg["shutdown_grace"])
+    o.device = _str("device", cfg["device"])
+    o.prefetch_to_device = _int("prefetch_to_device", cfg["prefetch_to_device"], 1)
+    o.staging = _str("staging", cfg["staging"])
+    return o
+
+
+class Loader:
+    """Batches of an HDF5 file or LMDB database, loaded by worker processes into shared memory.
+
+    Iterating yields one ``dict`` per batch, ``{field: tensor}`` in the order of ``fields`` (or
+    alphabetical), each tensor ``[batch, field shape...]`` aliasing the batch's shared memory: the
+    memory returns to the workers when the batch's last tensor is freed. A ``bytes`` field (an
+    encoded image, a variable-length record) without a pipeline arrives as ``name`` (uint8, the
+    samples back to back) and ``name.offsets`` (int64, batch+1); ``stoker.split_bytes`` cuts it.
+
+    Arguments (PyTorch's DataLoader's names where the meaning is the same):
+      source: HDF5 file, or LMDB database (a file, or a directory holding data.mdb).
+      batch_size: samples per batch.
+      num_workers: worker processes; 0 loads in this thread; "auto" adds workers while the loop
+        waits for data.
+      prefetch_factor: batches each worker may have in flight (or "auto").
+      shuffle, seed: a random order drawn from (seed, epoch); ``order`` names it instead:
+        "sequential", "random" or "quasi_random" (chunk-sized groups: gzip HDF5 inflated once).
+      fields: the fields to deliver, in this order (default: all). group: the HDF5 group.
+      pipeline: per-sample operations the workers run, e.g.
+        "image=decode,random_resized_crop(224),flip,to_chw" (a list is joined with ';').
+      drop_last: drop the last incomplete batch.
+      device: "cpu", "cuda", "cuda:1" (tensors on the GPU, ordered on torch's current stream) or
+        "emulated" (the device path with host memory, for tests).
+      shard: None, (rank, world_size), or "env" (torchrun's RANK/WORLD_SIZE, Open MPI, SLURM).
+      shm_budget: bytes of shared memory for the ring (default: half of /dev/shm's free space).
+      timeout: seconds a worker may make no progress before it is replaced (None: 5 minutes;
+        0: never).
+      max_respawns: dead or stuck workers replaced in the Loader's life before it fails.
+      framework: "torch" (torch.Tensor) or "numpy" (numpy.ndarray; needs no torch).
+      copy: tensors that own their memory; each batch's slot is released at once.
+      format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
+        prefetch_to_device, staging ("pinned_copy", "registered_shm"): as in stoker::Options.
+
+    The iterator's ``indices`` are the dataset indices of the samples of the batch it returned
+    last (``it = iter(loader); for batch in it: it.indices``), for data kept elsewhere by index.
+
+    A bad value raises ``stoker.Error`` naming the argument (a wrong type, ``TypeError``), before
+    any process starts. The Loader pickles as its configuration and a pending resume state: the
+    process that unpickles it starts workers of its own. A forked child cannot use it.
+    """
+
+    def __init__(self, source, batch_size=1, num_workers=0, prefetch_factor=2, shuffle=False, seed=0,
+                 order=None, fields=None, group="", pipeline=None, drop_last=False, device="cpu",
+                 shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
+                 copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
+                 prefetch_to_device=2, staging="pinned_copy"):
+        cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
+                   prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
+                   group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
+                   shm_budget=shm_budget, timeout=timeout, max_respawns=max_respawns, framework=framework,
+                   copy=copy, format=format, shm_fraction=shm_fraction, shm_backing=shm_backing,
+                   shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging)
+        if isinstance(source, os.PathLike):
+            cfg["source"] = os.fspath(source)
+        self._core = None
+        options = _options(cfg)
+        framework = _str("framework", framework)
+        if framework not in _FRAMEWORKS:
+            raise _bad("framework", f"'{framework}' is not one of 'torch', 'numpy'")
+        self._torch = None
+        if framework == "torch":
+            try:
+                import torch
+            except ImportError as e:
+                raise _bad("framework", f"'torch' needs torch, which is not installed ({e}): pass "
+                           "framework='numpy'") from None
+            self._torch = torch
+        self._copy = _bool("copy", copy)
+        self._config = cfg
+        self._device = options.device
+        self._epoch = 0
+        self._pending = None  # a loaded state, resumed by the next iteration
+        self._pending_epoch = None  # its epoch, already started
+        self._core = _core.Loader(options, framework, self._copy)
+
+    # ---- iteration -------------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration loads (its order is drawn from (seed, epoch)), as
+        DistributedSampler.set_epoch. Setting another epoch than a loaded state's drops that state."""
+        epoch = _int("epoch", epoch, 0, 2**64 - 1)
+        if self._pending is not None and self._pending["epoch"] != epoch:
+            self._pending = self._pending_epoch = None
+        self._epoch = epoch
+
+    def __iter__(self):
+        if self._pending is not None:
+            state, self._pending = self._pending, None
+            epoch, self._pending_epoch = self._pending_epoch, None
+            if epoch is None:  # unpickled
+                epoch = self._core.resume(json.dumps(state))
+        else:
+            epoch = self._core.epoch(self._epoch, 0)
+        return _Iterator(self, epoch)
+
+    def __len__(self) -> int:
+        """Batches this rank receives in a whole epoch."""
+        return self._core.batches_per_epoch()
+
+    # ---- checkpoints -----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Where the newest epoch is, as a plain dict (str, int, bool): save it with the model
+        (torch.save; it loads with weights_only=True). Every rank that has received the same number
+        of batches has the same state."""
+        if self._pending is not None:
+            return dict(self._pending)
+        return json.loads(self._core.state_json())
+
+    def load_state_dict(self, state: dict) -> None:
+        """The next iteration resumes exactly where ``state`` was: the samples its epoch had not
+        delivered, once across this Loader's shard, even with another num_workers, batch_size or
+        world size (a finished epoch: the next epoch). Raises stoker.Error for a state of another
+        dataset or order."""
+        if not isinstance(state, dict):
+            raise TypeError(f"stoker: load_state_dict takes a dict, not {type(state).__name__}")
+        text = json.dumps(state)
+        if state.get("epoch_finished") is True:
+            self._pending = self._pending_epoch = None
+            self._epoch = _int("state epoch", state.get("epoch"), 0, 2**64 - 2) + 1
+        else:
+            # Checked now against this loader's dataset and order; its workers start on it.
+            self._pending_epoch = self._core.resume(text)
+            self._pending = dict(state)
+            self._epoch = int(state["epoch"])
+
+    # ---- what it is doing ------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """Counters since the Loader was built: batches, samples, bytes, wait_seconds, workers,
+        respawns, depth, shm_bytes, shm_backing, auto_tuning, and on a GPU h2d and gpu_wait."""
+        return self._core.stats()
+
+    @property
+    def schema(self) -> list:
+        """The delivered fields: (name, "fixed" or "bytes", dtype name, per-sample shape)."""
+        return self._core.schema()
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in the whole dataset."""
+        return self._core.num_samples()
+
+    def samples_per_epoch(self) -> int:
+        """Samples this rank receives in a whole epoch."""
+        return self._core.samples_per_epoch()
+
+    def describe_source(self) -> str:
+        """How stoker understood the dataset where that is not plain ("" otherwise)."""
+        return self._core.describe_source()
+
+    def worker_pids(self) -> list:
+        """Process ids of the workers (empty with num_workers=0)."""
+        return self._core.worker_pids()
+
+    def close(self) -> None:
+        """Stops the workers and frees the ring now (also done when the Loader is collected).
+        Tensors of batches already delivered stay valid."""
+        if self._core is not None:
+            self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- pickling: the configuration, never the processes ----------------------------------------
+    def __reduce__(self):
+        return (_rebuild, (self._config, self._epoch, self._pending))
+
+    def __repr__(self):
+        c = self._config
+        return (f"stoker.Loader({c['source']!r}, batch_size={c['batch_size']}, "
+                f"num_workers={c['num_workers']}, device={c['device']!r})")
+
+
+def _rebuild(config, epoch, pending):
+    loader = Loader(**config)
+    loader._epoch = epoch
+    loader._pending = pending
+    return loader
+
+
+class _Iterator:
+    """One epoch's batches."""
+
+    def __init__(self, loader, epoch):
+        self._loader = loader
+        self._epoch = epoch
+        self._torch = loader._torch
+        self._cuda = loader._device.startswith("cuda")
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._epoch is None:
+            raise StopIteration
+        stream = 0
+        if self._cuda:
+            dev = self._loader._device
+            stream = self._torch.cuda.current_stream(None if dev == "cuda" else dev).cuda_stream
+        batch = self._epoch.next(stream)
+        if batch is None:
+            self._epoch = None
+            raise StopIteration
+        if self._cuda and self._loader._copy:
+            batch = {k: v.clone() for k, v in batch.items()}
+        return batch
+
+    @property
+    def indices(self):
+        """Dataset indices of the samples of the batch last returned."""
+        return self._epoch.last_indices if self._epoch is not None else []
+
+
+def split_bytes(batch: dict, name: str) -> list:
+    """The samples of bytes field ``name`` of ``batch``: views of ``batch[name]``, one per sample."""
+    data = batch[name]
+    offsets = batch[name + ".offsets"].tolist()
+    return [data[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)]

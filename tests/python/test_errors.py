@@ -1,0 +1,88 @@
+"""Bad arguments and bad data: stoker.Error with the C++ message and code, or TypeError, before any
+process starts; the extension links no LibTorch and no CUDA library."""
+import os
+import subprocess
+
+import pytest
+
+import stoker
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(stoker.Error) as e:
+        stoker.Loader(tmp_path / "nope.h5", num_workers=2)
+    assert isinstance(e.value, RuntimeError) and e.value.code == "dataset"
+    assert "nope.h5" in str(e.value)
+
+
+def test_unknown_field_lists_the_fields(data):
+    with pytest.raises(stoker.Error) as e:
+        stoker.Loader(data["fixed"], fields=["image", "nope"], num_workers=2)
+    assert e.value.code == "invalid_option"
+    msg = str(e.value)
+    assert "nope" in msg and "label" in msg and "image" in msg
+
+
+def test_bad_pipeline_text(data):
+    with pytest.raises(stoker.Error) as e:
+        stoker.Loader(data["jpegs"], pipeline="data=decode,frobnicate(3)", num_workers=1)
+    assert e.value.code == "invalid_option" and "frobnicate" in str(e.value)
+
+
+@pytest.mark.parametrize("kwargs,exc,name", [
+    (dict(batch_size="8"), TypeError, "batch_size"),
+    (dict(batch_size=0), stoker.Error, "batch_size"),
+    (dict(num_workers=-1), stoker.Error, "num_workers"),
+    (dict(shuffle=1), TypeError, "shuffle"),
+    (dict(fields="image"), TypeError, "fields"),
+    (dict(order="backwards"), stoker.Error, "order"),
+    (dict(device="tpu"), stoker.Error, "tpu"),
+    (dict(shard=(3, 2)), stoker.Error, "shard"),
+    (dict(timeout=-1), stoker.Error, "timeout"),
+    (dict(framework="jax"), stoker.Error, "framework"),
+    (dict(shm_backing="disk"), stoker.Error, "shm_backing"),
+])
+def test_bad_arguments_name_the_argument(data, kwargs, exc, name):
+    with pytest.raises(exc) as e:
+        stoker.Loader(data["fixed"], **kwargs)
+    assert name in str(e.value)
+
+
+def test_error_pickles_with_its_code():
+    import pickle
+    e = pickle.loads(pickle.dumps(stoker.Error("x: y", "io")))
+    assert str(e) == "x: y" and e.code == "io"
+
+
+def test_extension_links_neither_torch_nor_cuda():
+    import stoker._core as core
+    out = subprocess.run(["readelf", "-d", core.__file__], capture_output=True, text=True, check=True).stdout
+    needed = [line.split("[")[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+    assert any(n.startswith("libstoker") for n in needed), needed
+    for bad in ("libtorch", "libc10", "libcudart", "libcuda"):
+        assert not any(n.startswith(bad) for n in needed), needed
+
+
+def test_worker_executable_is_the_package_s(data):
+    import stoker._core as core
+    path = core.worker_executable()
+    assert os.access(path, os.X_OK)
+    assert os.environ.get("STOKER_WORKER_EXECUTABLE") or path.endswith(os.path.join("stoker", "_bin", "stoker-worker"))
+
+
+def test_numpy_framework_needs_no_torch(data):
+    code = f"""
+import sys
+sys.modules["torch"] = None  # import torch fails
+import stoker
+loader = stoker.Loader({str(data['fixed'])!r}, batch_size=50, num_workers=1, framework="numpy")
+print(sum(len(b["label"]) for b in loader))
+try:
+    stoker.Loader({str(data['fixed'])!r})
+except stoker.Error as e:
+    print("framework" in str(e))
+"""
+    import sys
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["203", "True"]

@@ -1,0 +1,77 @@
+"""state_dict() through torch.save / torch.load(weights_only=True) into a Loader with other
+num_workers and batch_size delivers exactly the samples the epoch had not delivered."""
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+from conftest import N
+
+
+def indices_of(loader, stop_after=None):
+    seen = []
+    it = iter(loader)
+    for k, _ in enumerate(it):
+        seen += it.indices
+        if stop_after is not None and k + 1 == stop_after:
+            break
+    return seen
+
+
+@pytest.mark.parametrize("workers,new_workers,new_batch", [(2, 0, 13), (0, 3, 7)])
+def test_resume_through_torch_save_with_other_workers_and_batch_size(data, tmp_path, workers, new_workers, new_batch):
+    full = indices_of(stoker.Loader(data["fixed"], batch_size=10, shuffle=True, seed=4))
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=workers, shuffle=True, seed=4)
+    loader.set_epoch(0)
+    first = indices_of(loader, stop_after=6)
+    sd = loader.state_dict()
+    assert all(isinstance(v, (str, int, bool)) for v in sd.values())
+    torch.save({"loader": sd}, tmp_path / "ckpt.pt")
+    del loader
+    sd2 = torch.load(tmp_path / "ckpt.pt", weights_only=True)["loader"]
+    resumed = stoker.Loader(data["fixed"], batch_size=new_batch, num_workers=new_workers, shuffle=True, seed=4)
+    resumed.load_state_dict(sd2)
+    rest = indices_of(resumed)
+    assert first == full[:60]
+    assert first + rest == full
+    # The next epoch after the resumed one starts from its beginning.
+    resumed.set_epoch(1)
+    assert sorted(indices_of(resumed)) == list(range(N))
+
+
+def test_finished_epoch_resumes_the_next(data):
+    loader = stoker.Loader(data["fixed"], batch_size=50, shuffle=True, seed=1)
+    loader.set_epoch(3)
+    indices_of(loader)
+    sd = loader.state_dict()
+    assert sd["epoch"] == 3 and sd["epoch_finished"] is True
+    other = stoker.Loader(data["fixed"], batch_size=50, shuffle=True, seed=1)
+    other.load_state_dict(sd)
+    want = stoker.Loader(data["fixed"], batch_size=50, shuffle=True, seed=1)
+    want.set_epoch(4)
+    assert indices_of(other) == indices_of(want)
+
+
+def test_state_of_another_order_is_refused(data):
+    loader = stoker.Loader(data["fixed"], batch_size=10, shuffle=True, seed=1)
+    indices_of(loader, stop_after=2)
+    sd = loader.state_dict()
+    other = stoker.Loader(data["fixed"], batch_size=10, shuffle=True, seed=2)
+    with pytest.raises(stoker.Error) as e:
+        other.load_state_dict(sd)
+    assert e.value.code == "state_mismatch" and "seed" in str(e.value)
+
+
+def test_pickled_loader_is_its_configuration_and_pending_state(data):
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, shuffle=True, seed=8)
+    full = indices_of(loader)
+    first = indices_of(loader, stop_after=3)
+    pending = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, shuffle=True, seed=8)
+    pending.load_state_dict(loader.state_dict())
+    clone = pickle.loads(pickle.dumps(pending))
+    assert clone.worker_pids() and set(clone.worker_pids()).isdisjoint(pending.worker_pids())
+    assert first + indices_of(clone) == full
+    plain = pickle.loads(pickle.dumps(loader))
+    assert indices_of(plain) == full
