@@ -1,7 +1,8 @@
-// stoker-pack: writes a stoker dataset (LMDB layout 2, docs/lmdb-layout.md) from a folder of
-// images or a manifest of paths and labels, streaming with bounded memory (one file at a time and
-// one uncommitted transaction), atomically (OUTPUT.partial, created O_EXCL|O_NOFOLLOW, then renamed
-// into place; a failure removes it) and with errors that name the file and line.
+// stoker-pack: writes a stoker dataset (LMDB layout 2, docs/lmdb-layout.md, or HDF5: a
+// variable-length u8 dataset and label datasets, docs/hdf5.md) from a folder of images or a manifest of paths and
+// labels, streaming with bounded memory (one file at a time and one uncommitted transaction), atomically
+// (OUTPUT.partial, created O_EXCL|O_NOFOLLOW, then renamed into place; a failure removes it) and with errors that name
+// the file and line.
 //
 //   ImageFolder   ROOT/<class>/<file>: classes are the sub-folders, sorted by name, labels 0..C-1;
 //                 fields `image` (the file's bytes) and `label` (i64)
@@ -10,8 +11,8 @@
 //                 as i64 indices into the sorted list of the column's distinct strings
 //
 // The class names and string mappings are stored with the dataset, in the `stoker` sub-database
-// under the key `labels`: {"label": ["cat", "dog"]} (label k is the k-th name). Files are copied
-// byte for byte.
+// under the key `labels` (HDF5: the root group's attribute `labels`): {"label": ["cat", "dog"]}
+// (label k is the k-th name). Files are copied byte for byte.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <stdio.h>
@@ -27,12 +28,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <variant>
 
 #include "formats/core/schema_json.h"
+#include "formats/hdf5/hdf5_writer.h"
 #include "formats/lmdb/lmdb_writer.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
@@ -54,6 +57,7 @@ struct Args {
   std::string path_column = "path";
   std::vector<std::string> label_columns;
   std::string root;
+  std::string format = "auto";
   bool force = false, quiet = false;
 };
 
@@ -316,6 +320,98 @@ class PartialFile {
   std::string path_;
 };
 
+bool hdf5_output(const Args& a) {
+  if (a.format != "auto") return a.format == "hdf5";
+  return a.output.ends_with(".h5") || a.output.ends_with(".hdf5");
+}
+
+// Where the samples go, one at a time in index order, their fields in schema order.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void append(std::span<const std::span<const std::byte>> fields) = 0;
+  virtual void finish(const std::string& content_digest) = 0;
+};
+
+// stoker's LMDB layout 2; the labels' names in the `stoker` sub-database, committed with every
+// transaction.
+class LmdbSink final : public Sink {
+ public:
+  LmdbSink(const std::string& path, const stoker::Schema& schema, std::string labels)
+      : labels_(std::move(labels)), writer_(path, schema, options()) {}
+  void append(std::span<const std::span<const std::byte>> fields) override { writer_.append_sample(fields); }
+  void finish(const std::string& content_digest) override { writer_.finish(content_digest); }
+
+ private:
+  stoker::formats::LmdbWriteOptions options() {
+    stoker::formats::LmdbWriteOptions wo;
+    wo.commit_bytes = kCommitBytes;
+    wo.on_commit = [this](const auto& put) { put("labels", labels_); };
+    return wo;
+  }
+  std::string labels_;
+  stoker::formats::LmdbWriter writer_;
+};
+
+// HDF5: a variable-length u8 dataset for the image and one dataset per label, written in blocks of
+// at most 1024 samples or 64 MiB; the labels' names in the root group's `labels` attribute.
+class Hdf5Sink final : public Sink {
+ public:
+  Hdf5Sink(const std::string& path, const stoker::Schema& schema, const std::string& labels)
+      : schema_(schema),
+        writer_(path, schema, hdf5_options()),
+        pending_(schema.fields.size()),
+        lengths_(schema.fields.size()) {
+    writer_.set_text_attribute("labels", labels);
+  }
+  void append(std::span<const std::span<const std::byte>> fields) override {
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      pending_[f].insert(pending_[f].end(), fields[f].begin(), fields[f].end());
+      lengths_[f].push_back(fields[f].size());
+      bytes_ += fields[f].size();
+    }
+    if (++count_ == 1024 || bytes_ >= kCommitBytes) flush();
+  }
+  void finish(const std::string&) override {
+    flush();
+    writer_.close();
+  }
+
+ private:
+  static stoker::formats::Hdf5WriteOptions hdf5_options() {
+    stoker::formats::Hdf5WriteOptions o;
+    o.layout = stoker::formats::Hdf5WriteOptions::Layout::chunked;
+    o.rows_per_chunk = 1024;
+    return o;
+  }
+  void flush() {
+    if (count_ == 0) return;
+    for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+      if (schema_.fields[f].is_bytes()) {
+        std::vector<std::span<const std::byte>> samples;
+        std::size_t at = 0;
+        for (std::uint64_t n : lengths_[f]) {
+          samples.emplace_back(pending_[f].data() + at, n);
+          at += n;
+        }
+        writer_.write_bytes(f, written_, samples);
+      } else {
+        writer_.write(f, written_, count_, pending_[f].data());
+      }
+      pending_[f].clear();
+      lengths_[f].clear();
+    }
+    written_ += count_;
+    count_ = 0;
+    bytes_ = 0;
+  }
+  stoker::Schema schema_;
+  stoker::formats::Hdf5Writer writer_;
+  std::vector<std::vector<std::byte>> pending_;
+  std::vector<std::vector<std::uint64_t>> lengths_;
+  std::uint64_t count_ = 0, bytes_ = 0, written_ = 0;
+};
+
 void pack(const Args& a) {
   if (fs::exists(fs::symlink_status(a.output)) && !a.force)
     throw Error(fmt::format("{}: exists; replace it with --force", a.output));
@@ -352,11 +448,12 @@ void pack(const Args& a) {
   ::close(fd);
   PartialFile guard(partial);
 
-  stoker::formats::LmdbWriteOptions wo;
-  wo.commit_bytes = kCommitBytes;
-  const std::string labels_json = names.dump();
-  wo.on_commit = [&](const auto& put) { put("labels", labels_json); };
-  stoker::formats::LmdbWriter writer(partial, schema, wo);
+  std::unique_ptr<Sink> writer;
+  if (hdf5_output(a)) {
+    writer = std::make_unique<Hdf5Sink>(partial, schema, names.dump());
+  } else {
+    writer = std::make_unique<LmdbSink>(partial, schema, names.dump());
+  }
 
   stoker::ContentDigest digest;
   stoker::tools::Progress progress(a.output, plan.items.size(), 0, a.quiet);
@@ -377,11 +474,11 @@ void pack(const Args& a) {
       digested.insert(digested.end(), parts[s].begin(), parts[s].end());
     }
     digest.add(i, digested);
-    writer.append_sample(parts);
+    writer->append(parts);
     bytes += image.size();
     progress.update(i + 1);
   }
-  writer.finish(digest.hex());
+  writer->finish(digest.hex());
   progress.finish();
   if (fs::is_directory(a.output)) throw Error(fmt::format("{}: is a directory; remove it first", a.output));
   if (::rename(partial.c_str(), a.output.c_str()) != 0)
@@ -401,15 +498,16 @@ int stoker_pack(int argc, char** argv) {
   stoker::set_option_spelling(stoker::OptionSpelling::command_line);
   Args a;
   CLI::App app{
-      "stoker-pack: writes a stoker dataset (LMDB layout 2: an `image` bytes field with each file's bytes, copied\n"
-      "byte for byte, and fixed label fields) from an ImageFolder tree or a manifest. OUTPUT appears only when\n"
-      "complete.\n\n"
+      "stoker-pack: writes a stoker dataset (LMDB layout 2, or HDF5: an `image` bytes field with each file's bytes,\n"
+      "copied byte for byte, and fixed label fields) from an ImageFolder tree or a manifest. OUTPUT appears only\n"
+      "when complete.\n\n"
       "  stoker-pack --folder train/ train.lmdb            ROOT/<class>/<file>; labels 0..C-1, classes sorted\n"
       "  stoker-pack --manifest train.csv --label label train.lmdb\n"
       "                                                    CSV with a header row, or .jsonl: a path column and\n"
       "                                                    label columns (integers, numbers, or strings mapped\n"
       "                                                    to integers)\n\n"
-      "Class names and string labels' names are stored in the database's `stoker` sub-database under `labels`.",
+      "Class names and string labels' names are stored with the dataset: LMDB's `stoker` sub-database under\n"
+      "`labels`, HDF5's root attribute `labels` (JSON: {\"label\": [\"cat\", \"dog\"]}).",
       "stoker-pack"};
   auto* folder = app.add_option("--folder", a.folder, "An ImageFolder tree: ROOT/<class>/<file>");
   auto* man = app.add_option("--manifest", a.manifest, "A CSV (header row) or JSON Lines (.jsonl) manifest");
@@ -419,7 +517,11 @@ int stoker_pack(int argc, char** argv) {
   app.add_option("--label", a.label_columns, "A manifest column to store as a label field (repeat, or a,b)")
       ->delimiter(',');
   app.add_option("--root", a.root, "Where the manifest's relative paths start (default: the manifest's folder)");
-  app.add_option("OUTPUT", a.output, "The LMDB database file to write")->required();
+  app.add_option("OUTPUT", a.output, "The dataset file to write: LMDB, or HDF5 for a name ending .h5 or .hdf5")
+      ->required();
+  app.add_option("--format", a.format, "lmdb, hdf5, or auto (from OUTPUT's extension)")
+      ->check(CLI::IsMember({"auto", "lmdb", "hdf5"}))
+      ->capture_default_str();
   app.add_flag("--force", a.force, "Replace an existing OUTPUT");
   app.add_flag("--quiet", a.quiet, "No progress and no summary");
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;

@@ -2,7 +2,8 @@
 
 usage: pack_check.py STOKER_PACK LOADER_BENCH SCRATCH_DIR
 Generates a small ImageFolder tree (PIL JPEGs and PNGs) and CSV / JSON Lines manifests, packs
-them, then checks (1) every record read back with py-lmdb as docs/lmdb-layout.md describes equals
+them, then checks (1) every record read back with py-lmdb as docs/lmdb-layout.md describes (and
+with h5py from an HDF5 output) equals
 the file's bytes and its labels, (2) the stored class names and string mappings, (3) loader-bench
 delivers exactly those samples (its content_digest against docs/digest.md computed here), and (4)
 a bad manifest is an error naming the file and line that leaves no dataset behind.
@@ -15,6 +16,7 @@ import struct
 import subprocess
 import sys
 
+import h5py
 import lmdb
 import numpy as np
 import xxhash
@@ -120,6 +122,20 @@ def main():
     for workers in (0, 2):
         check(bench_digest(bench, out, workers) == want_digest,
               f"loader-bench with {workers} workers delivers exactly those bytes and labels ({want_digest})")
+    check(not os.path.exists(out + ".partial"), "no .partial left")
+
+    # The same tree as HDF5: a variable-length u8 dataset and a label dataset, read back with h5py.
+    out = os.path.join(scratch, "folder.h5")
+    r = subprocess.run([pack, "--folder", root, out], capture_output=True, text=True)
+    check(r.returncode == 0, f"stoker-pack --folder to HDF5 exits 0 ({r.stderr.strip()})")
+    with h5py.File(out, "r") as f:
+        images = [bytes(np.asarray(x, dtype=np.uint8)) for x in f["image"]]
+        got = [{"image": b, "label": int(v)} for b, v in zip(images, f["label"][:])]
+        stored = json.loads(f.attrs["labels"])
+        check(f["label"].dtype == np.int64, f"the label dataset is i64 ({f['label'].dtype})")
+    check(got == want, "h5py reads the files byte for byte and their labels")
+    check(stored == {"label": classes}, f"the class names are the root attribute 'labels': {stored}")
+    check(bench_digest(bench, out, 2) == want_digest, "loader-bench delivers the HDF5 file's samples")
     check(not os.path.exists(out + ".partial"), "no .partial left")
 
     # A CSV manifest: paths relative to it, an integer, a float and a string label column, and quoted
