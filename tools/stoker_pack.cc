@@ -320,6 +320,20 @@ class PartialFile {
   std::string path_;
 };
 
+// The mean size of up to 64 of the files, spread over the list: the progress line's MB/s.
+std::uint64_t typical_file_bytes(const Plan& plan) {
+  const std::size_t n = std::min<std::size_t>(64, plan.items.size());
+  std::uint64_t sum = 0, seen = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    struct stat st;
+    if (::stat(plan.items[k * plan.items.size() / n].path.c_str(), &st) == 0) {
+      sum += static_cast<std::uint64_t>(st.st_size);
+      ++seen;
+    }
+  }
+  return seen ? sum / seen : 0;
+}
+
 bool hdf5_output(const Args& a) {
   if (a.format != "auto") return a.format == "hdf5";
   return a.output.ends_with(".h5") || a.output.ends_with(".hdf5");
@@ -456,7 +470,7 @@ void pack(const Args& a) {
   }
 
   stoker::ContentDigest digest;
-  stoker::tools::Progress progress(a.output, plan.items.size(), 0, a.quiet);
+  stoker::tools::Progress progress(a.output, plan.items.size(), typical_file_bytes(plan), a.quiet);
   std::vector<std::byte> image, digested;
   std::vector<std::array<std::byte, 8>> label_bytes(plan.labels.size());
   std::vector<std::span<const std::byte>> parts(schema.fields.size());
