@@ -63,9 +63,7 @@ void write_claiming_file(const std::string& path, std::uint64_t n) {
   check(H5Fclose(file), "H5Fclose");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"stoker-order-bench: the first shuffled batch of a dataset of 2^32 samples, and its memory"};
   std::string dir = "/tmp";
   int log2_samples = 32;
@@ -77,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "worker processes (0: the calling thread)");
   app.add_option("--batch-size", batch, "samples per batch");
   CLI11_PARSE(app, argc, argv);
-  try {
+  {
     const std::uint64_t n = std::uint64_t{1} << log2_samples;
     const std::string path = fmt::format("{}/stoker-order-bench-{}.h5", dir, getpid());
     write_claiming_file(path, n);
@@ -108,25 +106,36 @@ int main(int argc, char** argv) {
       }
       first_index = b->indices()[0];
       const std::uint64_t anon_after = status_kib("RssAnon"), hwm_after = status_kib("VmHWM");
-      nlohmann::json j = {{"samples", n},
-                          {"order", order},
-                          {"workers", workers},
-                          {"batch_size", batch},
-                          {"construct_s", construct_s},
-                          {"first_batch_s", first_batch_s},
-                          {"batch_samples", got},
-                          {"distinct_in_batch", distinct.size()},
-                          {"first_index", first_index},
-                          {"max_index", max_index},
-                          {"rss_anon_added_mib", (static_cast<double>(anon_after) - anon_before) / 1024.0},
-                          {"peak_rss_added_mib", (static_cast<double>(hwm_after) - hwm_before) / 1024.0},
-                          {"table_would_need_mib", static_cast<double>(n) * 8 / (1024.0 * 1024)}};
+      nlohmann::json j = {
+          {"samples", n},
+          {"order", order},
+          {"workers", workers},
+          {"batch_size", batch},
+          {"construct_s", construct_s},
+          {"first_batch_s", first_batch_s},
+          {"batch_samples", got},
+          {"distinct_in_batch", distinct.size()},
+          {"first_index", first_index},
+          {"max_index", max_index},
+          {"rss_anon_added_mib", (static_cast<double>(anon_after) - static_cast<double>(anon_before)) / 1024.0},
+          {"peak_rss_added_mib", (static_cast<double>(hwm_after) - static_cast<double>(hwm_before)) / 1024.0},
+          {"table_would_need_mib", static_cast<double>(n) * 8 / (1024.0 * 1024)}};
       std::cout << j.dump() << '\n';
     }
     std::remove(path.c_str());
     return 0;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << e.what() << '\n';
-    return 1;
+  } catch (...) {
+    std::cerr << "stoker-order-bench: an unknown exception\n";
   }
+  return 1;
 }

@@ -165,106 +165,129 @@ Cell json_cell(const json& v, const std::string& where, const std::string& colum
       fmt::format("{}: column '{}' is {}; a label is an integer, a number or a string", where, column, v.type_name()));
 }
 
-Plan manifest(const Args& a) {
+// A manifest's rows as read: each row's path, where it was, and its label columns' cells.
+struct ManifestRows {
+  std::vector<std::string> paths, wheres;
+  std::vector<std::vector<Cell>> cells;  // per label column
+};
+
+void add_jsonl_row(const Args& a, const std::string& line, const std::string& where, ManifestRows& rows) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: not a JSON object ({})", where, e.what()));
+  }
+  if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", where));
+  if (!j.contains(a.path_column) || !j[a.path_column].is_string())
+    throw Error(fmt::format("{}: no string '{}' (the path column, --path-column)", where, a.path_column));
+  rows.paths.push_back(j[a.path_column].get<std::string>());
+  for (std::size_t c = 0; c < a.label_columns.size(); ++c) {
+    if (!j.contains(a.label_columns[c])) throw Error(fmt::format("{}: no '{}'", where, a.label_columns[c]));
+    rows.cells[c].push_back(json_cell(j[a.label_columns[c]], where, a.label_columns[c]));
+  }
+}
+
+// The CSV header's columns: the path column's and each label column's position.
+struct CsvColumns {
+  std::size_t count = 0, path = 0;
+  std::vector<std::size_t> labels;
+};
+
+CsvColumns csv_header(const Args& a, const std::string& line, const std::string& where) {
+  const auto header = csv_fields(line, where);
+  auto find = [&](const std::string& name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end())
+      throw Error(fmt::format("{}: the header has no column '{}' (it has {})", where, name, fmt::join(header, ", ")));
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  CsvColumns c;
+  c.count = header.size();
+  c.path = find(a.path_column);
+  for (const auto& name : a.label_columns) c.labels.push_back(find(name));
+  return c;
+}
+
+ManifestRows read_manifest(const Args& a) {
   std::ifstream in(a.manifest);
   if (!in) throw Error::from_errno(errno, a.manifest);
-  if (a.label_columns.empty()) throw Error(fmt::format("{}: --label names no column; give at least one", a.manifest));
   const bool jsonl = a.manifest.ends_with(".jsonl") || a.manifest.ends_with(".ndjson");
-  const fs::path base = a.root.empty() ? fs::path(a.manifest).parent_path() : fs::path(a.root);
-  std::vector<std::string> paths, wheres;
-  std::vector<std::vector<Cell>> cells(a.label_columns.size());
+  ManifestRows rows;
+  rows.cells.resize(a.label_columns.size());
+  std::optional<CsvColumns> columns;
   std::string line;
-  std::size_t path_col = 0;
-  std::vector<std::size_t> label_cols;
-  std::size_t columns = 0;
   for (std::uint64_t number = 1; std::getline(in, line); ++number) {
     const std::string where = fmt::format("{}:{}", a.manifest, number);
     if (line.empty() || line == "\r") continue;
     if (jsonl) {
-      json j;
-      try {
-        j = json::parse(line);
-      } catch (const json::exception& e) {
-        throw Error(fmt::format("{}: not a JSON object ({})", where, e.what()));
-      }
-      if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", where));
-      if (!j.contains(a.path_column) || !j[a.path_column].is_string())
-        throw Error(fmt::format("{}: no string '{}' (the path column, --path-column)", where, a.path_column));
-      paths.push_back(j[a.path_column].get<std::string>());
-      for (std::size_t c = 0; c < a.label_columns.size(); ++c) {
-        if (!j.contains(a.label_columns[c])) throw Error(fmt::format("{}: no '{}'", where, a.label_columns[c]));
-        cells[c].push_back(json_cell(j[a.label_columns[c]], where, a.label_columns[c]));
-      }
-    } else if (columns == 0) {
-      const auto header = csv_fields(line, where);
-      columns = header.size();
-      auto find = [&](const std::string& name) {
-        auto it = std::find(header.begin(), header.end(), name);
-        if (it == header.end())
-          throw Error(
-              fmt::format("{}: the header has no column '{}' (it has {})", where, name, fmt::join(header, ", ")));
-        return static_cast<std::size_t>(it - header.begin());
-      };
-      path_col = find(a.path_column);
-      for (const auto& c : a.label_columns) label_cols.push_back(find(c));
+      add_jsonl_row(a, line, where, rows);
+    } else if (!columns) {
+      columns = csv_header(a, line, where);
       continue;
     } else {
       const auto row = csv_fields(line, where);
-      if (row.size() != columns)
-        throw Error(fmt::format("{}: {} columns, but the header has {}", where, row.size(), columns));
-      paths.push_back(row[path_col]);
-      for (std::size_t c = 0; c < label_cols.size(); ++c) cells[c].push_back(parse_cell(row[label_cols[c]]));
+      if (row.size() != columns->count)
+        throw Error(fmt::format("{}: {} columns, but the header has {}", where, row.size(), columns->count));
+      rows.paths.push_back(row[columns->path]);
+      for (std::size_t c = 0; c < columns->labels.size(); ++c)
+        rows.cells[c].push_back(parse_cell(row[columns->labels[c]]));
     }
-    wheres.push_back(where);
+    rows.wheres.push_back(where);
   }
   if (in.bad()) throw Error::from_errno(errno, a.manifest + ": reading");
-  if (paths.empty()) throw Error(fmt::format("{}: no rows", a.manifest));
-  Plan plan;
-  plan.items.resize(paths.size());
-  for (std::size_t k = 0; k < paths.size(); ++k) {
-    const fs::path p(paths[k]);
-    plan.items[k].path = (p.is_absolute() ? p : base / p).string();
-    plan.items[k].where = fmt::format("{} ({})", wheres[k], plan.items[k].path);
+  if (rows.paths.empty()) throw Error(fmt::format("{}: no rows", a.manifest));
+  return rows;
+}
+
+// A label column's field and each row's value: integers when every cell is one, numbers when every
+// cell is a number, strings otherwise (every cell read as its text, numbered in sorted order).
+void add_label(Plan& plan, const std::string& name, const std::vector<Cell>& cells) {
+  bool all_int = true, all_number = true;
+  for (const Cell& v : cells) {
+    all_int = all_int && std::holds_alternative<std::int64_t>(v);
+    all_number = all_number && !std::holds_alternative<std::string>(v);
   }
-  for (std::size_t c = 0; c < a.label_columns.size(); ++c) {
-    // The column's type: integers when every cell is one, numbers when every cell is a number,
-    // strings otherwise (then every cell is read as its text).
-    bool all_int = true, all_number = true;
-    for (const Cell& v : cells[c]) {
-      all_int = all_int && std::holds_alternative<std::int64_t>(v);
-      all_number = all_number && !std::holds_alternative<std::string>(v);
+  LabelField field{name, all_number && !all_int ? stoker::DType::f64 : stoker::DType::i64, {}};
+  auto text = [](const Cell& v) {
+    if (auto s = std::get_if<std::string>(&v)) return *s;
+    if (auto i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+    return fmt::format("{}", std::get<double>(v));
+  };
+  std::map<std::string, std::int64_t> index;
+  if (!all_number) {
+    for (const Cell& v : cells) index.emplace(text(v), 0);
+    for (auto& [value, i] : index) {
+      i = static_cast<std::int64_t>(field.names.size());
+      field.names.push_back(value);
     }
-    LabelField field{a.label_columns[c],
-                     all_int      ? stoker::DType::i64
-                     : all_number ? stoker::DType::f64
-                                  : stoker::DType::i64,
-                     {}};
-    std::map<std::string, std::int64_t> index;
-    auto text = [](const Cell& v) {
-      if (auto s = std::get_if<std::string>(&v)) return *s;
-      if (auto i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
-      return fmt::format("{}", std::get<double>(v));
-    };
+  }
+  for (std::size_t k = 0; k < cells.size(); ++k) {
+    const Cell& v = cells[k];
     if (!all_number) {
-      for (const Cell& v : cells[c]) index.emplace(text(v), 0);
-      for (auto& [name, i] : index) {
-        i = static_cast<std::int64_t>(field.names.size());
-        field.names.push_back(name);
-      }
+      plan.items[k].labels.emplace_back(index.at(text(v)));
+    } else if (all_int) {
+      plan.items[k].labels.emplace_back(std::get<std::int64_t>(v));
+    } else {
+      plan.items[k].labels.emplace_back(
+          std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(std::get<std::int64_t>(v)));
     }
-    for (std::size_t k = 0; k < cells[c].size(); ++k) {
-      const Cell& v = cells[c][k];
-      if (!all_number) {
-        plan.items[k].labels.emplace_back(index.at(text(v)));
-      } else if (all_int) {
-        plan.items[k].labels.emplace_back(std::get<std::int64_t>(v));
-      } else {
-        plan.items[k].labels.emplace_back(
-            std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(std::get<std::int64_t>(v)));
-      }
-    }
-    plan.labels.push_back(std::move(field));
   }
+  plan.labels.push_back(std::move(field));
+}
+
+Plan manifest(const Args& a) {
+  if (a.label_columns.empty()) throw Error(fmt::format("{}: --label names no column; give at least one", a.manifest));
+  const ManifestRows rows = read_manifest(a);
+  const fs::path base = a.root.empty() ? fs::path(a.manifest).parent_path() : fs::path(a.root);
+  Plan plan;
+  plan.items.resize(rows.paths.size());
+  for (std::size_t k = 0; k < rows.paths.size(); ++k) {
+    const fs::path p(rows.paths[k]);
+    plan.items[k].path = (p.is_absolute() ? p : base / p).string();
+    plan.items[k].where = fmt::format("{} ({})", rows.wheres[k], plan.items[k].path);
+  }
+  for (std::size_t c = 0; c < a.label_columns.size(); ++c) add_label(plan, a.label_columns[c], rows.cells[c]);
   return plan;
 }
 

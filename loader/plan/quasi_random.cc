@@ -8,8 +8,7 @@ namespace stoker::detail {
 
 QuasiRandomOrder::QuasiRandomOrder(std::uint64_t n, std::uint64_t group, std::uint32_t window_groups,
                                    std::uint64_t seed, std::uint64_t epoch) noexcept
-    : n_(n),
-      group_(std::max<std::uint64_t>(group, 1)),
+    : group_(std::max<std::uint64_t>(group, 1)),
       window_groups_(std::max<std::uint32_t>(window_groups, 1)),
       num_groups_((n + group_ - 1) / group_),
       last_size_(n - (num_groups_ > 0 ? (num_groups_ - 1) * group_ : 0)),

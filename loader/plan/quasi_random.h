@@ -34,7 +34,6 @@ class QuasiRandomOrder {
  private:
   std::uint64_t group_size(std::uint64_t g) const noexcept { return g + 1 == num_groups_ ? last_size_ : group_; }
 
-  std::uint64_t n_ = 0;
   std::uint64_t group_ = 1;
   std::uint64_t window_groups_ = 1;
   std::uint64_t num_groups_ = 0;
