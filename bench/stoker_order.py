@@ -1,30 +1,65 @@
-"""stoker's sample orders, written from their description in docs/sampler.md (not from the C++):
-the random permutation and the quasi-random order. The tests check the C++ against these; the PyTorch
-baseline uses them to give PyTorch the same order."""
+"""stoker's sample orders, copied from their description in docs/sampler.md (not from the C++): the
+random permutation (a keyed Feistel bijection computed per position) and the quasi-random order.
+The tests check the C++ against these; the PyTorch baseline uses them to give PyTorch the same
+order."""
 
-M64 = (1 << 64) - 1
-
-
+M64 = M = (1 << 64) - 1
 def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
     return z ^ (z >> 31)
 
-
-def permutation(n, seed, epoch):
-    p, state = list(range(n)), mix(mix(seed) ^ epoch)
-    for i in range(n - 1, 0, -1):
-        state = (state + 0x9E3779B97F4A7C15) & M64
-        j = (mix(state) * (i + 1)) >> 64
-        p[i], p[j] = p[j], p[i]
+def feistel(n, seed, epoch):
+    """p(i) for the permutation of [0, n) of (seed, epoch)."""
+    h = max(4, ((n - 1).bit_length() + 1) // 2) if n > 1 else 4
+    mask, state, keys = (1 << h) - 1, mix(mix(seed) ^ epoch), []
+    for _ in range(6):
+        state = (state + 0x9e3779b97f4a7c15) & M
+        keys.append(mix(state))
+    def encrypt(x):
+        l, r = x >> h, x & mask
+        for k in keys:
+            l, r = r, l ^ (mix(r ^ k) & mask)
+        return (l << h) | r
+    def p(i):
+        y = encrypt(i)
+        while y >= n:
+            y = encrypt(y)
+        return y
     return p
 
+def permutation(n, seed, epoch):
+    p = feistel(n, seed, epoch)
+    return [p(i) for i in range(n)]
+
+
+def inverse(n, seed, epoch, y):       # p⁻¹(y), as the C++ computes it: rounds backwards, walking
+    h = max(4, ((n - 1).bit_length() + 1) // 2) if n > 1 else 4
+    mask, state, keys = (1 << h) - 1, mix(mix(seed) ^ epoch), []
+    for _ in range(6):
+        state = (state + 0x9e3779b97f4a7c15) & M
+        keys.append(mix(state))
+    def decrypt(x):
+        l, r = x >> h, x & mask
+        for k in reversed(keys):
+            l, r = r ^ (mix(l ^ k) & mask), l
+        return (l << h) | r
+    x = decrypt(y)
+    while x >= n:
+        x = decrypt(x)
+    return x
 
 def quasi_random(n, group, seed, epoch, window=4):
-    t = mix(seed ^ 0x7175617369726E64)
-    groups = permutation((n + group - 1) // group, t, epoch)
-    out = []
-    for w, first in enumerate(range(0, len(groups), window)):
-        members = [i for g in groups[first:first + window] for i in range(g * group, min((g + 1) * group, n))]
-        out += [members[k] for k in permutation(len(members), mix(t ^ (w + 1)), epoch)]
-    return out
+    t, m = mix(seed ^ 0x7175617369726E64), (n + group - 1) // group
+    gp, size = feistel(m, t, epoch), lambda g: min(group, n - g * group)
+    short, d, full = inverse(m, t, epoch, m - 1) // window, group - size(m - 1), window * group
+    def at(i):
+        w = i // full if i < (short + 1) * full - d else (i + d) // full
+        start = w * full - (d if w > short else 0)
+        members = [gp(j) for j in range(w * window, min(w * window + window, m))]
+        q = feistel(sum(size(g) for g in members), mix(t ^ (w + 1)), epoch)(i - start)
+        for g in members:
+            if q < size(g):
+                return g * group + q
+            q -= size(g)
+    return [at(i) for i in range(n)]

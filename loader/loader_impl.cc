@@ -249,9 +249,7 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
 
 std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   source_->abandon();  // reads the previous plan_: before it changes
-  plan_.epoch = epoch;
-  plan_.order = sampler_.epoch_order(epoch, skip);
-  plan_.num_batches = sampler_.batches_per_epoch(skip);
+  plan_ = sampler_.plan(epoch, skip);
   source_->start(plan_, start_batch);
   handed_out_ = start_batch;
   return ++generation_;

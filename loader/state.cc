@@ -13,9 +13,11 @@
 namespace stoker {
 namespace {
 
-constexpr int kStateVersion = 1;
+// 2: positions are those of the per-position Feistel permutation (docs/sampler.md). A version 1
+// state counted positions of the Fisher-Yates order that came before, which mean other samples.
+constexpr int kStateVersion = 2;
 
-// XXH64 (seed 0) of the canonical line "v1|epoch|consumed|finished|seed|order|num_samples|fields".
+// XXH64 (seed 0) of the canonical line "v2|epoch|consumed|finished|seed|order|num_samples|fields".
 std::string fingerprint(const LoaderState& s) {
   const std::string canonical = fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed,
                                             s.epoch_finished ? 1 : 0, s.seed, s.order, s.num_samples, s.fields);
@@ -41,6 +43,13 @@ LoaderState LoaderState::from_json(std::string_view text) {
   }
   if (!j.is_object() || !j.contains("stoker_state"))
     throw Error(ErrorCode::state_mismatch, "loader state: not a stoker loader state");
+  if (j["stoker_state"] == 1) {
+    throw Error(ErrorCode::state_mismatch,
+                "loader state: version 1 was saved by a stoker whose random and quasi-random orders were a "
+                "Fisher-Yates shuffle; this stoker's orders are a per-position permutation (state version 2), so "
+                "its positions name other samples and the epoch cannot be resumed: start that epoch over with "
+                "Loader::epoch(epoch)");
+  }
   if (j["stoker_state"] != kStateVersion) {
     throw Error(ErrorCode::state_mismatch,
                 fmt::format("loader state: version {} is not the version {} this stoker reads",

@@ -84,7 +84,7 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
         dcpl.setChunk(static_cast<int>(chunk.size()), chunk.data());
         if (options.gzip_level > 0) dcpl.setDeflate(options.gzip_level);
       }
-      H5::DataType type = file_type_of(f.dtype);
+      H5::DataType type = f.is_bytes() ? H5::DataType(H5::VarLenType(H5::PredType::STD_U8LE)) : file_type_of(f.dtype);
       impl_->dsets.push_back(impl_->file.createDataSet(f.name, type, space, dcpl));
       impl_->types.push_back(std::move(type));
     });
@@ -114,6 +114,45 @@ void Hdf5Writer::write(std::size_t f, std::uint64_t start, std::uint64_t count, 
         const H5::DataSpace mem(static_cast<int>(extent.size()), extent.data());
         dset.write(data, impl_->types[f], mem, space);
       });
+}
+
+void Hdf5Writer::write_bytes(std::size_t f, std::uint64_t start, std::span<const std::span<const std::byte>> samples) {
+  Hdf5Quiet quiet;
+  const Field& field = impl_->schema.fields.at(f);
+  if (!field.is_bytes())
+    throw Error(ErrorCode::internal, fmt::format("hdf5 writer: '{}' is not a bytes field", field.name));
+  if (samples.empty()) return;
+  hdf5_call(
+      [&] {
+        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, field.name, start,
+                           start + samples.size() - 1);
+      },
+      [&] {
+        std::vector<hvl_t> vl(samples.size());
+        for (std::size_t k = 0; k < samples.size(); ++k) {
+          vl[k].len = samples[k].size();
+          vl[k].p = const_cast<std::byte*>(samples[k].data());  // only read by H5Dwrite
+        }
+        const H5::DataSet& dset = impl_->dsets[f];
+        H5::DataSpace space = dset.getSpace();
+        const hsize_t offset = start, extent = samples.size();
+        space.selectHyperslab(H5S_SELECT_SET, &extent, &offset);
+        const H5::DataSpace mem(1, &extent);
+        dset.write(vl.data(), H5::VarLenType(H5::PredType::NATIVE_UINT8), mem, space);
+      });
+}
+
+void Hdf5Writer::set_text_attribute(const std::string& name, const std::string& value) {
+  Hdf5Quiet quiet;
+  hdf5_call([&] { return fmt::format("{}: attribute '{}': cannot write", impl_->path, name); },
+            [&] {
+              H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
+              type.setCset(H5T_CSET_UTF8);
+              H5::Group root = impl_->file.openGroup("/");
+              H5::Attribute a = root.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
+              const char* text = value.c_str();
+              a.write(type, &text);
+            });
 }
 
 void Hdf5Writer::close() {

@@ -1,9 +1,11 @@
 // Hdf5Writer: writes a dataset in stoker's HDF5 form (one root-group dataset per field, leading
-// dimension = samples), for the demo data of loader-bench and for tests. Single-threaded.
+// dimension = samples; a bytes field is a variable-length u8 dataset, docs/hdf5.md), for the demo
+// data of loader-bench, stoker-pack and tests. Single-threaded.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "stoker/export.h"
@@ -25,8 +27,12 @@ class STOKER_TOOLS_API Hdf5Writer {
   Hdf5Writer(const Hdf5Writer&) = delete;
   Hdf5Writer& operator=(const Hdf5Writer&) = delete;
 
-  // Writes samples [start, start + count) of field `f` from `data` (C-order, little-endian).
+  // Writes samples [start, start + count) of fixed field `f` from `data` (C-order, little-endian).
   void write(std::size_t f, std::uint64_t start, std::uint64_t count, const void* data);
+  // Writes samples [start, start + samples.size()) of bytes field `f`, one span each.
+  void write_bytes(std::size_t f, std::uint64_t start, std::span<const std::span<const std::byte>> samples);
+  // Sets the root group's attribute `name` to `value`, a variable-length UTF-8 string.
+  void set_text_attribute(const std::string& name, const std::string& value);
 
   // Closes the file, reporting errors (the destructor closes quietly).
   void close();

@@ -8,16 +8,43 @@
 //   2. the shuffled groups are taken K at a time (the last window may hold fewer), and the samples
 //      of each window are shuffled among themselves;
 //   3. the windows' samples, in window order, are the epoch's order.
-// Every sample exactly once; a pure function of (N, G, K, seed, epoch), like the random order.
+// Every sample exactly once; a pure function of (N, G, K, seed, epoch), like the random order, and
+// computed per position in O(1) memory (both shuffles are FeistelPermutations). Plain values;
+// thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "loader/plan/shuffle.h"
+
 namespace stoker::detail {
 
 inline constexpr std::uint32_t kQuasiRandomWindowGroups = 4;
 
+class QuasiRandomOrder {
+ public:
+  QuasiRandomOrder() = default;  // n = 0
+  QuasiRandomOrder(std::uint64_t n, std::uint64_t group, std::uint32_t window_groups, std::uint64_t seed,
+                   std::uint64_t epoch) noexcept;
+
+  // The sample at position pos of the epoch. REQUIRES: pos < n.
+  std::uint64_t operator()(std::uint64_t pos) const noexcept;
+
+ private:
+  std::uint64_t group_size(std::uint64_t g) const noexcept { return g + 1 == num_groups_ ? last_size_ : group_; }
+
+  std::uint64_t group_ = 1;
+  std::uint64_t window_groups_ = 1;
+  std::uint64_t num_groups_ = 0;
+  std::uint64_t last_size_ = 0;     // samples of the last group, 1..G
+  std::uint64_t short_window_ = 0;  // the window that holds the last group
+  std::uint64_t group_seed_ = 0;
+  std::uint64_t epoch_ = 0;
+  FeistelPermutation groups_;  // shuffled position -> group
+};
+
+// The whole order, for tests and small tools.
 std::vector<std::uint64_t> quasi_random_order(std::uint64_t n, std::uint64_t group, std::uint32_t window_groups,
                                               std::uint64_t seed, std::uint64_t epoch);
 

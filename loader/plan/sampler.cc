@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "loader/plan/quasi_random.h"
 #include "loader/plan/shuffle.h"
@@ -61,30 +60,34 @@ std::string Sampler::order_description() const {
   return "?";
 }
 
-std::vector<std::uint64_t> Sampler::global_order(std::uint64_t epoch) const {
+EpochOrder Sampler::global_order(std::uint64_t epoch) const {
   switch (order_) {
-    case Order::random: return permutation(num_samples_, seed_, epoch);
-    case Order::quasi_random: return quasi_random_order(num_samples_, group_, kQuasiRandomWindowGroups, seed_, epoch);
+    case Order::random: return EpochOrder(FeistelPermutation(num_samples_, seed_, epoch));
+    case Order::quasi_random:
+      return EpochOrder(QuasiRandomOrder(num_samples_, group_, kQuasiRandomWindowGroups, seed_, epoch));
     case Order::sequential: break;
   }
-  std::vector<std::uint64_t> all(num_samples_);
-  std::iota(all.begin(), all.end(), std::uint64_t{0});
-  return all;
+  return EpochOrder();
+}
+
+EpochPlan Sampler::plan(std::uint64_t epoch, std::uint64_t skip) const {
+  EpochPlan p;
+  p.epoch = epoch;
+  p.order = global_order(epoch);
+  p.skip = std::min(skip, num_samples_);
+  p.left = num_samples_ - p.skip;
+  p.rank = shard_.rank;
+  p.world_size = shard_.world_size;
+  p.batch_size = batch_size_;
+  p.num_samples = samples_per_epoch(skip);
+  p.num_batches = batches_per_epoch(skip);
+  return p;
 }
 
 std::vector<std::uint64_t> Sampler::epoch_order(std::uint64_t epoch, std::uint64_t skip) const {
-  std::vector<std::uint64_t> all = global_order(epoch);
-  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(skip, all.size())));
-  const std::uint64_t left = all.size();
-  const std::uint64_t world = shard_.world_size;
-  const std::uint64_t each = per_rank(skip);
-  const std::uint64_t total = each * world;
-  // Pad by wrapping around (DistributedSampler): the first remaining samples again, as often as needed.
-  for (std::uint64_t k = left; k < total; ++k) all.push_back(all[k % left]);
-  std::vector<std::uint64_t> mine;
-  mine.reserve(each);
-  for (std::uint64_t k = shard_.rank; k < total; k += world) mine.push_back(all[k]);
-  mine.resize(samples_per_epoch(skip));
+  const EpochPlan p = plan(epoch, skip);
+  std::vector<std::uint64_t> mine(p.num_samples);
+  for (std::uint64_t k = 0; k < p.num_samples; ++k) mine[k] = p.sample(k);
   return mine;
 }
 

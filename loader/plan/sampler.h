@@ -1,12 +1,14 @@
 // Sampler: the order in which an epoch visits samples, and how it is cut into batches and shards.
 // The permutation is specified exactly in docs/sampler.md so that any platform, and a script in
-// another language, reproduces it. Immutable after construction; thread-safe.
+// another language, reproduces it; it is computed per position, so that an epoch of 2^32 samples
+// needs no table. Immutable after construction; thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "loader/plan/epoch_plan.h"
 #include "stoker/options.h"
 
 namespace stoker::detail {
@@ -23,8 +25,10 @@ class Sampler {
   std::uint64_t samples_per_epoch(std::uint64_t skip = 0) const noexcept;
   std::uint64_t batches_per_epoch(std::uint64_t skip = 0) const noexcept;
 
-  // This rank's samples for `epoch` from global position `skip` on, in delivery order
-  // (samples_per_epoch(skip) of them): positions [skip, N) of the global order, sharded.
+  // This rank's batches for `epoch` from global position `skip` on: positions [skip, N) of the
+  // global order, sharded and cut into batches.
+  EpochPlan plan(std::uint64_t epoch, std::uint64_t skip = 0) const;
+  // The plan's samples in delivery order (samples_per_epoch(skip) of them): for tests.
   std::vector<std::uint64_t> epoch_order(std::uint64_t epoch, std::uint64_t skip = 0) const;
 
   // The global positions delivered by all ranks together once each has delivered `batches`
@@ -37,8 +41,8 @@ class Sampler {
   std::uint64_t group() const noexcept { return group_; }
   // "sequential", "random", "quasi_random(group=256,window=4)": what the order depends on.
   std::string order_description() const;
-  // The epoch's global order of all samples (before sharding).
-  std::vector<std::uint64_t> global_order(std::uint64_t epoch) const;
+  // The epoch's global order of all samples (before sharding), per position.
+  EpochOrder global_order(std::uint64_t epoch) const;
 
  private:
   std::uint64_t num_samples_;

@@ -1,7 +1,7 @@
 #include "loader/plan/shuffle.h"
 
-#include <numeric>
-#include <utility>
+#include <algorithm>
+#include <bit>
 
 #include "loader/base/splitmix64.h"
 
@@ -11,16 +11,55 @@ std::uint64_t epoch_stream(std::uint64_t seed, std::uint64_t epoch) noexcept {
   return splitmix64_mix(splitmix64_mix(seed) ^ epoch);
 }
 
-std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
-  std::vector<std::uint64_t> p(n);
-  std::iota(p.begin(), p.end(), std::uint64_t{0});
+FeistelPermutation::FeistelPermutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) noexcept : n_(n) {
+  // b = bits of n - 1 (the largest value), h = max(4, ceil(b / 2)): the domain [0, 2^(2h)) holds
+  // [0, n) and is less than 4n once n > 2^8, so cycle walking takes fewer than 4 steps on average.
+  const int bits = n > 1 ? static_cast<int>(std::bit_width(n - 1)) : 0;
+  half_bits_ = std::max(kMinHalfBits, (bits + 1) / 2);
+  mask_ = (std::uint64_t{1} << half_bits_) - 1;
   SplitMix64 rng(epoch_stream(seed, epoch));
-  for (std::uint64_t i = n; i-- > 1;) {
-    __extension__ using u128 = unsigned __int128;
-    auto j = static_cast<std::uint64_t>((static_cast<u128>(rng.next()) * (i + 1)) >> 64);
-    std::swap(p[i], p[j]);
+  for (auto& k : keys_) k = rng.next();
+}
+
+std::uint64_t FeistelPermutation::encrypt(std::uint64_t x) const noexcept {
+  std::uint64_t l = x >> half_bits_, r = x & mask_;
+  for (int k = 0; k < kRounds; ++k) {
+    const std::uint64_t f = splitmix64_mix(r ^ keys_[k]) & mask_;
+    const std::uint64_t next_r = l ^ f;
+    l = r;
+    r = next_r;
   }
-  return p;
+  return (l << half_bits_) | r;
+}
+
+std::uint64_t FeistelPermutation::decrypt(std::uint64_t x) const noexcept {
+  std::uint64_t l = x >> half_bits_, r = x & mask_;
+  for (int k = kRounds; k-- > 0;) {
+    const std::uint64_t prev_l = r ^ (splitmix64_mix(l ^ keys_[k]) & mask_);
+    r = l;
+    l = prev_l;
+  }
+  return (l << half_bits_) | r;
+}
+
+std::uint64_t FeistelPermutation::operator()(std::uint64_t i) const noexcept {
+  // Cycle walking: i's cycle under encrypt() holds values below n (i itself), so this ends.
+  std::uint64_t y = encrypt(i);
+  while (y >= n_) y = encrypt(y);
+  return y;
+}
+
+std::uint64_t FeistelPermutation::inverse(std::uint64_t y) const noexcept {
+  std::uint64_t x = decrypt(y);
+  while (x >= n_) x = decrypt(x);
+  return x;
+}
+
+std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
+  const FeistelPermutation p(n, seed, epoch);
+  std::vector<std::uint64_t> out(n);
+  for (std::uint64_t i = 0; i < n; ++i) out[i] = p(i);
+  return out;
 }
 
 }  // namespace stoker::detail

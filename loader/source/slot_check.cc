@@ -8,14 +8,16 @@ namespace stoker::detail {
 namespace {
 
 std::string check_task(const SlotHeader& h, const std::uint64_t* indices, const EpochPlan& plan, std::uint64_t b) {
-  const auto samples = plan.batch(b);
-  if (h.task_id != b || h.epoch != plan.epoch || h.batch_index != b || h.num_samples != samples.size()) {
+  const std::uint64_t n = plan.batch_length(b);
+  if (h.task_id != b || h.epoch != plan.epoch || h.batch_index != b || h.num_samples != n) {
     return fmt::format(
         "its header says task {}, epoch {}, batch {} of {} samples; the consumer asked for batch {} "
         "of epoch {}, {} samples",
-        h.task_id, h.epoch, h.batch_index, h.num_samples, b, plan.epoch, samples.size());
+        h.task_id, h.epoch, h.batch_index, h.num_samples, b, plan.epoch, n);
   }
-  if (!std::equal(samples.begin(), samples.end(), indices)) return "its sample indices are not the task's";
+  for (std::uint64_t k = 0; k < n; ++k) {
+    if (indices[k] != plan.sample(b * plan.batch_size + k)) return "its sample indices are not the task's";
+  }
   return "";
 }
 

@@ -127,9 +127,10 @@ void WorkerSource::check_exits() {
   collect();  // what it finished before it died counts
   std::string held = "while idle";
   if (auto t = tasks_.pending_of(exit->worker)) {
-    const auto samples = plan_->batch(*t);
+    auto samples = plan_->batch(*t);
+    const std::size_t shown = std::min<std::size_t>(samples.size(), 8);
     held = fmt::format("while loading batch {} of epoch {} (samples {}{} of {})", *t, plan_->epoch,
-                       fmt::join(samples.first(std::min<std::size_t>(samples.size(), 8)), ", "),
+                       fmt::join(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
                        samples.size() > 8 ? ", ..." : "", source_path_);
   }
   watch_.reset(exit->worker);

@@ -178,6 +178,13 @@ TEST(LoaderStateJson, EditedTruncatedOrForeignTextIsRefused) {
                {"truncated"});
   expect_error(ErrorCode::state_mismatch, [&] { LoaderState::from_json("{\"epoch\": 1}"); },
                {"not a stoker loader state"});
+  std::string old = json;
+  old.replace(old.find("\"stoker_state\":2"), 16, "\"stoker_state\":1");
+  expect_error(ErrorCode::state_mismatch, [&] { LoaderState::from_json(old); },
+               {"version 1", "Fisher-Yates", "start that epoch over"});
+  std::string future = json;
+  future.replace(future.find("\"stoker_state\":2"), 16, "\"stoker_state\":3");
+  expect_error(ErrorCode::state_mismatch, [&] { LoaderState::from_json(future); }, {"version 3 is not the version 2"});
   std::string no_key = json;
   no_key.replace(no_key.find("\"seed\""), 6, "\"sead\"");
   expect_error(ErrorCode::state_mismatch, [&] { LoaderState::from_json(no_key); }, {"no 'seed'"});

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "loader/plan/sampler.h"
 #include "loader/source/slot_task.h"
 
 namespace stoker::detail {
@@ -23,12 +24,7 @@ Schema jpeg_and_label() {
 class SlotCheck : public ::testing::Test {
  protected:
   SlotCheck() {
-    order_.resize(100);
-    for (std::uint64_t i = 0; i < 100; ++i) order_[i] = 99 - i;
-    plan_.epoch = 3;
-    plan_.order = order_;  // 99, 98, ...: batch 5 is 79..76
-    plan_.batch_size = 4;
-    plan_.num_batches = 25;
+    EXPECT_EQ(plan_.num_batches, 25u);
     memory_.resize(layout_.segment_bytes(2) / sizeof(std::uint64_t) + 1);
     base_ = reinterpret_cast<std::byte*>(memory_.data());
     layout_.initialize(base_, 2);
@@ -43,8 +39,7 @@ class SlotCheck : public ::testing::Test {
   std::string check() { return check_filled_slot(view_, schema_, 1, plan_, 5); }
 
   Schema schema_ = jpeg_and_label();
-  std::vector<std::uint64_t> order_;
-  EpochPlan plan_;
+  EpochPlan plan_ = Sampler(100, 4, Order::random, 9, {}, false).plan(3);  // batch 5: 4 shuffled samples
   SegmentLayout layout_{schema_, 4, 1, {1000, 0}};
   std::vector<std::uint64_t> memory_;
   std::byte* base_ = nullptr;
@@ -71,7 +66,7 @@ TEST_F(SlotCheck, AHeaderThatIsNotTheTaskIsRefused) {
   header().epoch = 2;
   EXPECT_THAT(check(), HasSubstr("epoch 2"));
   header().epoch = 3;
-  view_.slot_indices(1)[2] = 7;
+  view_.slot_indices(1)[2] = (plan_.sample(5 * 4 + 2) + 1) % 100;
   EXPECT_EQ(check(), "its sample indices are not the task's");
 }
 
