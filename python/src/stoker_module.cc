@@ -70,6 +70,7 @@ struct PyOptions {
   bool num_workers_auto = false, prefetch_auto = false, shuffle = false, drop_last = false, shard_from_env = false;
   std::uint64_t seed = 0, shm_budget = 0;
   std::uint32_t shard_rank = 0, shard_world_size = 1, max_respawns = 3;
+  int worker_oom_score_adj = 500;
   double shm_fraction = 0.5, timeout_s = 300, shutdown_grace_s = 2;
 };
 
@@ -122,6 +123,7 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   }
   o.timeout = std::chrono::milliseconds(std::llround(p.timeout_s * 1000.0));
   o.max_respawns = p.max_respawns;
+  o.worker_oom_score_adj = p.worker_oom_score_adj;
   o.shutdown_grace = std::chrono::milliseconds(std::llround(p.shutdown_grace_s * 1000.0));
   o.device = stoker::Device::parse(p.device);
   o.prefetch_to_device = p.prefetch_to_device;
@@ -417,6 +419,7 @@ NB_MODULE(_core, m) {
       .def_rw("shm_backing", &PyOptions::shm_backing)
       .def_rw("timeout_s", &PyOptions::timeout_s)
       .def_rw("max_respawns", &PyOptions::max_respawns)
+      .def_rw("worker_oom_score_adj", &PyOptions::worker_oom_score_adj)
       .def_rw("shutdown_grace_s", &PyOptions::shutdown_grace_s)
       .def_rw("device", &PyOptions::device)
       .def_rw("prefetch_to_device", &PyOptions::prefetch_to_device)

@@ -101,6 +101,7 @@ def _options(cfg):
     if cfg["timeout"] is not None:
         o.timeout_s = _seconds("timeout", cfg["timeout"])
     o.max_respawns = _int("max_respawns", cfg["max_respawns"], 0, 2**32 - 1)
+    o.worker_oom_score_adj = _int("worker_oom_score_adj", cfg["worker_oom_score_adj"], 0, 1000)
     o.shutdown_grace_s = _seconds("shutdown_grace", cfg["shutdown_grace"])
     o.device = _str("device", cfg["device"])
     o.prefetch_to_device = _int("prefetch_to_device", cfg["prefetch_to_device"], 1)
@@ -138,6 +139,8 @@ class Loader:
       max_respawns: dead or stuck workers replaced in the Loader's life before it fails.
       framework: "torch" (torch.Tensor) or "numpy" (numpy.ndarray; needs no torch).
       copy: tensors that own their memory; each batch's slot is released at once.
+      worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
+        the out-of-memory killer takes a worker, which is replaced, before the trainer.
       format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
         prefetch_to_device, staging ("pinned_copy", "registered_shm"): as in stoker::Options.
 
@@ -153,13 +156,14 @@ class Loader:
                  order=None, fields=None, group="", pipeline=None, drop_last=False, device="cpu",
                  shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
-                 prefetch_to_device=2, staging="pinned_copy"):
+                 prefetch_to_device=2, staging="pinned_copy", worker_oom_score_adj=500):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
                    shm_budget=shm_budget, timeout=timeout, max_respawns=max_respawns, framework=framework,
                    copy=copy, format=format, shm_fraction=shm_fraction, shm_backing=shm_backing,
-                   shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging)
+                   shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
+                   worker_oom_score_adj=worker_oom_score_adj)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None
