@@ -42,6 +42,11 @@ TEST(OpenReader, AGroupForAnLmdbDatabaseIsAnOptionToFix) {
 // A path that is missing is the dataset's fault; running out of descriptors is the system's, and
 // may pass: the two get different codes. The EMFILE is real, in a child with no descriptor left.
 TEST(OpenReader, RunningOutOfFileDescriptorsIsAnIoErrorNotABadDataset) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer build is ASan with UBSan, whose vptr check probes memory through a pipe: in a
+  // process with no descriptor left, every stoker::Error constructed reads as an invalid object.
+  GTEST_SKIP() << "UBSan's vptr check needs descriptors, which this test leaves none of";
+#endif
   TempDir tmp;
   write_hdf5(tmp.path("a.h5"), small_schema(5), {});
   const pid_t pid = ::fork();
