@@ -175,9 +175,9 @@ void WorkerSource::look_for_stuck_workers() {
     if (!stuck || killed_.contains(workers_.pid(w))) continue;
     const pid_t pid = workers_.pid(w);
     const std::string what = fmt::format(
-        "worker {} (pid {}) made no progress for {} ms while loading batch {} of epoch {} (it could run: it was "
-        "not stopped)",
-        w, pid, watch_.stalled(w).count(), *t, plan_->epoch);
+        "worker {} (pid {}) made no progress for {} ms reading {} while loading batch {} of epoch {} (it could run: "
+        "it was not stopped)",
+        w, pid, watch_.stalled(w).count(), source_path_, *t, plan_->epoch);
     if (respawns_ < respawn_.max) {
       // Killed, then replaced like a worker that died (its exit report comes next). ESRCH (it died
       // meanwhile) needs nothing more: its exit report comes either way.
