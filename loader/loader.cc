@@ -14,7 +14,7 @@
 namespace stoker {
 namespace {
 
-// Only stoker::Error leaves the API. A file can claim more than the machine holds (a 1 KB HDF5
+// No allocation failure leaves the API bare. A file can claim more than the machine holds (a 1 KB HDF5
 // file of 2^32 samples): an allocation that fails is named with the file and what was being done,
 // never a bare std::bad_alloc.
 template <class F>
@@ -29,9 +29,7 @@ auto guarded(const std::string& source, const char* doing, F&& f) -> decltype(f(
                                            source, doing));
   } catch (const std::length_error& e) {
     throw Error(ErrorCode::io, fmt::format("stoker: {}: too large {} ({})", source, doing, e.what()));
-  } catch (const std::exception& e) {
-    throw Error(ErrorCode::internal, fmt::format("stoker: {}: {}: {}", source, doing, e.what()));
-  }
+  }  // anything else is the caller's own (an on_warning callback's, say) and passes through as it is
 }
 
 }  // namespace
