@@ -19,6 +19,36 @@ InflatedChunks::InflatedChunks(std::size_t chunk_bytes, std::size_t capacity)
 
 InflatedChunks::~InflatedChunks() = default;
 
+// The most bytes deflate (zlib's format) can take for n bytes: zlib's own compressBound, which
+// covers every encoder's worst case (stored blocks, 5 bytes per 64 KiB), and some slack.
+std::uint64_t InflatedChunks::deflate_bound(std::uint64_t n) noexcept {
+  return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 1024;
+}
+
+// A chunk's stored size is the file's say-so; HDF5 allocates it before reading a byte. A damaged
+// (or crafted) index that claims 4 GB for a chunk of 64 KB is refused before anything is allocated.
+void InflatedChunks::check_stored_size(hid_t dataset, std::uint64_t index, haddr_t addr, hsize_t stored,
+                                       const std::string& context) {
+  if (file_bytes_ == 0) {
+    const hid_t file = H5Iget_file_id(dataset);
+    if (file < 0) throw_hdf5(fmt::format("{}: the file of the dataset", context));
+    hsize_t size = 0;
+    const herr_t rc = H5Fget_filesize(file, &size);
+    H5Fclose(file);
+    if (rc < 0) throw_hdf5(fmt::format("{}: the size of the file", context));
+    file_bytes_ = size;
+  }
+  const std::uint64_t bound = deflate_bound(chunk_bytes_);
+  if (stored > bound || addr > file_bytes_ || stored > file_bytes_ - addr) {
+    throw Error(
+        ErrorCode::dataset,
+        fmt::format(
+            "{}: chunk {} claims {} stored bytes at offset {}, {}: the file is damaged", context, index, stored, addr,
+            stored > bound ? fmt::format("more than a compressed chunk of {} bytes can take ({})", chunk_bytes_, bound)
+                           : fmt::format("past the end of the file ({} bytes)", file_bytes_)));
+  }
+}
+
 const std::byte* InflatedChunks::get(hid_t dataset, std::uint64_t index, std::span<const hsize_t> offset,
                                      const std::string& context) {
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
@@ -34,6 +64,7 @@ const std::byte* InflatedChunks::get(hid_t dataset, std::uint64_t index, std::sp
     throw_hdf5(fmt::format("{}: locating chunk {}", context, index));
   }
   if (addr == HADDR_UNDEF) return nullptr;
+  check_stored_size(dataset, index, addr, stored, context);
   raw_.resize(stored);
   std::uint32_t filters = 0;
   if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &filters, raw_.data()) < 0) {

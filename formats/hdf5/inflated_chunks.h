@@ -37,13 +37,19 @@ class InflatedChunks {
 
   std::uint64_t inflated() const noexcept { return inflated_; }  // chunks inflated so far
 
+  // The most stored bytes a deflated chunk of n bytes may have.
+  static std::uint64_t deflate_bound(std::uint64_t n) noexcept;
+
  private:
   struct Entry {
     std::uint64_t index;
     std::vector<std::byte> bytes;
   };
+  void check_stored_size(hid_t dataset, std::uint64_t index, haddr_t addr, hsize_t stored, const std::string& context);
+
   std::size_t chunk_bytes_, capacity_;
-  std::list<Entry> lru_;  // most recent first
+  std::uint64_t file_bytes_ = 0;  // the file's size, read at the first chunk
+  std::list<Entry> lru_;          // most recent first
   std::vector<std::byte> raw_;
   std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> decompressor_;
   std::uint64_t inflated_ = 0;

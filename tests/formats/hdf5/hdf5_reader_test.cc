@@ -1,6 +1,7 @@
 #include "formats/hdf5/hdf5_reader.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -12,9 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <tuple>
 
 #include "formats/hdf5/hdf5_schema.h"
+#include "formats/hdf5/inflated_chunks.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/lmdb/lmdb_writer.h"
@@ -293,6 +296,53 @@ std::pair<haddr_t, hsize_t> image_chunk(const std::string& path, hsize_t row) {
   H5Dclose(d);
   H5Fclose(f);
   return {addr, size};
+}
+
+// A chunk's stored size comes from the file's chunk index; HDF5 (and the inflate path) allocate it
+// before reading. An index that claims 4 GB for a chunk of 960 bytes, or bytes past the end of the
+// file, is refused before anything is allocated, naming the chunk. (Past the end of the file is
+// checked too; HDF5 refuses to open most such files itself, as truncated.)
+TEST(Hdf5Reader, AChunkClaimingMoreStoredBytesThanItCanHaveIsRefusedBeforeAnyAllocation) {
+  TempDir tmp;
+  const std::string p = tmp.path("claims.h5");
+  Schema schema = small_schema(400);
+  write_hdf5(p, schema, {formats::Hdf5WriteOptions::Layout::chunked, 16, 4});
+  auto [addr, size] = image_chunk(p, 48);  // chunk 3 of 'image': samples 48..63
+  ASSERT_NE(addr, HADDR_UNDEF);
+  // Its key in the version-1 B-tree: the stored size (4 bytes), the filter mask (4), then the
+  // chunk's offset in each dimension (8 bytes each): 48, 0, ...
+  std::string file;
+  {
+    std::ifstream in(p, std::ios::binary);
+    file.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto le = [](std::uint64_t v, int n) {
+    std::string b;
+    for (int i = 0; i < n; ++i) b.push_back(static_cast<char>(v >> (8 * i)));
+    return b;
+  };
+  const std::string key = le(size, 4) + le(0, 4) + le(48, 8);
+  const auto at = file.find(key);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(file.find(key, at + 1), std::string::npos);
+  file.replace(at, 4, le(0xF0000000u, 4));
+  {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(file.data(), static_cast<std::streamsize>(file.size()));
+  }
+  std::vector<std::byte> buf(16 * schema.fields[0].bytes_per_sample());
+  std::vector<std::byte*> dest{buf.data()};
+  const std::vector<std::uint64_t> bad{50};
+  formats::Hdf5Reader r(p, {"image"}, formats::Hdf5Path::automatic);
+  ASSERT_TRUE(r.inflates(0));
+  expect_error(ErrorCode::dataset, [&] { r.read(bad, dest); },
+               {p + ": dataset 'image': samples 50..50: ",
+                fmt::format("chunk 3 claims 4026531840 stored bytes at offset {}, more than a compressed chunk of "
+                            "960 bytes can take ({}): the file is damaged",
+                            addr, formats::InflatedChunks::deflate_bound(960))});
+  // The other chunks still read.
+  const std::vector<std::uint64_t> good{0, 1, 2};
+  r.read(good, dest);
 }
 
 // HDF5's C++ API throws exceptions that say only which call failed; the reader keeps HDF5's own
