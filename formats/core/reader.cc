@@ -19,7 +19,7 @@ std::byte* VarBytes::append(std::size_t n) {
     }
     const std::size_t want = std::max({size_ + n, capacity_ * 2, std::size_t{64} << 10});
     if (owned_capacity_ < want) {
-      auto grown = std::make_unique<std::byte[]>(want);
+      auto grown = std::make_unique_for_overwrite<std::byte[]>(want);
       if (size_) std::memcpy(grown.get(), base_, size_);
       owned_ = std::move(grown);
       owned_capacity_ = want;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/base/scratch.h"
 #include "stoker/export.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
@@ -24,7 +25,15 @@ namespace stoker::formats {
 // there while they fit, and move to memory of its own, with what was written so far, when not.
 class STOKER_TOOLS_API VarBytes {
  public:
-  void clear() noexcept { clear_into(owned_.get(), owned_capacity_); }
+  // Empties it for the next batch; a buffer an outlier grew is given back once a batch after it
+  // used little of it (loader/base/scratch.h).
+  void clear() noexcept {
+    if (base_ == owned_.get() && detail::scratch_is_outlier(owned_capacity_, size_)) {
+      owned_.reset();
+      owned_capacity_ = 0;
+    }
+    clear_into(owned_.get(), owned_capacity_);
+  }
   void clear_into(std::byte* buffer, std::size_t capacity) noexcept {
     base_ = buffer;
     capacity_ = capacity;

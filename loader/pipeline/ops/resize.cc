@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "loader/base/scratch.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -15,9 +17,10 @@ void Resizer::compute(int in, int out, Taps& t) {
   const double filter_scale = std::max(scale, 1.0);
   const double support = 1.0 * filter_scale;  // the bilinear (triangle) filter's support is 1
   t.stride = static_cast<int>(std::ceil(support)) * 2 + 1;
-  t.first.resize(static_cast<std::size_t>(out));
-  t.count.resize(static_cast<std::size_t>(out));
-  t.weights.assign(static_cast<std::size_t>(out) * t.stride, 0.0f);
+  fit_scratch(t.first, static_cast<std::size_t>(out));
+  fit_scratch(t.count, static_cast<std::size_t>(out));
+  fit_scratch(t.weights, static_cast<std::size_t>(out) * t.stride);
+  std::fill(t.weights.begin(), t.weights.end(), 0.0f);
   for (int i = 0; i < out; ++i) {
     const double center = (i + 0.5) * scale;
     // PIL's own rounding, truncation toward zero of x + 0.5 (also below zero), which the filter
@@ -153,38 +156,51 @@ template <class T>
 void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w) {
   compute(in_w, out_w, horizontal_);
   compute(in_h, out_h, vertical_);
-  // Only the input rows some output row reads.
-  const int row_lo = vertical_.first.front();
-  const int row_hi = vertical_.first.back() + vertical_.count.back();
   const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
-  rows_.resize(static_cast<std::size_t>(row_hi - row_lo) * out_row + 1);  // + horizontal_row's slack
-  acc_.resize(out_row);
   const std::size_t in_row = static_cast<std::size_t>(in_w) * c;
-  line_.resize(in_row + 1);
+  // Each output row's sum is built up one input row at a time, so that memory is the output's
+  // (as floats) and one input row, however tall the input: a 1 x 10^6 strip resized to 224 x 224
+  // needs 600 KB, not the 2.7 GB that keeping every horizontally resized row took. Output row y
+  // adds input rows first[y] .. first[y] + count[y] - 1 in increasing order, the order of the sum
+  // over rows kept whole: the results are the same, float for float.
+  fit_scratch(acc_, static_cast<std::size_t>(out_h) * out_row);
+  std::fill(acc_.begin(), acc_.end(), 0.0f);
+  fit_scratch(row_, out_row + 1);  // + horizontal_row's slack
+  fit_scratch(line_, in_row + 1);
   line_[in_row] = 0.0f;
-  for (int y = row_lo; y < row_hi; ++y) {
+  // Output rows before `open` have had all their input rows. Both ends of the rows' windows grow
+  // with y (their centres do, and every window has the filter's width or is cut by the image's
+  // edge), so the rows that read input row r are `open` onwards, while their window starts by r.
+  int open = 0;
+  for (int r = vertical_.first.front(); r < in_h && open < out_h; ++r) {
+    while (open < out_h && vertical_.first[open] + vertical_.count[open] <= r) ++open;
+    if (open == out_h || vertical_.first[open] > r) continue;  // a row no output reads
     // The row as floats first (one vectorised conversion instead of one per tap).
-    const T* __restrict in = src + static_cast<std::size_t>(y) * src_row;
+    const T* __restrict in = src + static_cast<std::size_t>(r) * src_row;
     float* __restrict line = line_.data();
     for (std::size_t i = 0; i < in_row; ++i) line[i] = static_cast<float>(in[i]);
-    horizontal_row(line_.data(), &rows_[static_cast<std::size_t>(y - row_lo) * out_row], out_w, c,
-                   horizontal_.first.data(), horizontal_.count.data(), horizontal_.weights.data(), horizontal_.stride);
+    horizontal_row(line_.data(), row_.data(), out_w, c, horizontal_.first.data(), horizontal_.count.data(),
+                   horizontal_.weights.data(), horizontal_.stride);
+    const float* __restrict resized = row_.data();
+    for (int y = open; y < out_h && vertical_.first[y] <= r; ++y) {
+      const int k = r - vertical_.first[y];
+      if (k >= vertical_.count[y]) continue;
+      const float wk = vertical_.weights[static_cast<std::size_t>(y) * vertical_.stride + k];
+      // Over contiguous memory, so that it vectorises.
+      float* __restrict acc = &acc_[static_cast<std::size_t>(y) * out_row];
+      for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * resized[i];
+    }
   }
   for (int y = 0; y < out_h; ++y) {
-    const float* w = &vertical_.weights[static_cast<std::size_t>(y) * vertical_.stride];
-    const int n = vertical_.count[y];
-    const float* base = &rows_[static_cast<std::size_t>(vertical_.first[y] - row_lo) * out_row];
-    T* o = dst + static_cast<std::size_t>(y) * out_row;
-    // Row by row, so that the inner loop runs over contiguous memory and vectorises.
-    float* __restrict acc = acc_.data();
-    std::fill(acc, acc + out_row, 0.0f);
-    for (int k = 0; k < n; ++k) {
-      const float wk = w[k];
-      const float* __restrict r = base + static_cast<std::size_t>(k) * out_row;
-      for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * r[i];
-    }
-    store_row(acc, o, out_row);
+    store_row(&acc_[static_cast<std::size_t>(y) * out_row], dst + static_cast<std::size_t>(y) * out_row, out_row);
   }
+}
+
+std::size_t Resizer::scratch_bytes() const noexcept {
+  const auto taps = [](const Taps& t) {
+    return t.first.capacity() * sizeof(int) + t.count.capacity() * sizeof(int) + t.weights.capacity() * sizeof(float);
+  };
+  return taps(horizontal_) + taps(vertical_) + (acc_.capacity() + row_.capacity() + line_.capacity()) * sizeof(float);
 }
 
 void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,

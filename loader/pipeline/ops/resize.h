@@ -1,10 +1,13 @@
 // Antialiased bilinear resizing of HWC images, as PIL's Image.resize(BILINEAR) (and so
 // torchvision's Resize/RandomResizedCrop on PIL images) defines it: a triangle filter whose support
 // widens with the downscaling factor, applied separably (rows, then columns). Accumulates in float;
-// u8 output is rounded to nearest. The coefficient tables and the intermediate rows are kept between
-// calls: a warm Resizer does not allocate.
+// u8 output is rounded to nearest. The coefficient tables and the sums are kept between calls: a
+// warm Resizer does not allocate. Its memory is that of the output and one input row (4 bytes a
+// value), not the input's: scratch_bytes() <= 4 * (out_h * out_w * c + (in_w + out_w) * c + 2) plus
+// the tables, about 4 * (2 * (in/out) + 3) bytes per output row and column.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -17,6 +20,8 @@ class Resizer {
   void run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
            int out_w);
   void run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w);
+  // The memory kept between calls (a test of the bound above).
+  std::size_t scratch_bytes() const noexcept;
 
  private:
   struct Taps {
@@ -30,8 +35,8 @@ class Resizer {
   void run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w);
 
   Taps horizontal_, vertical_;
-  std::vector<float> rows_;  // the horizontally resized rows: in_h x out_w x c, + 1 float of slack
-  std::vector<float> acc_;   // one output row
+  std::vector<float> acc_;   // every output row's sum: out_h x out_w x c
+  std::vector<float> row_;   // one input row resized horizontally: out_w x c, + 1 float of slack
   std::vector<float> line_;  // one input row, as floats, + 1 float of slack (0)
 };
 
