@@ -14,11 +14,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     stoker::Schema s;
     s.num_samples = 1;
     s.fields = {stoker::Field::bytes_field("x")};
-    return stoker::detail::SamplePipelines("x=decode,random_resized_crop(8,12),flip,to_chw", s, 7);
+    return stoker::detail::SamplePipelines("x=decode,random_resized_crop(8,12),flip,to_chw", s, 7, {});
   }();
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   try {
-    const auto info = stoker::detail::image_info(bytes);
+    const auto info = stoker::detail::image_info(bytes, stoker::kDefaultMaxImagePixels);
     if (static_cast<std::uint64_t>(info.width) * static_cast<std::uint64_t>(info.height) > (1u << 22)) return 0;
     std::vector<std::byte> out, scratch;
     auto d = stoker::detail::decode_region(bytes, info, {0, 0, info.width, info.height}, 0, 0, out, scratch);

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
     stoker::check_pipeline(text);
-    stoker::detail::SamplePipelines p(text, kSchema, 1);
+    stoker::detail::SamplePipelines p(text, kSchema, 1, {});
     (void)p.describe();
     // A fixed input runs through whatever was accepted for it (outputs of up to 1 MiB: a pipeline
     // may legitimately ask for a 900 MB image, which only takes long).

@@ -73,7 +73,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
     probe = probe_dataset(opt_.source, design_.reader_options, opt_.timeout);
   }
   const Schema& source_schema = probe.schema;
-  s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed);
+  s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed, OpLimits{opt_.max_image_pixels});
   schema_ = s.pipelines.output();
   source_description_ = probe.layout;
   if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {
@@ -86,8 +86,9 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
                                               probe.file_bytes, opt_.batch_size);
   }
   check_fields_fit_device(schema_, opt_);
-  dataset_ = std::make_shared<const DatasetSpec>(
-      DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline, opt_.seed, identity});
+  dataset_ =
+      std::make_shared<const DatasetSpec>(DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline,
+                                                      opt_.seed, OpLimits{opt_.max_image_pixels}, identity});
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
                      probe.locality_rows);
   if (sampler_.batches_per_epoch() == 0) {

@@ -28,6 +28,10 @@ void check_options(const Options& o) {
     throw Error(ErrorCode::invalid_option,
                 fmt::format("options: worker_oom_score_adj {} is outside 0 .. 1000", o.worker_oom_score_adj));
   }
+  if (o.max_image_pixels == 0) {
+    throw Error(ErrorCode::invalid_option,
+                "options: max_image_pixels is 0; it must be at least 1 (the default is PIL's limit, 89478485)");
+  }
   if (o.batch_size > (1u << 24))
     throw Error(ErrorCode::invalid_option, fmt::format("options: batch_size {} is too large", o.batch_size));
   if (o.device.staged() && o.prefetch_to_device == 0) {

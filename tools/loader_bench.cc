@@ -68,6 +68,7 @@ struct Args {
   double timeout_s = 300;
   std::uint32_t max_respawns = 3;
   int worker_oom_score_adj = 500;
+  std::uint64_t max_image_pixels = stoker::kDefaultMaxImagePixels;
 };
 
 double process_cpu_seconds() {
@@ -357,6 +358,7 @@ void bench(const std::string& path, const Args& args) {
   o.fields = args.fields;
   o.group = args.group;
   o.pipeline = args.pipeline;
+  o.max_image_pixels = args.max_image_pixels;
   o.batch_size = args.batch_size;
   o.num_workers = args.workers == "auto" ? stoker::kAuto : std::stoul(args.workers);
   o.prefetch = args.prefetch == "auto" ? stoker::kAuto : std::stoul(args.prefetch);
@@ -466,6 +468,11 @@ void add_data_options(CLI::App& app, Args& args) {
                  "random_resized_crop(H[,W]), resize(H,W), center_crop(H[,W]), flip[(p)], to_chw, "
                  "normalize(m0,m1,m2,s0,s1,s2) (docs/pipeline.md)")
       ->check(stoker::tools::pipeline_text());
+  app.add_option("--max-image-pixels", args.max_image_pixels,
+                 "The most pixels (height x width) an image the pipeline decodes may have; a larger one is an "
+                 "error naming the sample, from its header alone (a decompression bomb costs no memory)")
+      ->check(stoker::tools::whole_number(1))
+      ->capture_default_str();
 }
 
 // How the loader runs: batches, workers, order, epochs.

@@ -25,6 +25,9 @@ inline constexpr std::size_t kAuto = static_cast<std::size_t>(-1);
 
 enum class ShmBacking { automatic, dev_shm, memfd };
 
+// Options::max_image_pixels by default: PIL's MAX_IMAGE_PIXELS, a 1 GiB RGBA image's pixels / 3.
+inline constexpr std::uint64_t kDefaultMaxImagePixels = 89'478'485;
+
 // The epoch's sample order (docs/sampler.md), a pure function of (N, seed, epoch):
 //   sequential    0, 1, ..., N-1
 //   random        a uniform shuffle
@@ -72,6 +75,11 @@ struct Options {
   // "jpeg=decode,random_resized_crop(224),flip,to_chw". A field with a pipeline is delivered as
   // its output: a fixed field. Empty: fields are delivered as stored.
   std::string pipeline;
+  // The most pixels (height x width) an image the pipeline decodes may have. A larger one is an
+  // error naming the sample and its size, from its header alone: a small file that claims a huge
+  // image (a decompression bomb) costs no memory. A worker's peak memory for one image is about
+  // 3 bytes per pixel (docs/pipeline.md, "Memory").
+  std::uint64_t max_image_pixels = kDefaultMaxImagePixels;
 
   std::size_t batch_size = 1;
 

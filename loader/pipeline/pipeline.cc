@@ -118,7 +118,8 @@ SamplePipelines::SamplePipelines(SamplePipelines&&) noexcept = default;
 SamplePipelines& SamplePipelines::operator=(SamplePipelines&&) noexcept = default;
 SamplePipelines::~SamplePipelines() = default;
 
-SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, std::uint64_t seed)
+SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, std::uint64_t seed,
+                                 const OpLimits& limits)
     : output_(source), seed_(seed) {
   by_field_.assign(source.fields.size(), nullptr);
   for (const auto& fp : parse_pipeline(text)) {
@@ -138,6 +139,7 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
     for (const auto& op_text : fp.ops) {
       try {
         auto op = make_op(op_text);
+        op->set_limits(limits);
         spec = op->bind(spec);
         bound.push_back(std::move(op));
         outputs.push_back(spec);

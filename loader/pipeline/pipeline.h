@@ -31,7 +31,8 @@ class SamplePipelines {
   // Throws stoker::Error naming the field, operation or argument for an unknown field or
   // operation, bad arguments, or a pipeline whose output size is not known (ends in a decoded
   // image of each image's own size).
-  SamplePipelines(std::string_view text, const Schema& source, std::uint64_t seed);
+  // `limits` go to every operation (Options' max_image_pixels).
+  SamplePipelines(std::string_view text, const Schema& source, std::uint64_t seed, const OpLimits& limits);
   SamplePipelines(SamplePipelines&&) noexcept;
   SamplePipelines& operator=(SamplePipelines&&) noexcept;
   ~SamplePipelines();

@@ -172,6 +172,7 @@ void BatchFiller::read_ahead(const SegmentView& view, std::uint32_t s) noexcept 
 }
 
 BatchFiller::BatchFiller(const DatasetSpec& dataset)
-    : BatchFiller(LazyReader(dataset), SamplePipelines(dataset.pipeline, dataset.expected, dataset.seed)) {}
+    : BatchFiller(LazyReader(dataset),
+                  SamplePipelines(dataset.pipeline, dataset.expected, dataset.seed, dataset.limits)) {}
 
 }  // namespace stoker::detail

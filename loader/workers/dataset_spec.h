@@ -9,6 +9,7 @@
 #include <string>
 
 #include "formats/core/reader.h"
+#include "loader/pipeline/pipeline.h"
 #include "loader/workers/dataset_identity.h"
 #include "stoker/schema.h"
 
@@ -20,6 +21,7 @@ struct DatasetSpec {
   Schema expected;                          // the reader's schema, found when the loader opened it
   std::string pipeline;                     // Options::pipeline
   std::uint64_t seed = 0;                   // Options::seed, for the pipelines' random numbers
+  OpLimits limits;                          // Options::max_image_pixels, for the pipelines' operations
   std::optional<DatasetIdentity> identity;  // the file's when the loader opened it (unset: not checked)
 };
 

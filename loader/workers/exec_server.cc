@@ -52,7 +52,7 @@ void receive(int sock) {
   s.fds = std::move(received.fds);
   s.segment = ShmSegment::map_shared(s.fds[0].get(), ring.segment_bytes);
   const DatasetSpec& d = s.setup.dataset;
-  const Schema delivered = SamplePipelines(d.pipeline, d.expected, d.seed).output();
+  const Schema delivered = SamplePipelines(d.pipeline, d.expected, d.seed, d.limits).output();
   s.layout = std::make_unique<SegmentLayout>(delivered, ring.batch_size, ring.num_workers, ring.sample_bound);
   if (const std::string why = s.layout->check(s.segment.data(), s.segment.size()); !why.empty()) {
     throw Error(ErrorCode::internal, fmt::format("stoker: the fork server refuses the loader's ring: {}", why));

@@ -36,6 +36,7 @@ std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
   json j = {{"expected", formats::schema_to_json(formats::StoredSchema{d.expected, true, std::nullopt, {}})},
             {"pipeline", d.pipeline},
             {"seed", d.seed},
+            {"max_image_pixels", d.limits.max_image_pixels},
             {"identity", d.identity ? d.identity->to_words() : std::vector<std::uint64_t>{}},
             {"num_workers", ring.num_workers},
             {"batch_size", ring.batch_size},
@@ -56,6 +57,7 @@ WorkerSetup setup_from_json(const std::string& text) {
     d.expected = formats::schema_from_json(j.at("expected").get<std::string>(), "worker setup").schema;
     d.pipeline = j.at("pipeline").get<std::string>();
     d.seed = j.at("seed").get<std::uint64_t>();
+    d.limits.max_image_pixels = j.at("max_image_pixels").get<std::uint64_t>();
     d.identity = DatasetIdentity::from_words(j.at("identity").get<std::vector<std::uint64_t>>());
     s.ring.num_workers = j.at("num_workers").get<std::uint32_t>();
     s.ring.batch_size = j.at("batch_size").get<std::uint64_t>();

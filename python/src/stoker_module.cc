@@ -68,7 +68,7 @@ struct PyOptions {
   std::vector<std::string> fields;
   std::size_t batch_size = 1, num_workers = 0, prefetch = 2, prefetch_to_device = 2;
   bool num_workers_auto = false, prefetch_auto = false, shuffle = false, drop_last = false, shard_from_env = false;
-  std::uint64_t seed = 0, shm_budget = 0;
+  std::uint64_t seed = 0, shm_budget = 0, max_image_pixels = stoker::kDefaultMaxImagePixels;
   std::uint32_t shard_rank = 0, shard_world_size = 1, max_respawns = 3;
   int worker_oom_score_adj = 500;
   double shm_fraction = 0.5, timeout_s = 300, shutdown_grace_s = 2;
@@ -94,6 +94,7 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   o.fields = p.fields;
   o.group = p.group;
   o.pipeline = p.pipeline;
+  o.max_image_pixels = p.max_image_pixels;
   o.batch_size = p.batch_size;
   o.num_workers = p.num_workers_auto ? stoker::kAuto : p.num_workers;
   o.prefetch = p.prefetch_auto ? stoker::kAuto : p.prefetch;
@@ -402,6 +403,7 @@ NB_MODULE(_core, m) {
       .def_rw("fields", &PyOptions::fields)
       .def_rw("group", &PyOptions::group)
       .def_rw("pipeline", &PyOptions::pipeline)
+      .def_rw("max_image_pixels", &PyOptions::max_image_pixels)
       .def_rw("batch_size", &PyOptions::batch_size)
       .def_rw("num_workers", &PyOptions::num_workers)
       .def_rw("num_workers_auto", &PyOptions::num_workers_auto)

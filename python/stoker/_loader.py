@@ -65,6 +65,7 @@ def _options(cfg):
         if not isinstance(pipeline, str):
             pipeline = ";".join(_str("pipeline", p) for p in pipeline)
         o.pipeline = pipeline
+    o.max_image_pixels = _int("max_image_pixels", cfg["max_image_pixels"], 1, 2**64 - 1)
     o.batch_size = _int("batch_size", cfg["batch_size"], 1)
     if cfg["num_workers"] == "auto":
         o.num_workers_auto = True
@@ -139,6 +140,8 @@ class Loader:
       max_respawns: dead or stuck workers replaced in the Loader's life before it fails.
       framework: "torch" (torch.Tensor) or "numpy" (numpy.ndarray; needs no torch).
       copy: tensors that own their memory; each batch's slot is released at once.
+      max_image_pixels: the most pixels an image the pipeline decodes may have (default PIL's
+        89478485); a larger one is an error naming the sample, from its header alone.
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
         the out-of-memory killer takes a worker, which is replaced, before the trainer.
       format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
@@ -156,14 +159,15 @@ class Loader:
                  order=None, fields=None, group="", pipeline=None, drop_last=False, device="cpu",
                  shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
-                 prefetch_to_device=2, staging="pinned_copy", worker_oom_score_adj=500):
+                 prefetch_to_device=2, staging="pinned_copy", worker_oom_score_adj=500,
+                 max_image_pixels=89478485):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
                    shm_budget=shm_budget, timeout=timeout, max_respawns=max_respawns, framework=framework,
                    copy=copy, format=format, shm_fraction=shm_fraction, shm_backing=shm_backing,
                    shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
-                   worker_oom_score_adj=worker_oom_score_adj)
+                   worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None

@@ -9,10 +9,14 @@
 #include <cstring>
 #include <memory>
 
-// jpeglib.h needs FILE and size_t declared first.
-#include <jerror.h>
+// jpeglib.h needs FILE and size_t declared first; jerror.h, jpeglib.h's configuration.
+// clang-format off
 #include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
 
+#include "loader/base/option_spelling.h"
+#include "loader/base/scratch.h"
 #include "stoker/error.h"
 #include "stoker/schema.h"
 
@@ -22,11 +26,18 @@ namespace {
 // The most pixels an image may have: its RGB bytes stay within a sample's limit.
 constexpr std::uint64_t kMaxPixels = kMaxSampleBytes / 3;
 
+// What libjpeg may allocate for an image's whole-image buffers: a progressive JPEG keeps every
+// DCT coefficient (2 bytes) of each of three full-resolution components, 6 bytes a pixel at most
+// for an RGB image; and a little for the rest.
+constexpr std::uint64_t kJpegBytesPerPixel = 6;
+constexpr std::uint64_t kJpegFixedBytes = std::uint64_t{32} << 20;
+
 // libjpeg reports errors by calling error_exit, which must not return: it longjmps back to the
 // setjmp in the function that called libjpeg. That function and every libjpeg frame in between
 // hold no C++ object with a destructor, so the jump skips nothing (the rule TurboJPEG follows).
 struct JpegErrors {
-  jpeg_error_mgr mgr;
+  jpeg_error_mgr mgr;  // first: libjpeg's err pointer is this struct's address
+  jpeg_progress_mgr progress;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
 };
@@ -37,13 +48,36 @@ void on_jpeg_error(j_common_ptr c) {
   std::longjmp(e->jump, 1);
 }
 
-// Warnings that mean the image is incomplete are errors: a truncated file must not become a grey
-// bottom half. Other warnings (extraneous bytes between markers) are ignored, as PIL does.
+// Warnings that mean the image is damaged are errors: a truncated file must not become a grey
+// bottom half, nor a scan that repeats what earlier ones sent (an inconsistent progression, the
+// mark of a file built to make the decoder work) be decoded again. Other warnings (extraneous
+// bytes between markers, which cameras write) are ignored, as PIL does.
 void on_jpeg_message(j_common_ptr c, int level) {
   if (level >= 0) return;
-  const int code = c->err->msg_code;
-  if (code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_MUST_RESYNC || code == JWRN_NOT_SEQUENTIAL) {
-    on_jpeg_error(c);
+  switch (c->err->msg_code) {
+    case JWRN_JPEG_EOF:
+    case JWRN_HIT_MARKER:
+    case JWRN_MUST_RESYNC:
+    case JWRN_NOT_SEQUENTIAL:
+    case JWRN_BOGUS_PROGRESSION:
+#if JPEG_LIB_VERSION >= 70 || defined(D_ARITH_CODING_SUPPORTED)
+    case JWRN_ARITH_BAD_CODE:
+#endif
+    case JWRN_HUFF_BAD_CODE: on_jpeg_error(c); break;
+    default: break;
+  }
+}
+
+// Called by libjpeg as it reads: each scan of a progressive JPEG costs a pass over the whole
+// image's coefficients, so a small file of thousands of scans costs a minute; past the limit the
+// decode stops.
+void on_jpeg_progress(j_common_ptr c) {
+  if (!c->is_decompressor) return;
+  const int scan = reinterpret_cast<j_decompress_ptr>(c)->input_scan_number;
+  if (scan > kMaxJpegScans) {
+    auto* e = reinterpret_cast<JpegErrors*>(c->err);
+    std::snprintf(e->message, sizeof e->message, "a progressive JPEG of more than %d scans (the limit)", kMaxJpegScans);
+    std::longjmp(e->jump, 1);
   }
 }
 
@@ -57,12 +91,14 @@ struct JpegRequest {
   unsigned decode_x, decode_y, decode_width, decode_height;
   unsigned char* out;  // height x width x 3
   unsigned char* row;  // one scaled row, output_width x 3
+  long max_memory;     // what libjpeg may allocate for the image's buffers
 };
 
 void use_errors(jpeg_decompress_struct& cinfo, JpegErrors* err) {
   cinfo.err = jpeg_std_error(&err->mgr);
   err->mgr.error_exit = on_jpeg_error;
   err->mgr.emit_message = on_jpeg_message;
+  err->progress.progress_monitor = on_jpeg_progress;
 }
 
 // Header only: 0 on success. C-style: see JpegErrors.
@@ -91,6 +127,10 @@ int jpeg_decode(const JpegRequest* r, JpegErrors* err) {
     return -1;
   }
   jpeg_create_decompress(&cinfo);
+  cinfo.progress = &err->progress;
+  // Bounds the whole-image buffers (a progressive JPEG's coefficients): a JPEG of more components
+  // than an RGB image has is refused rather than given memory its pixel count does not show.
+  cinfo.mem->max_memory_to_use = r->max_memory;
   jpeg_mem_src(&cinfo, r->data, r->size);
   jpeg_read_header(&cinfo, TRUE);
   cinfo.out_color_space = JCS_RGB;
@@ -140,7 +180,7 @@ SpngCtx open_png(std::span<const std::byte> data) {
 
 }  // namespace
 
-ImageInfo image_info(std::span<const std::byte> data) {
+ImageInfo image_info(std::span<const std::byte> data, std::uint64_t max_pixels) {
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
   ImageInfo info;
   if (data.size() >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff) {
@@ -168,52 +208,18 @@ ImageInfo image_info(std::span<const std::byte> data) {
                 fmt::format("image of {}x{} pixels: more than a sample may hold ({} bytes, kMaxSampleBytes)",
                             info.width, info.height, kMaxSampleBytes));
   }
+  const std::uint64_t pixels = static_cast<std::uint64_t>(info.width) * static_cast<std::uint64_t>(info.height);
+  if (pixels > max_pixels) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("the image is {}x{} (height x width), {} pixels, more than the {} allowed: a "
+                            "decompression bomb, or a dataset of larger images than that (raise {})",
+                            info.height, info.width, pixels, max_pixels, option_name("max_image_pixels")));
+  }
   return info;
 }
 
-Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, const Region& region, int min_width,
-                      int min_height, std::vector<std::byte>& out, std::vector<std::byte>& scratch) {
-  if (info.kind == ImageInfo::Kind::png) {
-    SpngCtx ctx = open_png(data);
-    spng_ihdr ihdr;
-    if (int rc = spng_get_ihdr(ctx.get(), &ihdr))
-      throw Error(ErrorCode::dataset, fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
-    std::size_t size = 0;
-    if (int rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size)) {
-      throw Error(ErrorCode::dataset, fmt::format("PNG: {}", spng_strerror(rc)));
-    }
-    out.resize(static_cast<std::size_t>(region.width) * region.height * 3);
-    const std::size_t row = static_cast<std::size_t>(region.width) * 3;
-    if (ihdr.interlace_method != SPNG_INTERLACE_NONE) {
-      // Interlaced: every pass covers the whole image, so it is decoded whole.
-      scratch.resize(size);
-      if (int rc = spng_decode_image(ctx.get(), scratch.data(), size, SPNG_FMT_RGB8, SPNG_DECODE_TRNS)) {
-        throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {}", spng_strerror(rc)));
-      }
-      for (int y = 0; y < region.height; ++y) {
-        std::memcpy(out.data() + y * row,
-                    scratch.data() + (static_cast<std::size_t>(region.y + y) * info.width + region.x) * 3, row);
-      }
-      return {region.width, region.height};
-    }
-    // Row by row, and no further than the region's last row: each row is filtered against the one
-    // above, so the rows above it are decoded too; those below never are (as for a JPEG).
-    const std::size_t image_row = size / static_cast<std::size_t>(info.height);
-    if (int rc = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_TRNS | SPNG_DECODE_PROGRESSIVE)) {
-      throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {}", spng_strerror(rc)));
-    }
-    scratch.resize(image_row);
-    for (int y = 0; y < region.y + region.height; ++y) {
-      if (int rc = spng_decode_row(ctx.get(), scratch.data(), image_row); rc != 0 && rc != SPNG_EOI) {
-        throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {} (row {})", spng_strerror(rc), y));
-      }
-      if (y >= region.y) {
-        std::memcpy(out.data() + static_cast<std::size_t>(y - region.y) * row,
-                    scratch.data() + static_cast<std::size_t>(region.x) * 3, row);
-      }
-    }
-    return {region.width, region.height};
-  }
+DecodePlan plan_decode(const ImageInfo& info, const Region& region, int min_width, int min_height) {
+  if (info.kind == ImageInfo::Kind::png) return {8, region.width, region.height};
   // The smallest of 1/8, 2/8, 4/8 at which the region still covers what it will be resized to:
   // libjpeg-turbo has SIMD inverse DCTs for those scales (and 8/8) only; the others are slower
   // than decoding in full and resizing a little more.
@@ -223,6 +229,64 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
       num /= 2;
     }
   }
+  const unsigned full_w = scaled(static_cast<unsigned>(info.width), num);
+  const unsigned full_h = scaled(static_cast<unsigned>(info.height), num);
+  const unsigned x = static_cast<unsigned>(region.x) * num / 8;
+  const unsigned y = static_cast<unsigned>(region.y) * num / 8;
+  const unsigned w = std::min(scaled(static_cast<unsigned>(region.x + region.width), num), full_w) - x;
+  const unsigned h = std::min(scaled(static_cast<unsigned>(region.y + region.height), num), full_h) - y;
+  return {num, static_cast<int>(w), static_cast<int>(h)};
+}
+
+void decode_region(std::span<const std::byte> data, const ImageInfo& info, const Region& region, const DecodePlan& plan,
+                   std::byte* out, std::vector<std::byte>& scratch) {
+  if (info.kind == ImageInfo::Kind::png) {
+    SpngCtx ctx = open_png(data);
+    spng_ihdr ihdr;
+    if (int rc = spng_get_ihdr(ctx.get(), &ihdr))
+      throw Error(ErrorCode::dataset, fmt::format("corrupt PNG header: {}", spng_strerror(rc)));
+    std::size_t size = 0;
+    if (int rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size)) {
+      throw Error(ErrorCode::dataset, fmt::format("PNG: {}", spng_strerror(rc)));
+    }
+    const std::size_t row = static_cast<std::size_t>(region.width) * 3;
+    const bool whole = region.x == 0 && region.y == 0 && region.width == info.width && region.height == info.height;
+    if (ihdr.interlace_method != SPNG_INTERLACE_NONE) {
+      // Interlaced: every pass covers the whole image, so it is decoded whole (straight into `out`
+      // when the region is the image).
+      std::byte* image = out;
+      if (!whole) {
+        fit_scratch(scratch, size);
+        image = scratch.data();
+      }
+      if (int rc = spng_decode_image(ctx.get(), image, size, SPNG_FMT_RGB8, SPNG_DECODE_TRNS)) {
+        throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {}", spng_strerror(rc)));
+      }
+      if (whole) return;
+      for (int y = 0; y < region.height; ++y) {
+        std::memcpy(out + y * row, image + (static_cast<std::size_t>(region.y + y) * info.width + region.x) * 3, row);
+      }
+      return;
+    }
+    // Row by row, and no further than the region's last row: each row is filtered against the one
+    // above, so the rows above it are decoded too; those below never are (as for a JPEG).
+    const std::size_t image_row = size / static_cast<std::size_t>(info.height);
+    if (int rc = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_TRNS | SPNG_DECODE_PROGRESSIVE)) {
+      throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {}", spng_strerror(rc)));
+    }
+    fit_scratch(scratch, image_row);
+    for (int y = 0; y < region.y + region.height; ++y) {
+      if (int rc = spng_decode_row(ctx.get(), scratch.data(), image_row); rc != 0 && rc != SPNG_EOI) {
+        throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {} (row {})", spng_strerror(rc), y));
+      }
+      if (y >= region.y) {
+        std::memcpy(out + static_cast<std::size_t>(y - region.y) * row,
+                    scratch.data() + static_cast<std::size_t>(region.x) * 3, row);
+      }
+    }
+    return;
+  }
+  const int num = plan.scale_num;
   JpegRequest r;
   r.data = reinterpret_cast<const unsigned char*>(data.data());
   r.size = data.size();
@@ -231,21 +295,22 @@ Decoded decode_region(std::span<const std::byte> data, const ImageInfo& info, co
   const unsigned full_h = scaled(static_cast<unsigned>(info.height), num);
   r.x = static_cast<unsigned>(region.x) * num / 8;
   r.y = static_cast<unsigned>(region.y) * num / 8;
-  r.width = std::min(scaled(static_cast<unsigned>(region.x + region.width), num), full_w) - r.x;
-  r.height = std::min(scaled(static_cast<unsigned>(region.y + region.height), num), full_h) - r.y;
+  r.width = static_cast<unsigned>(plan.width);
+  r.height = static_cast<unsigned>(plan.height);
   // 16 pixels: an iMCU of 2x2 subsampled chroma, more than fancy upsampling looks across.
   constexpr unsigned kMargin = 16;
   r.decode_x = r.x > kMargin ? r.x - kMargin : 0;
   r.decode_y = r.y > kMargin ? r.y - kMargin : 0;
   r.decode_width = std::min(r.x + r.width + kMargin, full_w) - r.decode_x;
   r.decode_height = std::min(r.y + r.height + kMargin, full_h) - r.decode_y;
-  out.resize(static_cast<std::size_t>(r.width) * r.height * 3);
-  scratch.resize(static_cast<std::size_t>(full_w) * 3);
-  r.out = reinterpret_cast<unsigned char*>(out.data());
+  fit_scratch(scratch, static_cast<std::size_t>(full_w) * 3);
+  r.out = reinterpret_cast<unsigned char*>(out);
   r.row = reinterpret_cast<unsigned char*>(scratch.data());
+  r.max_memory = static_cast<long>(kJpegBytesPerPixel * static_cast<std::uint64_t>(info.width) *
+                                       static_cast<std::uint64_t>(info.height) +
+                                   kJpegFixedBytes);
   JpegErrors err;
   if (jpeg_decode(&r, &err) != 0) throw Error(ErrorCode::dataset, fmt::format("corrupt JPEG: {}", err.message));
-  return {static_cast<int>(r.width), static_cast<int>(r.height)};
 }
 
 }  // namespace stoker::detail

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "loader/base/scratch.h"
 #include "loader/pipeline/ops/image_decode.h"
 #include "loader/pipeline/ops/resize.h"
 #include "stoker/error.h"
@@ -94,17 +95,20 @@ class DecodeOp final : public Op {
     }
     return Spec{false, DType::u8, {h_ ? h_ : -1, w_ ? w_ : -1, 3}, false};
   }
+  void set_limits(const OpLimits& limits) override { max_pixels_ = limits.max_image_pixels; }
   void run(const SampleIn& in, SampleOut& out, SampleRandom&) override {
-    const ImageInfo info = image_info(in.data);
+    const ImageInfo info = image_info(in.data, max_pixels_);
     check_kind(info);
     check_size(info);
-    decode_region(in.data, info, {0, 0, info.width, info.height}, 0, 0, pixels_, scratch_);
-    std::byte* o = out.resize(DType::u8, {info.height, info.width, 3});
-    std::memcpy(o, pixels_.data(), pixels_.size());
+    // Straight into the output: the image is in memory once.
+    const Region whole{0, 0, info.width, info.height};
+    const DecodePlan plan = plan_decode(info, whole, 0, 0);
+    std::byte* o = out.resize(DType::u8, {plan.height, plan.width, 3});
+    decode_region(in.data, info, whole, plan, o, scratch_);
   }
   // Decodes only what `crop` takes, at the smallest scale that still covers its output size.
   void run_cropped(const SampleIn& in, CropOp& crop, SampleOut& out, SampleRandom& random) {
-    const ImageInfo info = image_info(in.data);
+    const ImageInfo info = image_info(in.data, max_pixels_);
     check_kind(info);
     check_size(info);
     const Region wanted = crop.choose(info.height, info.width, random);
@@ -112,9 +116,10 @@ class DecodeOp final : public Op {
     inside.width = std::min(wanted.x + wanted.width, info.width) - inside.x;
     inside.height = std::min(wanted.y + wanted.height, info.height) - inside.y;
     const bool scalable = wanted.width == inside.width && wanted.height == inside.height;
-    const Decoded d =
-        decode_region(in.data, info, inside, scalable ? crop.out_w : 0, scalable ? crop.out_h : 0, pixels_, scratch_);
-    crop.finish(reinterpret_cast<const std::uint8_t*>(pixels_.data()), d.height, d.width, 3, wanted, out);
+    const DecodePlan plan = plan_decode(info, inside, scalable ? crop.out_w : 0, scalable ? crop.out_h : 0);
+    fit_scratch(pixels_, static_cast<std::size_t>(plan.width) * static_cast<std::size_t>(plan.height) * 3);
+    decode_region(in.data, info, inside, plan, pixels_.data(), scratch_);
+    crop.finish(reinterpret_cast<const std::uint8_t*>(pixels_.data()), plan.height, plan.width, 3, wanted, out);
   }
   bool declares_size() const { return h_ > 0; }
 
@@ -133,6 +138,7 @@ class DecodeOp final : public Op {
     }
   }
   int h_ = 0, w_ = 0;
+  std::uint64_t max_pixels_ = OpLimits{}.max_image_pixels;
   std::vector<std::byte> pixels_, scratch_;
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "stoker/dtype.h"
+#include "stoker/options.h"
 #include "stoker/pipeline.h"
 
 namespace stoker::detail {
@@ -35,6 +36,11 @@ struct Spec {
 // "u8[?,?,3]", "f32[3,224,224] (CHW)", "bytes"
 std::string describe(const Spec& s);
 
+// What one sample may cost an operation: Options' limits, given to every operation of a pipeline.
+struct OpLimits {
+  std::uint64_t max_image_pixels = kDefaultMaxImagePixels;  // Options::max_image_pixels
+};
+
 class Op {
  public:
   explicit Op(OpText text) : text_(std::move(text)) {}
@@ -44,6 +50,9 @@ class Op {
   virtual Spec bind(const Spec& in) = 0;
   // One sample; throws stoker::Error with the reason (the caller names the field and sample).
   virtual void run(const SampleIn& in, SampleOut& out, SampleRandom& random) = 0;
+  // Called once, before bind(); operations that a hostile sample could make expensive keep what
+  // applies to them.
+  virtual void set_limits(const OpLimits&) {}
   const OpText& text() const { return text_; }
 
  protected:

@@ -43,7 +43,7 @@ TEST(PipelineText, ParsesFieldsOperationsAndArguments) {
 TEST(SamplePipelines, BindToTheSchemaAndReplaceTheirFieldsOutput) {
   const SamplePipelines none;
   EXPECT_TRUE(none.empty());
-  SamplePipelines p("image=center_crop(2),to_chw", image_and_label(), 7);
+  SamplePipelines p("image=center_crop(2),to_chw", image_and_label(), 7, {});
   EXPECT_FALSE(p.empty());
   EXPECT_TRUE(p.transforms(0));
   EXPECT_FALSE(p.transforms(1));
@@ -68,7 +68,7 @@ TEST(SamplePipelines, BindToTheSchemaAndReplaceTheirFieldsOutput) {
 
 TEST(SamplePipelines, AnOperationThatCannotTakeItsInputIsAnOptionError) {
   try {
-    SamplePipelines p("label=resize(2,2)", image_and_label(), 0);
+    SamplePipelines p("label=resize(2,2)", image_and_label(), 0, {});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_option);
