@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -30,6 +31,16 @@ class EpochOrder {
     }
     return pos;
   }
+  // v[k] = (*this)(v[k]) for k < count.
+  void apply(std::uint64_t* v, std::size_t count) const noexcept {
+    switch (order_) {
+      case Order::random: return random_.apply(v, count);
+      case Order::quasi_random:
+        for (std::size_t k = 0; k < count; ++k) v[k] = quasi_(v[k]);
+        return;
+      case Order::sequential: break;
+    }
+  }
 
  private:
   Order order_ = Order::sequential;
@@ -50,7 +61,9 @@ struct EpochPlan {
 
   // This rank's k-th sample (k < num_samples): position r + k·W of p[skip:], padded by wrapping
   // around p[skip:] (DistributedSampler).
-  std::uint64_t sample(std::uint64_t k) const noexcept { return order(skip + (rank + k * world_size) % left); }
+  std::uint64_t sample(std::uint64_t k) const noexcept { return order(position(k)); }
+  // Its position in the epoch's order.
+  std::uint64_t position(std::uint64_t k) const noexcept { return skip + (rank + k * world_size) % left; }
   // Samples in batch b (b < num_batches).
   std::uint64_t batch_length(std::uint64_t b) const noexcept {
     return std::min<std::uint64_t>(batch_size, num_samples - b * batch_size);
@@ -58,7 +71,8 @@ struct EpochPlan {
   // Writes batch b's batch_length(b) sample indices to out.
   void batch(std::uint64_t b, std::uint64_t* out) const noexcept {
     const std::uint64_t first = b * batch_size, n = batch_length(b);
-    for (std::uint64_t k = 0; k < n; ++k) out[k] = sample(first + k);
+    for (std::uint64_t k = 0; k < n; ++k) out[k] = position(first + k);
+    order.apply(out, static_cast<std::size_t>(n));
   }
   std::vector<std::uint64_t> batch(std::uint64_t b) const {
     std::vector<std::uint64_t> out(batch_length(b));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -29,6 +30,11 @@ class FeistelPermutation {
   std::uint64_t operator()(std::uint64_t i) const noexcept;
   // inverse((*this)(i)) == i. REQUIRES: y < size().
   std::uint64_t inverse(std::uint64_t y) const noexcept;
+  // v[k] = (*this)(v[k]) for k < count, the same values several times faster: eight positions go
+  // through the rounds side by side, so that the multiplications of one overlap the others' instead
+  // of each waiting on the one before (a batch's indices are computed on every task written).
+  // REQUIRES: every v[k] < size().
+  void apply(std::uint64_t* v, std::size_t count) const noexcept;
 
  private:
   std::uint64_t encrypt(std::uint64_t x) const noexcept;

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 
+#include "loader/source/slot_task.h"
+
 namespace stoker::detail {
 namespace {
 
-std::string check_task(const SlotHeader& h, const std::uint64_t* indices, const EpochPlan& plan, std::uint64_t b) {
+std::string check_task(const SlotHeader& h, const std::uint64_t* indices, const EpochPlan& plan, std::uint64_t b,
+                       std::uint64_t digest) {
   const std::uint64_t n = plan.batch_length(b);
   if (h.task_id != b || h.epoch != plan.epoch || h.batch_index != b || h.num_samples != n) {
     return fmt::format(
@@ -15,9 +18,7 @@ std::string check_task(const SlotHeader& h, const std::uint64_t* indices, const 
         "of epoch {}, {} samples",
         h.task_id, h.epoch, h.batch_index, h.num_samples, b, plan.epoch, n);
   }
-  for (std::uint64_t k = 0; k < n; ++k) {
-    if (indices[k] != plan.sample(b * plan.batch_size + k)) return "its sample indices are not the task's";
-  }
+  if (indices_digest(indices, n) != digest) return "its sample indices are not the task's";
   return "";
 }
 
@@ -41,9 +42,9 @@ std::string check_bytes_field(const SegmentView& view, const Field& field, std::
 }  // namespace
 
 std::string check_filled_slot(const SegmentView& view, const Schema& schema, std::uint32_t s, const EpochPlan& plan,
-                              std::uint64_t b) {
+                              std::uint64_t b, std::uint64_t digest) {
   const SlotHeader& h = view.slot_header(s);
-  if (std::string why = check_task(h, view.slot_indices(s), plan, b); !why.empty()) return why;
+  if (std::string why = check_task(h, view.slot_indices(s), plan, b, digest); !why.empty()) return why;
   switch (static_cast<SlotStatus>(h.status)) {
     case SlotStatus::ok:
       for (std::size_t f = 0; f < schema.fields.size(); ++f) {

@@ -15,8 +15,9 @@
 
 namespace stoker::detail {
 
-// "" when slot s holds a well-formed answer to the task "batch b of `plan`", else what is wrong.
+// "" when slot s holds a well-formed answer to the task "batch b of `plan`" whose indices have
+// `digest` (write_task's), else what is wrong.
 std::string check_filled_slot(const SegmentView& view, const Schema& schema, std::uint32_t s, const EpochPlan& plan,
-                              std::uint64_t b);
+                              std::uint64_t b, std::uint64_t digest);
 
 }  // namespace stoker::detail

@@ -25,7 +25,8 @@ WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth,
       workers_(std::move(slots), num_workers, std::move(dataset), respawn.oom_score_adj),
       tasks_(depth, num_workers),
       watch_(num_workers, timeout),
-      respawn_(std::move(respawn)) {}
+      respawn_(std::move(respawn)),
+      digests_(slots_->num_slots(), 0) {}
 
 void WorkerSource::fail(ErrorCode code, const std::string& message) {
   broken_.emplace(code, message);
@@ -40,7 +41,7 @@ void WorkerSource::issue() {
     if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth()) break;
     auto s = slots_->acquire();
     if (!s) break;
-    write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
+    digests_[*s] = write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
     const std::uint32_t w = tasks_.worker_for_next();
     tasks_.issue(*s, w);
     workers_.assign(w, *s);
@@ -49,7 +50,7 @@ void WorkerSource::issue() {
 
 std::vector<std::uint32_t> WorkerSource::rewrite_tasks_of(std::uint32_t w) {
   const std::vector<std::uint32_t> slots = tasks_.pending_slots_of(w);
-  for (std::uint32_t s : slots) write_task(slots_->view(), s, *plan_, *tasks_.pending_in(s, w));
+  for (std::uint32_t s : slots) digests_[s] = write_task(slots_->view(), s, *plan_, *tasks_.pending_in(s, w));
   return slots;
 }
 
@@ -61,7 +62,8 @@ void WorkerSource::collect() {
       why = fmt::format("slot {}, of {}", s, slots_->num_slots());
     } else if (!(t = tasks_.pending_in(s, w))) {
       why = fmt::format("slot {}, which holds no batch it was given", s);
-    } else if (std::string bad = check_filled_slot(slots_->view(), slots_->layout().schema(), s, *plan_, *t);
+    } else if (std::string bad =
+                   check_filled_slot(slots_->view(), slots_->layout().schema(), s, *plan_, *t, digests_[s]);
                !bad.empty()) {
       why = fmt::format("slot {} (batch {} of epoch {}), and {}", s, *t, plan_->epoch, bad);
     }

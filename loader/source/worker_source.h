@@ -87,6 +87,7 @@ class WorkerSource final : public SlotSource {
   RespawnPolicy respawn_;
   std::uint64_t respawns_ = 0;
   std::vector<std::string> deaths_;      // every worker death so far, for the final error
+  std::vector<std::uint64_t> digests_;   // per slot: its task's indices' digest (write_task)
   std::map<pid_t, std::string> killed_;  // killed by us (stuck, a malformed slot), until its exit report: why
   // Auto-tuning: the tuner and the consumer's current interval.
   std::unique_ptr<AutoTuner> tuner_;

@@ -80,6 +80,28 @@ TEST(Sampler, PermutationIsABijectionWithItsInverse) {
   }
 }
 
+// The eight-lane evaluation a batch's indices use gives operator()'s values, for any count (whole
+// groups of eight and the rest) and domains where cycle walking takes many steps (n just above a
+// power of 4) or none (n a power of 4).
+TEST(Sampler, PermutationAppliedToManyPositionsAtOnceEqualsOneByOne) {
+  for (std::uint64_t n : {1u, 7u, 257u, 1000u, 65537u, 100000u, 262144u}) {
+    const FeistelPermutation p(n, 11, 3);
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{8}, std::size_t{13}, std::size_t{256}}) {
+      std::vector<std::uint64_t> v(count), one_by_one(count);
+      for (std::size_t k = 0; k < count; ++k) v[k] = (k * 7919 + n / 3) % n;
+      for (std::size_t k = 0; k < count; ++k) one_by_one[k] = p(v[k]);
+      p.apply(v.data(), v.size());
+      EXPECT_EQ(v, one_by_one) << "n " << n << ", count " << count;
+    }
+  }
+  const FeistelPermutation huge(~std::uint64_t{0}, 42, 7);
+  std::vector<std::uint64_t> v{0, 1, 2, 3, 4, 5, 6, 7, 8, ~std::uint64_t{0} - 1};
+  std::vector<std::uint64_t> one_by_one;
+  for (std::uint64_t x : v) one_by_one.push_back(huge(x));
+  huge.apply(v.data(), v.size());
+  EXPECT_EQ(v, one_by_one);
+}
+
 TEST(Sampler, PermutationOfHugeDomainsNeedsNoTable) {
   // 2^32 and 2^63 + 1 samples: positions computed on their own, each in the range, distinct, and
   // inverted exactly, without the gigabytes a table would take.

@@ -29,14 +29,15 @@ class SlotCheck : public ::testing::Test {
     base_ = reinterpret_cast<std::byte*>(memory_.data());
     layout_.initialize(base_, 2);
     view_ = SegmentView(base_, layout_);
-    write_task(view_, 1, plan_, 5);
+    digest_ = write_task(view_, 1, plan_, 5);
     // A well-formed answer: four samples of 1, 2, 3 and 4 bytes.
     std::uint64_t* offsets = view_.slot_offsets(1, 0);
     for (int k = 0; k <= 4; ++k) offsets[k] = static_cast<std::uint64_t>(k * (k + 1) / 2);
     header().status = static_cast<std::uint32_t>(SlotStatus::ok);
   }
   SlotHeader& header() { return view_.slot_header(1); }
-  std::string check() { return check_filled_slot(view_, schema_, 1, plan_, 5); }
+  std::string check() { return check_filled_slot(view_, schema_, 1, plan_, 5, digest_); }
+  std::uint64_t digest_ = 0;
 
   Schema schema_ = jpeg_and_label();
   EpochPlan plan_ = Sampler(100, 4, Order::random, 9, {}, false).plan(3);  // batch 5: 4 shuffled samples
