@@ -16,6 +16,7 @@ bool ProgressWatch::look(std::uint32_t w, std::uint64_t progress, bool has_work,
     s = State{has_work, progress, now, {}};
     return false;
   }
+  if (now - s.last_look < kMinStep) return false;
   const Clock::duration step = std::min<Clock::duration>(now - s.last_look, kMaxStep);
   s.last_look = now;
   if (step.count() > 0 && !stopped()) s.stalled += step;

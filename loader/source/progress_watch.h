@@ -26,6 +26,10 @@ class ProgressWatch {
   static constexpr std::chrono::milliseconds kLookInterval{250};
   // The most one look may count: a gap longer than this was a suspension of the consumer.
   static constexpr std::chrono::milliseconds kMaxStep{500};
+  // A look sooner than this after the last one that counted is no look: whether a worker is stopped
+  // is a read of /proc, and a consumer that takes batches as fast as they come looks between every
+  // two of them (the time is counted at the next look that counts).
+  static constexpr std::chrono::milliseconds kMinStep{10};
 
   // timeout zero: never stuck.
   ProgressWatch(std::uint32_t num_workers, std::chrono::milliseconds timeout);

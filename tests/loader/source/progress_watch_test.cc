@@ -55,6 +55,27 @@ TEST_F(ProgressWatchTest, AStoppedWorkerCountsNothing) {
   EXPECT_EQ(watch_.stalled(0), milliseconds(0));
 }
 
+// A consumer taking batches as fast as they come looks every few microseconds: whether the worker
+// is stopped (a read of /proc) is asked once per kMinStep, and the time still all counts.
+TEST(ProgressWatch, LooksCloserThanTheMinimumStepAskNothingAndLoseNoTime) {
+  ProgressWatch w(1, milliseconds(1000));
+  Clock::time_point t{};
+  int asked = 0;
+  const auto stopped = [&] {
+    ++asked;
+    return false;
+  };
+  EXPECT_FALSE(w.look(0, 4, true, stopped, t));
+  for (int i = 0; i < 999; ++i) {
+    t += milliseconds(1);
+    EXPECT_FALSE(w.look(0, 4, true, stopped, t));
+  }
+  EXPECT_EQ(asked, 999 / ProgressWatch::kMinStep.count());
+  EXPECT_EQ(w.stalled(0), milliseconds(990));
+  t += milliseconds(10);
+  EXPECT_TRUE(w.look(0, 4, true, stopped, t));
+}
+
 TEST_F(ProgressWatchTest, AWorkerWithoutWorkIsNeverStuck) {
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(look(milliseconds(250), 3, /*has_work=*/false));
   // Work arrives: the clock starts at that look, not before.
