@@ -164,14 +164,35 @@ nb::dlpack::dtype to_dlpack(stoker::DType t) {
 
 enum class Framework { numpy, torch };
 
+// How arrays are made: numpy arrays, or torch tensors through torch's own DLPack import, called
+// directly on a DLPack capsule (torch._C._from_dlpack; torch.utils.dlpack.from_dlpack where a torch
+// lacks it). The documented entry point re-checks the object, asks for its device and stream and
+// calls that: a few microseconds per tensor, every batch.
+struct Arrays {
+  Framework framework = Framework::torch;
+  nb::object from_dlpack;  // torch's, with framework torch
+};
+
+Arrays arrays_for(Framework fw) {
+  Arrays a{fw, {}};
+  if (fw == Framework::torch) {
+    nb::module_ c = nb::module_::import_("torch._C");
+    a.from_dlpack = nb::hasattr(c, "_from_dlpack") ? c.attr("_from_dlpack")
+                                                   : nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
+  }
+  return a;
+}
+
 // One array over `data`, kept alive by `owner`, as a numpy array or a torch tensor.
-nb::object make_array(Framework fw, const void* data, const std::vector<std::size_t>& shape, nb::dlpack::dtype dtype,
-                      int device_type, int device_id, nb::handle owner) {
+nb::object make_array(const Arrays& arrays, const void* data, const std::vector<std::size_t>& shape,
+                      nb::dlpack::dtype dtype, int device_type, int device_id, nb::handle owner) {
   static const std::byte empty{};
   void* p = const_cast<void*>(data != nullptr ? data : &empty);  // a zero-length field may have no data
-  if (fw == Framework::torch) {
-    return nb::cast(
-        nb::ndarray<nb::pytorch>(p, shape.size(), shape.data(), owner, nullptr, dtype, device_type, device_id));
+  if (arrays.framework == Framework::torch) {
+    // A DLPack capsule ("dltensor"), which torch takes over: the tensor keeps `owner` alive.
+    nb::object capsule =
+        nb::cast(nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dtype, device_type, device_id));
+    return arrays.from_dlpack(capsule);
   }
   return nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, dtype, device_type, device_id));
 }
@@ -191,7 +212,7 @@ nb::capsule owning_capsule(T* object) {
 // The batch as {field: array}, field order kept; a bytes field as `name` (u8, flat) and
 // `name.offsets` (i64, B+1). With `copy`, host fields are copied into memory of their own (the
 // GIL released) and the batch released at once.
-nb::dict batch_to_dict(stoker::Batch batch, Framework fw, bool copy) {
+nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy) {
   auto* holder = new stoker::Batch(std::move(batch));
   nb::capsule owner = owning_capsule(holder);
   nb::dict out;
@@ -238,41 +259,41 @@ class PyLoader;
 // signals between them, so that Ctrl-C interrupts a wait promptly.
 class PyEpoch {
  public:
-  PyEpoch(stoker::Epoch epoch, std::shared_ptr<WarningQueue> warnings, Framework fw, bool copy)
-      : epoch_(std::move(epoch)), warnings_(std::move(warnings)), fw_(fw), copy_(copy) {}
+  PyEpoch(stoker::Epoch epoch, std::shared_ptr<WarningQueue> warnings, Arrays arrays, bool copy)
+      : epoch_(std::move(epoch)), warnings_(std::move(warnings)), arrays_(std::move(arrays)), copy_(copy) {}
 
   // The next batch as a dict, or None at the end of the epoch. `stream` is the CUstream the caller's
   // work runs on (torch's current stream), ordered after a staged batch's copy.
   nb::object next(std::uintptr_t stream) {
+    std::optional<stoker::Batch> batch;
     for (;;) {
       bool ready = false;
       {
+        // The wait and the taking of the batch in one release of the GIL.
         nb::gil_scoped_release release;
         ready = epoch_.wait(std::chrono::milliseconds(100));
+        if (ready) {
+          batch = epoch_.next();
+          // A stream handle reaches Python as an integer (torch's Stream.cuda_stream).
+          if (batch && batch->device().staged())
+            batch->ready_on(reinterpret_cast<void*>(stream));  // NOLINT(performance-no-int-to-ptr)
+        }
       }
+      if (ready) break;
       warnings_->issue();
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
-      if (ready) break;
-    }
-    std::optional<stoker::Batch> batch;
-    {
-      nb::gil_scoped_release release;
-      batch = epoch_.next();
-      // A stream handle reaches Python as an integer (torch's Stream.cuda_stream).
-      if (batch && batch->device().staged())
-        batch->ready_on(reinterpret_cast<void*>(stream));  // NOLINT(performance-no-int-to-ptr)
     }
     warnings_->issue();
     if (!batch) return nb::none();
     last_indices_.assign(batch->indices().begin(), batch->indices().end());
-    return batch_to_dict(std::move(*batch), fw_, copy_);
+    return batch_to_dict(std::move(*batch), arrays_, copy_);
   }
   const std::vector<std::uint64_t>& last_indices() const { return last_indices_; }
 
  private:
   stoker::Epoch epoch_;
   std::shared_ptr<WarningQueue> warnings_;
-  Framework fw_;
+  Arrays arrays_;
   bool copy_;
   std::vector<std::uint64_t> last_indices_;
 };
@@ -282,9 +303,9 @@ class PyLoader {
   PyLoader(const PyOptions& options, const std::string& framework, bool copy)
       : warnings_(std::make_shared<WarningQueue>()), copy_(copy) {
     if (framework == "torch") {
-      fw_ = Framework::torch;
+      arrays_ = arrays_for(Framework::torch);
     } else if (framework == "numpy") {
-      fw_ = Framework::numpy;
+      arrays_ = arrays_for(Framework::numpy);
     } else {
       bad("framework", framework, "'torch', 'numpy'");
     }
@@ -297,10 +318,10 @@ class PyLoader {
   }
 
   PyEpoch epoch(std::uint64_t e, std::uint64_t start_batch) {
-    return PyEpoch(get().epoch(e, start_batch), warnings_, fw_, copy_);
+    return PyEpoch(get().epoch(e, start_batch), warnings_, arrays_, copy_);
   }
   PyEpoch resume(const std::string& state_json) {
-    return PyEpoch(get().epoch(stoker::LoaderState::from_json(state_json)), warnings_, fw_, copy_);
+    return PyEpoch(get().epoch(stoker::LoaderState::from_json(state_json)), warnings_, arrays_, copy_);
   }
   std::string state_json() const { return get().state().to_json(); }
   std::uint64_t batches_per_epoch() const { return get().batches_per_epoch(); }
@@ -363,7 +384,7 @@ class PyLoader {
  private:
   std::shared_ptr<WarningQueue> warnings_;
   std::unique_ptr<stoker::Loader> loader_;
-  Framework fw_ = Framework::torch;
+  Arrays arrays_;
   bool copy_;
 };
 
