@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The code's two mechanical checks, at zero findings: the format (.clang-format, every tracked C++
-# file) and the lint (.clang-tidy, the library's and the tools' sources, from BUILD_DIR's
+# file) and the lint (.clang-tidy, the library's, the tools' and the Python extension's sources, from BUILD_DIR's
 # compile_commands.json). Prints what is wrong and exits 1 when anything is.
 #   tools/lint.sh [BUILD_DIR]        (default: build; configured by the README's commands)
 #   tools/lint.sh --format-only
@@ -23,6 +23,10 @@ if [[ ! -f $build/compile_commands.json ]]; then
   exit 1
 fi
 mapfile -t sources < <(git ls-files 'loader/*.cc' 'formats/*.cc' 'tools/*.cc')
+# The Python extension's sources too, where this build has the extension (nanobind was found).
+while read -r f; do
+  grep -q "\"file\": \"$PWD/$f\"" "$build/compile_commands.json" && sources+=("$f")
+done < <(git ls-files 'python/src/*.cc')
 jobs=$(nproc)
 if ! printf '%s\n' "${sources[@]}" | xargs -P "$jobs" -n 4 clang-tidy -p "$build" --quiet >/tmp/stoker-tidy.$$ 2>&1; then
   grep -E '(warning|error):' /tmp/stoker-tidy.$$ | sort -u >&2
