@@ -4,9 +4,9 @@
 // closes it, and the fork server and workers, which poll the read end, see POLLHUP and exit. Any
 // other process holding the write end would keep them alive, so the write end is closed in every
 // child a fork() makes — the fork server's, and a user's fork() without exec (a subprocess, a
-// multiprocessing worker) — by a pthread_atfork child handler. The handler reads a lock-free table
-// (a fork may happen while another thread registers), closes what it lists and clears it. O_CLOEXEC
-// covers exec.
+// multiprocessing worker) — by a pthread_atfork child handler. The handler reads a lock-free table,
+// closes what it lists and clears it; a fork() waits (the prepare handler) while a lifeline is
+// between its pipe2() and its entry in the table. O_CLOEXEC covers exec.
 #pragma once
 
 #include "loader/base/unique_fd.h"
