@@ -75,7 +75,7 @@ void WorkerSource::collect() {
     const pid_t pid = workers_.pid(w);
     if (killed_.emplace(pid, fmt::format("worker {} (pid {}) reported a batch in {} and was killed", w, pid, why))
             .second) {
-      (void)::kill(pid, SIGKILL);
+      workers_.kill(w);
     }
   });
 }
@@ -184,7 +184,7 @@ void WorkerSource::look_for_stuck_workers() {
       // Killed, then replaced like a worker that died (its exit report comes next). ESRCH (it died
       // meanwhile) needs nothing more: its exit report comes either way.
       killed_.emplace(pid, what + " and was killed");
-      (void)::kill(pid, SIGKILL);
+      workers_.kill(w);
       continue;
     }
     fail(ErrorCode::worker_stuck,

@@ -2,7 +2,8 @@
 // process (loader/workers/server_loop.h): fixed-size messages on a SOCK_SEQPACKET socket, and the
 // exit statuses by which a fork server or a worker that cannot go on says why.
 //
-//   loader -> server   spawn (worker w: fork a replacement), shutdown (arg: grace in ms)
+//   loader -> server   spawn (worker w: fork a replacement), shutdown (arg: grace in ms), kill
+//                      (worker w, pid: SIGKILL it if it is still that process, not yet reaped)
 //   server -> loader   spawned (w, pid), exited (w, pid, wait status), spawn_failed (w, errno; w =
 //                      kServer: the exec of the server itself), setup_failed (then one packet: why),
 //                      shutdown_done
@@ -23,6 +24,7 @@ enum class MsgType : std::uint32_t {
   spawn = 5,
   spawn_failed = 6,
   setup_failed = 7,
+  kill = 8,
 };
 
 // The `worker` of a message about the fork server itself.

@@ -190,6 +190,10 @@ std::string ForkServer::reap_gone_server() {
   return "is gone";
 }
 
+void ForkServer::kill_worker(std::uint32_t worker, pid_t pid) noexcept {
+  if (sock_) (void)send_msg(sock_.get(), Message{MsgType::kill, worker, pid, 0, 0});
+}
+
 pid_t ForkServer::respawn(std::uint32_t worker) {
   send_msg(sock_.get(), Message{MsgType::spawn, worker, 0, 0, 0});
   const auto deadline = deadline_in(std::chrono::seconds(30));

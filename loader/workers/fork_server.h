@@ -71,6 +71,10 @@ class ForkServer {
   // once it runs. Exits reported meanwhile are kept for poll_exit(). Throws stoker::Error when the
   // server is gone or does not answer within 30 s.
   pid_t respawn(std::uint32_t worker);
+  // Has the server SIGKILL worker `worker` if it is still process `pid`: the server is its parent,
+  // which alone can tell (a pid killed from here could have been reaped and reused). Its exit is
+  // reported as any other. Never throws: a server that is gone is reported by poll_exit().
+  void kill_worker(std::uint32_t worker, pid_t pid) noexcept;
 
   // Asks the server to wait up to `grace` for workers to exit (the caller has told them to), kill
   // the rest, reap everything and exit; then reaps the server. Idempotent; never throws.

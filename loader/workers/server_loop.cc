@@ -62,6 +62,11 @@ class Server {
     if (m.type == MsgType::spawn && m.worker < workers_.size() && workers_[m.worker] <= 0) {
       (void)spawn(m.worker);  // a replacement for a worker that died; a failure is reported
     }
+    // Only the parent knows whether a pid is still its child's: an unreaped worker's pid (a zombie
+    // at worst) cannot have been given to another process.
+    if (m.type == MsgType::kill && m.worker < workers_.size() && m.pid > 0 && workers_[m.worker] == m.pid) {
+      ::kill(m.pid, SIGKILL);
+    }
   }
 
   // Forks worker w and reports it (spawned, or spawn_failed with the errno); false on failure.

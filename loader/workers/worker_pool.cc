@@ -132,6 +132,10 @@ void WorkerPool::restart_server() {
       std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(), &*exec_, oom_score_adj_);
 }
 
+void WorkerPool::kill(std::uint32_t w) noexcept {
+  if (server_) server_->kill_worker(w, pid(w));
+}
+
 void WorkerPool::interrupt() noexcept {
   if (interrupt_event_) signal_eventfd(interrupt_event_.get());
 }

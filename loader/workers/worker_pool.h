@@ -61,6 +61,8 @@ class WorkerPool {
   Wake wait(std::chrono::milliseconds timeout);
   // Makes a wait() in another thread return `interrupted` (any thread; for shutdown).
   void interrupt() noexcept;
+  // SIGKILLs worker w (by its parent, the fork server: never a reused pid); its exit is reported.
+  void kill(std::uint32_t w) noexcept;
 
   // A worker's exit, reported by the fork server, without blocking. Throws stoker::Error when the
   // fork server itself is gone.
