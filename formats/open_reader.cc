@@ -9,6 +9,8 @@
 
 #include "formats/hdf5/hdf5_reader.h"
 #include "formats/lmdb/lmdb_reader.h"
+#include "formats/shard_set.h"
+#include "formats/sharded_reader.h"
 #include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
 #include "loader/base/unique_fd.h"
@@ -65,6 +67,7 @@ Format detect_format(const std::string& path) {
 }
 
 std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options) {
+  if (is_shard_set(path)) return std::make_unique<ShardedReader>(shard_paths(path), options);
   Format format = options.format == Format::auto_detect ? detect_format(path) : options.format;
   if (format == Format::hdf5) {
     return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group, options.sequential);

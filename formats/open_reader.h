@@ -13,6 +13,7 @@ namespace stoker::formats {
 // or a directory holding data.mdb). Throws stoker::Error for a missing path or neither format.
 Format detect_format(const std::string& path);
 
+// The reader of `path`: a file or LMDB database, or a shard set (formats/shard_set.h).
 std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions& options);
 
 }  // namespace stoker::formats

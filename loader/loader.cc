@@ -8,6 +8,7 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "formats/shard_set.h"
 #include "loader/base/posix_error.h"
 #include "loader/loader_impl.h"
 
@@ -35,17 +36,18 @@ auto guarded(const std::string& source, const char* doing, F&& f) -> decltype(f(
 }  // namespace
 
 Loader::Loader(Options options)
-    : impl_(guarded(options.source, "building the loader",
+    : impl_(guarded(options.sources.empty() ? options.source : options.sources.front(), "building the loader",
                     [&] { return std::make_shared<detail::LoaderImpl>(std::move(options)); })) {}
 Loader::~Loader() = default;
 
 Epoch Loader::epoch(std::uint64_t epoch, std::uint64_t start_batch) {
-  return Epoch(impl_, guarded(impl_->options().source, "starting an epoch",
+  return Epoch(impl_, guarded(formats::source_name(impl_->options().source), "starting an epoch",
                               [&] { return impl_->start_epoch(epoch, start_batch); }));
 }
 
 Epoch Loader::epoch(const LoaderState& state) {
-  return Epoch(impl_, guarded(impl_->options().source, "resuming an epoch", [&] { return impl_->resume(state); }));
+  return Epoch(impl_, guarded(formats::source_name(impl_->options().source), "resuming an epoch",
+                              [&] { return impl_->resume(state); }));
 }
 
 LoaderState Loader::state() const { return impl_->state(); }
@@ -64,7 +66,8 @@ std::optional<Batch> Epoch::next() {
     throw Error(ErrorCode::invalid_option,
                 "stoker: this epoch's Loader was destroyed; an Epoch delivers batches while its Loader lives");
   }
-  return guarded(impl->options().source, "delivering a batch", [&] { return impl->next(generation_); });
+  return guarded(formats::source_name(impl->options().source), "delivering a batch",
+                 [&] { return impl->next(generation_); });
 }
 
 bool Epoch::wait(std::chrono::milliseconds at_most) {

@@ -20,6 +20,7 @@ LoaderDesign design_loader(const Options& o, unsigned hardware_threads) {
   d.reader_options.fields = o.fields;
   d.reader_options.group = o.group;
   d.reader_options.sequential = d.order == Order::sequential;
+  d.reader_options.max_open_shards = o.max_open_shards;
   d.auto_workers = o.num_workers == kAuto;
   d.auto_prefetch = o.prefetch == kAuto;
   // kAuto forks as many workers as there are cores and reserves the deepest ring the tuner may

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "formats/open_reader.h"
+#include "formats/shard_set.h"
 #include "loader/base/posix_error.h"
 #include "loader/options_check.h"
 #include "loader/plan/launcher_env.h"
@@ -30,8 +32,36 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 }  // namespace
 
+namespace {
+
+// LoaderState::shards for a shard set: the count, and XXH64 of each shard's file name and sample
+// count.
+std::string shard_set_identity(const std::string& source, const std::vector<std::uint64_t>& samples) {
+  if (!formats::is_shard_set(source)) return "";
+  const std::vector<std::string> paths = formats::shard_paths(source);
+  std::string canonical;
+  for (std::size_t k = 0; k < paths.size(); ++k) {
+    const std::size_t slash = paths[k].find_last_of('/', paths[k].size() > 1 ? paths[k].size() - 2 : 0);
+    std::string name = slash == std::string::npos ? paths[k] : paths[k].substr(slash + 1);
+    if (!name.empty() && name.back() == '/') name.pop_back();
+    canonical += fmt::format("{}|{}\n", name, k < samples.size() ? samples[k] : 0);
+  }
+  return fmt::format("{} shards {:016x}", paths.size(), XXH64(canonical.data(), canonical.size(), 0));
+}
+
+// The options with `source` resolved (formats/shard_set.h): a list, glob or directory of shards
+// becomes the one source every process opens the same way.
+Options resolved(Options o) {
+  check_options(o);
+  o.source = formats::resolve_source(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources);
+  o.sources.clear();
+  return o;
+}
+
+}  // namespace
+
 LoaderImpl::LoaderImpl(Options options)
-    : opt_((check_options(options), std::move(options))),
+    : opt_(resolved(std::move(options))),
       design_(design_loader(opt_, std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false) {
@@ -73,6 +103,8 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
     probe = probe_dataset(opt_.source, design_.reader_options, opt_.timeout);
   }
   const Schema& source_schema = probe.schema;
+  design_.reader_options.shard_samples = probe.shard_samples;  // workers open a shard only to read it
+  shards_identity_ = shard_set_identity(opt_.source, probe.shard_samples);
   s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed, OpLimits{opt_.max_image_pixels});
   schema_ = s.pipelines.output();
   source_description_ = probe.layout;
@@ -92,9 +124,10 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
                      probe.locality_rows);
   if (sampler_.batches_per_epoch() == 0) {
-    throw Error(ErrorCode::invalid_option,
-                fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)", opt_.source,
-                            schema_.num_samples, opt_.batch_size, opt_.shard.world_size));
+    throw Error(
+        ErrorCode::invalid_option,
+        fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)",
+                    formats::source_name(opt_.source), schema_.num_samples, opt_.batch_size, opt_.shard.world_size));
   }
   return s;
 }
@@ -216,6 +249,7 @@ LoaderState LoaderImpl::state() const {
   s.order = sampler_.order_description();
   s.num_samples = schema_.num_samples;
   s.fields = schema_.describe_fields();
+  s.shards = shards_identity_;
   return s;
 }
 
@@ -227,6 +261,10 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
   }
   if (state.fields != here.fields) {
     differ.push_back(fmt::format("fields '{}' in the state, '{}' here", state.fields, here.fields));
+  }
+  if (state.shards != here.shards) {
+    differ.push_back(fmt::format("shards '{}' in the state, '{}' here", state.shards.empty() ? "none" : state.shards,
+                                 here.shards.empty() ? "none" : here.shards));
   }
   if (state.order != here.order) {
     differ.push_back(fmt::format("order {} in the state, {} here", state.order, here.order));

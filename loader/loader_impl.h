@@ -87,6 +87,7 @@ class LoaderImpl final : public HostSource {
 
   Options opt_;
   LoaderDesign design_;
+  std::string shards_identity_;  // LoaderState::shards
   pid_t owner_pid_;
   Schema schema_;  // delivered: the reader's, with the pipelines' outputs
   std::string source_description_;

@@ -7,8 +7,18 @@
 namespace stoker::detail {
 
 void check_options(const Options& o) {
-  if (o.source.empty())
-    throw Error(ErrorCode::invalid_option, "options: source is empty; set it to an HDF5 file or an LMDB database");
+  if (o.source.empty() && o.sources.empty()) {
+    throw Error(
+        ErrorCode::invalid_option,
+        "options: source is empty; set it to an HDF5 file or an LMDB database (or sources to a list of shards)");
+  }
+  if (!o.source.empty() && !o.sources.empty()) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("options: both source ('{}') and sources ({} entries) are set; set one", o.source,
+                            o.sources.size()));
+  }
+  if (o.max_open_shards == 0)
+    throw Error(ErrorCode::invalid_option, "options: max_open_shards is 0; it must be at least 1");
   if (o.batch_size == 0) throw Error(ErrorCode::invalid_option, "options: batch_size is 0; it must be at least 1");
   if (o.prefetch == 0) throw Error(ErrorCode::invalid_option, "options: prefetch is 0; it must be at least 1");
   if (o.num_workers > 1024 && o.num_workers != kAuto) {

@@ -17,10 +17,12 @@ namespace {
 // state counted positions of the Fisher-Yates order that came before, which mean other samples.
 constexpr int kStateVersion = 2;
 
-// XXH64 (seed 0) of the canonical line "v2|epoch|consumed|finished|seed|order|num_samples|fields".
+// XXH64 (seed 0) of the canonical line
+// "v2|epoch|consumed|finished|seed|order|num_samples|fields|shards".
 std::string fingerprint(const LoaderState& s) {
-  const std::string canonical = fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed,
-                                            s.epoch_finished ? 1 : 0, s.seed, s.order, s.num_samples, s.fields);
+  const std::string canonical =
+      fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed, s.epoch_finished ? 1 : 0, s.seed,
+                  s.order, s.num_samples, s.fields, s.shards);
   return fmt::format("{:016x}", XXH64(canonical.data(), canonical.size(), 0));
 }
 
@@ -29,7 +31,8 @@ std::string fingerprint(const LoaderState& s) {
 std::string LoaderState::to_json() const {
   nlohmann::json j = {{"stoker_state", kStateVersion},    {"epoch", epoch},   {"consumed", consumed},
                       {"epoch_finished", epoch_finished}, {"seed", seed},     {"order", order},
-                      {"num_samples", num_samples},       {"fields", fields}, {"fingerprint", fingerprint(*this)}};
+                      {"num_samples", num_samples},       {"fields", fields}, {"shards", shards},
+                      {"fingerprint", fingerprint(*this)}};
   return j.dump();
 }
 
@@ -82,6 +85,7 @@ LoaderState LoaderState::from_json(std::string_view text) {
   get("order", s.order);
   get("num_samples", s.num_samples);
   get("fields", s.fields);
+  get("shards", s.shards);
   get("fingerprint", stored);
   if (stored != fingerprint(s)) {
     throw Error(ErrorCode::state_mismatch,

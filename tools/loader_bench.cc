@@ -68,6 +68,7 @@ struct Args {
   double timeout_s = 300;
   std::uint32_t max_respawns = 3;
   int worker_oom_score_adj = 500;
+  std::size_t max_open_shards = 64;
   std::uint64_t max_image_pixels = stoker::kDefaultMaxImagePixels;
 };
 
@@ -351,7 +352,18 @@ void bench(const std::string& path, const Args& args) {
   std::optional<stoker::LoaderState> resume;  // read first: a bad state file fails before any work
   if (!args.resume.empty()) resume = read_state(args.resume);
   Options o;
-  o.source = path;
+  // "a.h5,b.h5": a list of shards (a path that exists as written is one dataset, commas and all).
+  if (path.find(',') != std::string::npos && !std::filesystem::exists(path)) {
+    for (std::size_t at = 0;;) {
+      const std::size_t comma = path.find(',', at);
+      o.sources.push_back(path.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  } else {
+    o.source = path;
+  }
+  o.max_open_shards = args.max_open_shards;
   o.format = args.format == "hdf5"   ? stoker::Format::hdf5
              : args.format == "lmdb" ? stoker::Format::lmdb
                                      : stoker::Format::auto_detect;
@@ -449,7 +461,12 @@ void write_demo(const std::string& dir, std::uint64_t samples) {
 
 // What to read and how the loader sees it.
 void add_data_options(CLI::App& app, Args& args) {
-  app.add_option("--data", args.data, "HDF5 file or LMDB database to read (default: a generated demo dataset)");
+  app.add_option("--data", args.data,
+                 "HDF5 file or LMDB database to read, or a shard set: a comma-separated list, a glob ('train-*.h5', "
+                 "quoted) or a directory of shards (default: a generated demo dataset)");
+  app.add_option("--max-open-shards", args.max_open_shards, "Shards a worker keeps open at once")
+      ->check(stoker::tools::whole_number(1))
+      ->capture_default_str();
   app.add_option("--format", args.format, "Format of --data")
       ->check(CLI::IsMember({"auto", "hdf5", "lmdb"}))
       ->capture_default_str();

@@ -130,6 +130,11 @@ struct ReaderOptions {
   // MDB_NORDAHEAD, HDF5's direct reads without POSIX_FADV_RANDOM). Random access turns that off:
   // read-ahead would fetch pages nobody reads.
   bool sequential = false;
+  // A shard set (formats/shard_set.h): each shard's sample count, as the process that built the
+  // loader found them (empty: count them by opening every shard), and how many shards a reader
+  // keeps open at once.
+  std::vector<std::uint64_t> shard_samples;
+  std::size_t max_open_shards = 64;
 };
 
 // The fields `wanted` picks out of `available` (all, alphabetical, when `wanted` is empty).

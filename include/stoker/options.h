@@ -60,8 +60,15 @@ enum class OptionSpelling : std::uint8_t { cpp, command_line, python };
 STOKER_API void set_option_spelling(OptionSpelling spelling) noexcept;
 
 struct Options {
-  // HDF5 file, or LMDB database (a single file, or a directory holding data.mdb).
+  // HDF5 file, or LMDB database (a single file, or a directory holding data.mdb); or a shard set:
+  // a glob ("train-*.h5", matches sorted by name) or a directory of shards.
   std::string source;
+  // A shard set as a list (instead of `source`): files, LMDB databases, globs or directories, in
+  // order. The shards' samples are concatenated in that order into one dataset; every shard must
+  // have the same fields (docs/sharding.md).
+  std::vector<std::string> sources;
+  // Shards a worker keeps open at once (the least recently read is closed first).
+  std::size_t max_open_shards = 64;
   Format format = Format::auto_detect;
 
   // Fields to deliver, in this order. Empty: every field, alphabetical by name. In HDF5 a field

@@ -25,6 +25,9 @@ struct STOKER_API LoaderState {
   std::string order;  // "sequential", "random", "quasi_random(group=G,window=K)"
   std::uint64_t num_samples = 0;
   std::string fields;  // the delivered fields, "image: u8[3,32,32], label: i64[]"
+  // A shard set's identity: "16 shards 5c0e...": how many, and XXH64 of their file names (not
+  // their directories: a copied dataset resumes) with each one's sample count. "" for one file.
+  std::string shards;
 
   // One JSON object, with a fingerprint of its contents (docs/sampler.md).
   std::string to_json() const;

@@ -21,7 +21,7 @@ WorkerSource::WorkerSource(std::shared_ptr<SlotPool> slots, std::uint32_t depth,
                            std::shared_ptr<const DatasetSpec> dataset, std::chrono::milliseconds timeout,
                            RespawnPolicy respawn)
     : slots_(slots),
-      source_path_(dataset->path),
+      source_path_(dataset->name()),
       workers_(std::move(slots), num_workers, std::move(dataset), respawn.oom_score_adj),
       tasks_(depth, num_workers),
       watch_(num_workers, timeout),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "formats/open_reader.h"
+#include "formats/shard_set.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -26,8 +27,9 @@ formats::Reader& LazyReader::get() {
   if (!reader_) {
     auto r = formats::open_reader(path_, options_);
     if (!(r->schema() == expected_)) {
-      throw Error(ErrorCode::dataset, fmt::format("{}: the dataset changed after the loader opened it (was {}, now {})",
-                                                  path_, describe(expected_), describe(r->schema())));
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: the dataset changed after the loader opened it (was {}, now {})",
+                              formats::source_name(path_), describe(expected_), describe(r->schema())));
     }
     // Checked once the file is open, the schema first (its difference says most): the open file is
     // the one compared, whatever happens to the path after.
@@ -35,7 +37,7 @@ formats::Reader& LazyReader::get() {
       throw Error(ErrorCode::dataset,
                   fmt::format("{}: the dataset was replaced or changed since the loader opened it ({}): its samples "
                               "are not mixed into this loader's epochs; build a new Loader to read the new one",
-                              path_, describe_change(*identity_, *now)));
+                              formats::source_name(path_), describe_change(*identity_, *now)));
     }
     reader_ = std::move(r);
   }

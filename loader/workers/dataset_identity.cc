@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 
+#include "formats/shard_set.h"
+#include "loader/base/splitmix64.h"
+
 namespace stoker::detail {
 
 std::optional<DatasetIdentity> DatasetIdentity::from_words(const std::vector<std::uint64_t>& w) {
@@ -12,6 +15,19 @@ std::optional<DatasetIdentity> DatasetIdentity::from_words(const std::vector<std
 }
 
 std::optional<DatasetIdentity> dataset_identity(const std::string& path) {
+  if (formats::is_shard_set(path)) {
+    // The shards' identities folded into one: any shard replaced, resized or touched changes it.
+    DatasetIdentity set;
+    for (const std::string& shard : formats::shard_paths(path)) {
+      const std::optional<DatasetIdentity> one = dataset_identity(shard);
+      if (!one) return std::nullopt;
+      set.device = splitmix64_mix(set.device ^ one->device);
+      set.inode = splitmix64_mix(set.inode ^ one->inode);
+      set.size += one->size;
+      set.mtime_ns = splitmix64_mix(set.mtime_ns ^ one->mtime_ns);
+    }
+    return set;
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
   if (S_ISDIR(st.st_mode) && ::stat((path + "/data.mdb").c_str(), &st) != 0) return std::nullopt;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "formats/core/reader.h"
+#include "formats/shard_set.h"
 #include "loader/pipeline/pipeline.h"
 #include "loader/workers/dataset_identity.h"
 #include "stoker/schema.h"
@@ -23,6 +24,9 @@ struct DatasetSpec {
   std::uint64_t seed = 0;                   // Options::seed, for the pipelines' random numbers
   OpLimits limits;                          // Options::max_image_pixels, for the pipelines' operations
   std::optional<DatasetIdentity> identity;  // the file's when the loader opened it (unset: not checked)
+
+  // How messages name it: the path, or a shard set's first shard and how many more.
+  std::string name() const { return formats::source_name(path); }
 };
 
 }  // namespace stoker::detail

@@ -17,6 +17,8 @@
 
 #include "formats/core/schema_json.h"
 #include "formats/open_reader.h"
+#include "formats/shard_set.h"
+#include "formats/sharded_reader.h"
 #include "loader/base/deadline.h"
 #include "loader/base/json_numbers.h"
 #include "loader/base/option_spelling.h"
@@ -47,6 +49,11 @@ constexpr std::uint64_t kTypicalProbes = 16;
 constexpr std::uint64_t kMaxFixedProbeBytes = 256u << 20;
 
 std::uint64_t dataset_file_bytes(const std::string& path) {
+  if (formats::is_shard_set(path)) {
+    std::uint64_t total = 0;
+    for (const std::string& shard : formats::shard_paths(path)) total += dataset_file_bytes(shard);
+    return total;
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return 0;
   if (S_ISDIR(st.st_mode)) {
@@ -153,8 +160,9 @@ std::optional<std::string> read_all(int fd, std::size_t limit, Clock::time_point
   } catch (const std::bad_alloc&) {
     text = json{{"error",
                  {{"code", static_cast<int>(ErrorCode::dataset)},
-                  {"message", path + ": reading its metadata ran out of memory: the file claims more than this "
-                                     "machine holds (damaged, or made to)"}}}}
+                  {"message", formats::source_name(path) +
+                                  ": reading its metadata ran out of memory: the file claims more than this "
+                                  "machine holds (damaged, or made to)"}}}}
                .dump(-1, ' ', false, json::error_handler_t::replace);
   } catch (const std::exception& e) {
     text = json{{"error", {{"code", static_cast<int>(ErrorCode::internal)}, {"message", e.what()}}}}.dump(
@@ -208,7 +216,8 @@ Child start_child(const std::string& request) {
   return Child{pid, std::move(mine), image.has_value(), image ? image->path : std::string()};
 }
 
-Error probe_failure(const std::string& path, const Child& child, int status, const std::string& what) {
+Error probe_failure(const std::string& source, const Child& child, int status, const std::string& what) {
+  const std::string path = formats::source_name(source);
   // A program started by exec that exits without a word may be one that never calls stoker::init.
   if (child.exec && WIFEXITED(status)) {
     const bool self = child.program == "/proc/self/exe";
@@ -237,6 +246,8 @@ ProbeResult describe_dataset(formats::Reader& reader, const std::string& path) {
   r.typical = typical_sizes(reader);
   r.locality_rows = reader.locality_rows();
   r.file_bytes = dataset_file_bytes(path);
+  if (const auto* sharded = dynamic_cast<const formats::ShardedReader*>(&reader))
+    r.shard_samples = sharded->shard_samples();
   return r;
 }
 
@@ -248,7 +259,8 @@ std::string probe_result_to_json(const ProbeResult& r) {
               {"bounds", bounds},
               {"typical", r.typical},
               {"locality_rows", r.locality_rows},
-              {"file_bytes", r.file_bytes}}
+              {"file_bytes", r.file_bytes},
+              {"shard_samples", r.shard_samples}}
       .dump(-1, ' ', false, json::error_handler_t::replace);  // a path in the layout need not be UTF-8
 }
 
@@ -262,6 +274,7 @@ ProbeResult probe_result_from_json(const std::string& text) {
     r.typical = j.at("typical").get<std::vector<std::uint64_t>>();
     r.locality_rows = j.at("locality_rows").get<std::uint64_t>();
     r.file_bytes = j.at("file_bytes").get<std::uint64_t>();
+    r.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
     if (r.bounds.size() != r.schema.fields.size() || r.typical.size() != r.schema.fields.size()) {
       throw Error(ErrorCode::internal, "stoker: the probe's answer does not match its schema");
     }

@@ -26,7 +26,8 @@ struct ProbeResult {
   std::vector<formats::SampleBound> bounds;
   std::vector<std::uint64_t> typical;
   std::uint64_t locality_rows = 1;
-  std::uint64_t file_bytes = 0;  // the dataset's size on disk: no batch holds more of it
+  std::uint64_t file_bytes = 0;              // the dataset's size on disk: no batch holds more of it
+  std::vector<std::uint64_t> shard_samples;  // a shard set's samples per shard (else empty)
 };
 
 // Reads `reader` (open on `path`) as the probe does.

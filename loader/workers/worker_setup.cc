@@ -19,6 +19,8 @@ void put_reader_options(json& j, const std::string& path, const formats::ReaderO
   j["group"] = o.group;
   j["hdf5_path"] = static_cast<int>(o.hdf5_path);
   j["sequential"] = o.sequential;
+  j["shard_samples"] = o.shard_samples;
+  j["max_open_shards"] = o.max_open_shards;
 }
 
 formats::ReaderOptions get_reader_options(const json& j, std::string& path) {
@@ -29,6 +31,8 @@ formats::ReaderOptions get_reader_options(const json& j, std::string& path) {
   o.group = j.at("group").get<std::string>();
   o.hdf5_path = static_cast<formats::Hdf5Path>(j.at("hdf5_path").get<int>());
   o.sequential = j.at("sequential").get<bool>();
+  o.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
+  o.max_open_shards = j.at("max_open_shards").get<std::size_t>();
   return o;
 }
 

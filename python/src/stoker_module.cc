@@ -65,7 +65,8 @@ struct WarningQueue {
 struct PyOptions {
   std::string source, format = "auto", group, pipeline, order = "sequential", shm_backing = "auto", device = "cpu",
                       staging = "pinned_copy";
-  std::vector<std::string> fields;
+  std::vector<std::string> fields, sources;
+  std::size_t max_open_shards = 64;
   std::size_t batch_size = 1, num_workers = 0, prefetch = 2, prefetch_to_device = 2;
   bool num_workers_auto = false, prefetch_auto = false, shuffle = false, drop_last = false, shard_from_env = false;
   std::uint64_t seed = 0, shm_budget = 0, max_image_pixels = stoker::kDefaultMaxImagePixels;
@@ -82,6 +83,8 @@ struct PyOptions {
 stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueue>& warnings) {
   stoker::Options o;
   o.source = p.source;
+  o.sources = p.sources;
+  o.max_open_shards = p.max_open_shards;
   if (p.format == "auto") {
     o.format = stoker::Format::auto_detect;
   } else if (p.format == "hdf5") {
@@ -424,6 +427,8 @@ NB_MODULE(_core, m) {
       .def_rw("fields", &PyOptions::fields)
       .def_rw("group", &PyOptions::group)
       .def_rw("pipeline", &PyOptions::pipeline)
+      .def_rw("sources", &PyOptions::sources)
+      .def_rw("max_open_shards", &PyOptions::max_open_shards)
       .def_rw("max_image_pixels", &PyOptions::max_image_pixels)
       .def_rw("batch_size", &PyOptions::batch_size)
       .def_rw("num_workers", &PyOptions::num_workers)

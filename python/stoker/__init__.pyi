@@ -19,7 +19,7 @@ class _EpochIterator(Iterator[Batch]):
 class Loader:
     def __init__(
         self,
-        source: Union[str, os.PathLike[str]],
+        source: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]],
         batch_size: int = 1,
         num_workers: Union[int, Literal["auto"]] = 0,
         prefetch_factor: Union[int, Literal["auto"]] = 2,
@@ -46,6 +46,7 @@ class Loader:
         staging: Literal["pinned_copy", "registered_shm"] = "pinned_copy",
         worker_oom_score_adj: int = 500,
         max_image_pixels: int = 89478485,
+        max_open_shards: int = 64,
     ) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     def __iter__(self) -> _EpochIterator: ...

@@ -52,7 +52,14 @@ def _options(cfg):
     """The C++ Options for a Loader's keyword arguments, every type checked before any process
     starts; the values themselves are checked by the C++ Loader, which names them."""
     o = _core.Options()
-    o.source = _str("source", cfg["source"])
+    source = cfg["source"]
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise _bad("source", "is an empty list of shards")
+        o.sources = [_str("source", os.fspath(s) if isinstance(s, os.PathLike) else s) for s in source]
+    else:
+        o.source = _str("source", source)
+    o.max_open_shards = _int("max_open_shards", cfg["max_open_shards"], 1)
     o.format = _str("format", cfg["format"])
     fields = cfg["fields"]
     if fields is not None:
@@ -120,7 +127,8 @@ class Loader:
     samples back to back) and ``name.offsets`` (int64, batch+1); ``stoker.split_bytes`` cuts it.
 
     Arguments (PyTorch's DataLoader's names where the meaning is the same):
-      source: HDF5 file, or LMDB database (a file, or a directory holding data.mdb).
+      source: HDF5 file, or LMDB database (a file, or a directory holding data.mdb); or a shard
+        set: a list of them, a glob ("train-*.h5") or a directory of shards, read as one dataset.
       batch_size: samples per batch.
       num_workers: worker processes; 0 loads in this thread; "auto" adds workers while the loop
         waits for data.
@@ -140,6 +148,7 @@ class Loader:
       max_respawns: dead or stuck workers replaced in the Loader's life before it fails.
       framework: "torch" (torch.Tensor) or "numpy" (numpy.ndarray; needs no torch).
       copy: tensors that own their memory; each batch's slot is released at once.
+      max_open_shards: shards a worker keeps open at once (a shard set).
       max_image_pixels: the most pixels an image the pipeline decodes may have (default PIL's
         89478485); a larger one is an error naming the sample, from its header alone.
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
@@ -160,14 +169,15 @@ class Loader:
                  shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
                  prefetch_to_device=2, staging="pinned_copy", worker_oom_score_adj=500,
-                 max_image_pixels=89478485):
+                 max_image_pixels=89478485, max_open_shards=64):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
                    shm_budget=shm_budget, timeout=timeout, max_respawns=max_respawns, framework=framework,
                    copy=copy, format=format, shm_fraction=shm_fraction, shm_backing=shm_backing,
                    shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
-                   worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels)
+                   worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels,
+                   max_open_shards=max_open_shards)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None

@@ -161,6 +161,16 @@ TEST_F(Resume, AStateForAnotherOrderOrAFinishedEpochIsRefused) {
                {"epoch 2 is finished (all its batches were delivered): start epoch 3"});
 }
 
+// The example of docs/sampler.md, fingerprint and all, is a state this stoker reads.
+TEST(LoaderStateJson, TheDocumentedExampleIsAValidState) {
+  const LoaderState s = LoaderState::from_json(
+      R"({"stoker_state":2,"epoch":2,"consumed":210,"epoch_finished":false,"seed":3,"order":"random",
+ "num_samples":1200,"fields":"image: u8[3,32,32], label: i64[]","shards":"","fingerprint":"e51c6141f5add580"})");
+  EXPECT_EQ(s.consumed, 210u);
+  EXPECT_EQ(s.fields, "image: u8[3,32,32], label: i64[]");
+  EXPECT_EQ(LoaderState::from_json(s.to_json()), s);
+}
+
 TEST(LoaderStateJson, EditedTruncatedOrForeignTextIsRefused) {
   LoaderState s;
   s.epoch = 4;

@@ -191,3 +191,24 @@ def test_shard_env_reads_torchrun_s_variables(data, monkeypatch):
     explicit = stoker.Loader(data["fixed"], batch_size=10, shuffle=True, seed=2, shard=(1, 3), framework="numpy")
     assert len(env) == len(explicit) == 7  # ceil(203 / 3) = 68 samples, padded: 7 batches
     same(collect(env), collect(explicit))
+
+
+def test_a_list_or_glob_of_shards_reads_as_the_file_they_were_cut_from(data, tmp_path):
+    with h5py.File(data["fixed"]) as f:
+        whole = {k: f[k][()] for k in ("image", "label", "x")}
+    cuts = [0, 40, 41, 100, N]
+    paths = []
+    for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        p = tmp_path / f"part-{k:02d}.h5"
+        with h5py.File(p, "w") as f:
+            for name, v in whole.items():
+                f[name] = v[a:b]
+        paths.append(p)
+    reference = collect(stoker.Loader(data["fixed"], batch_size=16, shuffle=True, seed=5, num_workers=2,
+                                      fields=["image", "label", "x"], framework="numpy"))
+    for source in (paths, str(tmp_path / "part-*.h5"), str(tmp_path)):
+        loader = stoker.Loader(source, batch_size=16, shuffle=True, seed=5, num_workers=2,
+                               fields=["image", "label", "x"], framework="numpy")
+        assert loader.num_samples == N
+        same(collect(loader), reference)
+        assert "4 shards" in loader.state_dict()["shards"]

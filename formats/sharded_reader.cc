@@ -1,0 +1,140 @@
+#include "formats/sharded_reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "formats/open_reader.h"
+#include "stoker/error.h"
+
+namespace stoker::formats {
+
+ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOptions& options)
+    : paths_(std::move(shards)), options_(options), max_open_(std::max<std::size_t>(options.max_open_shards, 1)) {
+  options_.known.reset();
+  options_.shard_samples.clear();
+  const bool counted = !options.shard_samples.empty();
+  if (counted && options.shard_samples.size() != paths_.size()) {
+    throw Error(ErrorCode::internal,
+                fmt::format("{} shard counts for {} shards", options.shard_samples.size(), paths_.size()));
+  }
+  samples_.assign(paths_.size(), 0);
+  // Shard 0 gives the fields; without counts, every other shard is opened once to count its
+  // samples and check its fields (one at a time: none stays open but the last few).
+  for (std::size_t k = 0; k < (counted ? 1 : paths_.size()); ++k) {
+    Reader& r = shard(k);
+    if (k == 0) {
+      schema_ = r.schema();
+      bounds_.assign(schema_.fields.size(), SampleBound{});
+      locality_rows_ = r.locality_rows();
+      layout_ = r.describe_layout();
+    }
+    samples_[k] = r.schema().num_samples;
+    for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+      if (!schema_.fields[f].is_bytes()) continue;
+      const SampleBound b = r.sample_bound(f);
+      bounds_[f].bytes = std::max(bounds_[f].bytes, b.bytes);
+      bounds_[f].exact = (k == 0 || bounds_[f].exact) && b.exact;
+    }
+  }
+  if (counted) {
+    samples_ = options.shard_samples;
+    // The bounds are the first shard's alone: not exact for the set.
+    for (auto& b : bounds_) b.exact = b.exact && paths_.size() == 1;
+  }
+  starts_.assign(paths_.size() + 1, 0);
+  for (std::size_t k = 0; k < paths_.size(); ++k) {
+    if (samples_[k] > ~std::uint64_t{0} - starts_[k]) {
+      throw Error(ErrorCode::dataset, fmt::format("{}: the shards hold more than 2^64 samples", paths_[k]));
+    }
+    starts_[k + 1] = starts_[k] + samples_[k];
+  }
+  schema_.num_samples = starts_.back();
+}
+
+std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
+  std::unique_ptr<Reader> r = open_reader(paths_[k], options_);
+  ++opens_;
+  if (k > 0) {
+    const Schema& s = r->schema();
+    if (s.fields != schema_.fields) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: shard {} of {} has fields {}, and {} (the first shard) has {}: every shard of a "
+                              "dataset must have the same fields",
+                              paths_[k], k, paths_.size(), s.describe_fields(), paths_[0], schema_.describe_fields()));
+    }
+    if (!samples_.empty() && samples_[k] != 0 && s.num_samples != samples_[k]) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: shard {} holds {} samples, and held {} when the loader opened it: the dataset "
+                              "changed",
+                              paths_[k], k, s.num_samples, samples_[k]));
+    }
+  }
+  return r;
+}
+
+Reader& ShardedReader::shard(std::size_t k) {
+  for (auto it = open_.begin(); it != open_.end(); ++it) {
+    if (it->first == k) {
+      if (it != open_.begin()) open_.splice(open_.begin(), open_, it);
+      return *open_.front().second;
+    }
+  }
+  if (open_.size() >= max_open_) open_.pop_back();  // closed before the next is opened
+  open_.emplace_front(k, open_shard(k));
+  return *open_.front().second;
+}
+
+std::size_t ShardedReader::shard_of(std::uint64_t index) const noexcept {
+  // The last shard whose start is at most index (empty shards start where the next one does).
+  const auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, index);
+  return static_cast<std::size_t>(it - starts_.begin()) - 1;
+}
+
+void ShardedReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
+  std::vector<FieldOut> part(out.begin(), out.end());
+  std::size_t i = 0;
+  while (i < indices.size()) {
+    // A run of indices in one shard, read in one call.
+    const std::size_t k = shard_of(indices[i]);
+    const std::uint64_t lo = starts_[k], hi = starts_[k + 1];
+    std::size_t j = i;
+    local_.clear();
+    while (j < indices.size() && indices[j] >= lo && indices[j] < hi) local_.push_back(indices[j++] - lo);
+    for (std::size_t f = 0; f < out.size(); ++f) {
+      if (out[f].fixed) part[f].fixed = out[f].fixed + i * schema_.fields[f].bytes_per_sample();
+    }
+    shard(k).read(local_, part);
+    i = j;
+  }
+}
+
+SampleBound ShardedReader::sample_bound(std::size_t f) const { return bounds_[f]; }
+
+std::string ShardedReader::describe_layout() const {
+  const std::string shards = fmt::format("{} shards, {} .. {}", paths_.size(), paths_.front(), paths_.back());
+  return layout_.empty() ? shards : fmt::format("{}; {}", shards, layout_);
+}
+
+void ShardedReader::will_need(std::span<const std::uint64_t> indices) noexcept {
+  // Only for shards open now: opening one for a hint would cost what the hint saves.
+  try {
+    std::vector<std::uint64_t> local;
+    std::size_t i = 0;
+    while (i < indices.size()) {
+      const std::size_t k = shard_of(indices[i]);
+      const std::uint64_t lo = starts_[k], hi = starts_[k + 1];
+      local.clear();
+      std::size_t j = i;
+      while (j < indices.size() && indices[j] >= lo && indices[j] < hi) local.push_back(indices[j++] - lo);
+      for (auto& [n, r] : open_) {
+        if (n == k) r->will_need(local);
+      }
+      i = j;
+    }
+  } catch (...) {
+    // A hint: nothing is lost without it.
+  }
+}
+
+}  // namespace stoker::formats

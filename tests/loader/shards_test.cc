@@ -1,0 +1,227 @@
+// Shard sets: many files (HDF5 or LMDB) read as one dataset, their samples concatenated in order,
+// named as a list, a glob or a directory; a shard that differs is an error naming it; a reader
+// keeps a bounded number of shards open; a loader state resumes only the same shard set.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <set>
+
+#include "formats/shard_set.h"
+#include "formats/sharded_reader.h"
+#include "stoker/loader.h"
+#include "tests/support/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Shards of small_schema: shard k holds samples 0 .. sizes[k]-1 of the generator.
+struct ShardFiles {
+  std::vector<std::string> paths;
+  std::vector<std::uint64_t> sizes;
+  // The shard and local index of global sample g.
+  std::pair<std::size_t, std::uint64_t> locate(std::uint64_t g) const {
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      if (g < sizes[k]) return {k, g};
+      g -= sizes[k];
+    }
+    ADD_FAILURE() << "sample past the shards";
+    return {0, 0};
+  }
+  std::uint64_t total() const { return std::accumulate(sizes.begin(), sizes.end(), std::uint64_t{0}); }
+};
+
+ShardFiles write_shards(const TempDir& tmp, const std::string& dir, const std::vector<std::uint64_t>& sizes,
+                        bool lmdb_odd = false) {
+  std::filesystem::create_directories(tmp.path(dir));
+  ShardFiles s;
+  s.sizes = sizes;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const bool lmdb = lmdb_odd && k % 2 == 1;
+    const std::string p = tmp.path(dir + "/train-" + std::to_string(k) + (lmdb ? ".lmdb" : ".h5"));
+    if (lmdb) {
+      write_lmdb(p, small_schema(sizes[k]));
+    } else {
+      write_hdf5(p, small_schema(sizes[k]), {formats::Hdf5WriteOptions::Layout::chunked, 8, k % 2 ? 0 : 1});
+    }
+    s.paths.push_back(p);
+  }
+  return s;
+}
+
+// Every sample of one epoch of `o`, checked against its shard's generator; the global indices in
+// delivery order.
+std::vector<std::uint64_t> read_all(const Options& o, const ShardFiles& shards) {
+  Loader loader(o);
+  const Schema schema = small_schema(1);
+  EXPECT_EQ(loader.schema().num_samples, shards.total());
+  std::vector<std::uint64_t> order;
+  for (Batch& b : loader.epoch(0)) {
+    for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+      const FieldView& v = b.fields()[f];
+      for (std::size_t i = 0; i < b.size(); ++i) {
+        const auto [k, local] = shards.locate(b.indices()[i]);
+        const auto want = expected_field(schema.fields[f], local);
+        EXPECT_EQ(0, std::memcmp(v.data + i * want.size(), want.data(), want.size()))
+            << "field " << schema.fields[f].name << ", sample " << b.indices()[i] << " (shard " << k << ", sample "
+            << local << ")";
+      }
+    }
+    order.insert(order.end(), b.indices().begin(), b.indices().end());
+  }
+  return order;
+}
+
+Options options_for(std::size_t workers, Order order = Order::sequential) {
+  Options o;
+  o.batch_size = 7;
+  o.num_workers = workers;
+  o.order = order;
+  o.seed = 3;
+  return o;
+}
+
+TEST(Shards, ASetReadsAsItsShardsConcatenatedNamedAsAListAGlobOrADirectory) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "set", {40, 25, 35});
+  std::vector<std::uint64_t> all(shards.total());
+  std::iota(all.begin(), all.end(), 0);
+  for (std::size_t workers : {0u, 2u}) {
+    Options list = options_for(workers);
+    list.sources = shards.paths;
+    EXPECT_EQ(read_all(list, shards), all) << workers << " workers";
+    Options glob = options_for(workers);
+    glob.source = tmp.path("set/train-*.h5");
+    EXPECT_EQ(read_all(glob, shards), all);
+    Options dir = options_for(workers);
+    dir.source = tmp.path("set");
+    EXPECT_EQ(read_all(dir, shards), all);
+    // Shuffled: every sample once, the same order for any number of workers.
+    Options shuffled = options_for(workers, Order::random);
+    shuffled.sources = shards.paths;
+    std::vector<std::uint64_t> got = read_all(shuffled, shards);
+    EXPECT_NE(got, all);
+    EXPECT_EQ(std::set<std::uint64_t>(got.begin(), got.end()).size(), all.size());
+  }
+}
+
+TEST(Shards, HdfAndLmdbShardsOfTheSameFieldsMakeOneSet) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "mixed", {12, 30, 9, 20}, /*lmdb_odd=*/true);
+  Options o = options_for(2, Order::quasi_random);
+  o.sources = shards.paths;
+  const std::vector<std::uint64_t> got = read_all(o, shards);
+  EXPECT_EQ(std::set<std::uint64_t>(got.begin(), got.end()).size(), shards.total());
+}
+
+TEST(Shards, AShardWithOtherFieldsIsAnErrorNamingItAndTheDifference) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "set", {10, 10});
+  Schema other = small_schema(10);
+  other.fields[0].shape = {3, 4, 6};
+  const std::string odd = tmp.path("set/train-2.h5");
+  write_hdf5(odd, other, {});
+  Options o = options_for(2);
+  o.sources = {shards.paths[0], shards.paths[1], odd};
+  expect_error(ErrorCode::dataset, [&] { Loader l(o); },
+               {odd + ": shard 2 of 3 has fields image: u8[3,4,6]", "and " + shards.paths[0] +
+                                                                        " (the first shard) has "
+                                                                        "image: u8[3,4,5]"});
+}
+
+TEST(Shards, WhatNamesNoShardIsAnError) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.path("empty"));
+  Options glob = options_for(0);
+  glob.source = tmp.path("none-*.h5");
+  expect_error(ErrorCode::dataset, [&] { Loader l(glob); }, {tmp.path("none-*.h5") + ": no file matches the pattern"});
+  Options dir = options_for(0);
+  dir.source = tmp.path("empty");
+  expect_error(ErrorCode::dataset, [&] { Loader l(dir); }, {tmp.path("empty") + ": a directory that holds no shard"});
+  Options both = options_for(0);
+  both.source = "a.h5";
+  both.sources = {"b.h5"};
+  expect_error(ErrorCode::invalid_option, [&] { Loader l(both); }, {"both source ('a.h5') and sources (1 entries)"});
+}
+
+// 6 shards read in a random order through a reader that keeps 2 open: every sample right, shards
+// closed and opened again as needed, never more than 2 open.
+TEST(Shards, AReaderKeepsAtMostMaxOpenShardsOpen) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "set", {5, 6, 7, 5, 6, 7});
+  std::string source;
+  for (const auto& p : shards.paths) source += (source.empty() ? "" : "\n") + p;
+  formats::ReaderOptions options;
+  options.max_open_shards = 2;
+  formats::ShardedReader r(shards.paths, options);
+  EXPECT_EQ(r.schema().num_samples, 36u);
+  EXPECT_EQ(r.shard_samples(), shards.sizes);
+  EXPECT_EQ(r.shard_opens(), 6u);  // each once, to count it and check its fields
+  const Schema schema = small_schema(1);
+  const std::vector<std::uint64_t> indices{35, 0, 17, 18, 1, 30, 12, 29, 5, 6, 7};
+  std::vector<std::vector<std::byte>> bufs(schema.fields.size());
+  std::vector<std::byte*> dest;
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    bufs[f].resize(indices.size() * schema.fields[f].bytes_per_sample());
+    dest.push_back(bufs[f].data());
+  }
+  r.Reader::read(indices, std::span<std::byte* const>(dest));
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      const auto [k, local] = shards.locate(indices[i]);
+      const auto want = expected_field(schema.fields[f], local);
+      EXPECT_EQ(0, std::memcmp(bufs[f].data() + i * want.size(), want.data(), want.size())) << indices[i];
+    }
+  }
+  EXPECT_GT(r.shard_opens(), 6u + 2u);  // runs in 5 shards, 2 kept: most were opened again
+  // A worker's reader, given the counts, opens only the first shard until it reads another.
+  options.shard_samples = shards.sizes;
+  formats::ShardedReader worker(shards.paths, options);
+  EXPECT_EQ(worker.shard_opens(), 1u);
+  EXPECT_EQ(worker.schema().num_samples, 36u);
+  EXPECT_EQ(formats::source_name(source), shards.paths[0] + " and 5 more shards");
+}
+
+TEST(Shards, AStateResumesTheSameShardsEvenCopiedElsewhereAndNoOtherSet) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "a", {40, 25, 35});
+  Options o = options_for(2, Order::random);
+  o.source = tmp.path("a");
+  LoaderState state;
+  std::vector<std::uint64_t> first;
+  {
+    Loader loader(o);
+    Epoch e = loader.epoch(0);
+    for (int i = 0; i < 3; ++i) {
+      auto b = e.next();
+      ASSERT_TRUE(b);
+      first.insert(first.end(), b->indices().begin(), b->indices().end());
+    }
+    state = loader.state();
+    EXPECT_THAT(state.shards, HasSubstr("3 shards "));
+  }
+  // The same shards in another directory: the rest of the epoch, exactly.
+  std::filesystem::copy(tmp.path("a"), tmp.path("copy"));
+  Options copied = o;
+  copied.source = tmp.path("copy");
+  Loader again(copied);
+  std::vector<std::uint64_t> rest;
+  for (Batch& b : again.epoch(state)) rest.insert(rest.end(), b.indices().begin(), b.indices().end());
+  std::set<std::uint64_t> seen(first.begin(), first.end());
+  seen.insert(rest.begin(), rest.end());
+  EXPECT_EQ(first.size() + rest.size(), 100u);
+  EXPECT_EQ(seen.size(), 100u);
+  // The same samples cut into other shards: another dataset as far as the order goes.
+  const ShardFiles other = write_shards(tmp, "b", {65, 35});
+  Options elsewhere = o;
+  elsewhere.source = tmp.path("b");
+  Loader b(elsewhere);
+  expect_error(ErrorCode::state_mismatch, [&] { b.epoch(state); }, {"shards '3 shards ", "' in the state, '2 shards "});
+}
+
+}  // namespace
+}  // namespace stoker::test
