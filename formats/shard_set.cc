@@ -38,29 +38,42 @@ void expand_glob(const std::string& pattern, std::vector<std::string>& out) {
   }
   if (rc != 0)
     throw Error(ErrorCode::io, fmt::format("{}: the pattern could not be read (glob error {})", pattern, rc));
-  // glob() sorts its matches (strcoll; stoker compares bytes: the same order in every locale).
-  std::vector<std::string> found(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+  // glob() sorts its matches (strcoll; stoker compares bytes: the same order in every locale). An
+  // LMDB file's lock file ("x.mdb-lock") is never a shard.
+  std::vector<std::string> found;
+  for (std::size_t i = 0; i < g.gl_pathc; ++i) {
+    if (!ends_with(g.gl_pathv[i], "-lock")) found.emplace_back(g.gl_pathv[i]);
+  }
   std::sort(found.begin(), found.end());
   out.insert(out.end(), found.begin(), found.end());
 }
 
-// The shards a directory holds: HDF5 files, LMDB databases (directories with data.mdb, or single
-// files), sorted by name; hidden files, LMDB lock files and unfinished writes (.partial) are not.
+// Names a directory's shards have: HDF5 files and single-file LMDB databases. Anything else there
+// (a README, a manifest, a lock file, an unfinished .partial) is not a shard.
+bool is_shard_name(std::string_view name) {
+  for (std::string_view ext : {".h5", ".hdf5", ".hdf", ".he5", ".lmdb", ".mdb"}) {
+    if (ends_with(name, ext)) return true;
+  }
+  return false;
+}
+
+// The shards a directory holds: HDF5 files and LMDB databases by their names (is_shard_name), and
+// directories holding data.mdb, sorted by name; hidden entries are not.
 void expand_directory(const std::string& dir, std::vector<std::string>& out) {
   const std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
   if (!d) detail::throw_open_errno(dir);
   std::vector<std::string> found;
   while (const dirent* e = ::readdir(d.get())) {
     const std::string_view name = e->d_name;
-    if (name.empty() || name[0] == '.' || ends_with(name, "-lock") || ends_with(name, ".partial")) continue;
+    if (name.empty() || name[0] == '.') continue;
     const std::string path = dir + (ends_with(dir, "/") ? "" : "/") + std::string(name);
-    if (is_dir(path) && !is_lmdb_dir(path)) continue;
-    found.push_back(path);
+    if (is_dir(path) ? is_lmdb_dir(path) : is_shard_name(name)) found.push_back(path);
   }
   if (found.empty()) {
-    throw Error(ErrorCode::dataset, fmt::format("{}: a directory that holds no shard (HDF5 file or LMDB database) "
-                                                "and no data.mdb",
-                                                dir));
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: a directory that holds no shard (no *.h5, *.hdf5, *.hdf, *.he5, *.lmdb or *.mdb "
+                            "file, no LMDB directory) and no data.mdb",
+                            dir));
   }
   std::sort(found.begin(), found.end());
   out.insert(out.end(), found.begin(), found.end());

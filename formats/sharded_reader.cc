@@ -38,10 +38,16 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
     }
   }
   if (counted) {
+    if (samples_[0] != options.shard_samples[0]) {
+      throw Error(ErrorCode::dataset, fmt::format("{}: shard 0 holds {} samples, and held {} when the loader opened "
+                                                  "it: the dataset changed",
+                                                  paths_[0], samples_[0], options.shard_samples[0]));
+    }
     samples_ = options.shard_samples;
     // The bounds are the first shard's alone: not exact for the set.
     for (auto& b : bounds_) b.exact = b.exact && paths_.size() == 1;
   }
+  counts_known_ = true;  // from here on, every shard opened again is checked against its count
   starts_.assign(paths_.size() + 1, 0);
   for (std::size_t k = 0; k < paths_.size(); ++k) {
     if (samples_[k] > ~std::uint64_t{0} - starts_[k]) {
@@ -55,20 +61,18 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
 std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
   std::unique_ptr<Reader> r = open_reader(paths_[k], options_);
   ++opens_;
-  if (k > 0) {
-    const Schema& s = r->schema();
-    if (s.fields != schema_.fields) {
-      throw Error(ErrorCode::dataset,
-                  fmt::format("{}: shard {} of {} has fields {}, and {} (the first shard) has {}: every shard of a "
-                              "dataset must have the same fields",
-                              paths_[k], k, paths_.size(), s.describe_fields(), paths_[0], schema_.describe_fields()));
-    }
-    if (!samples_.empty() && samples_[k] != 0 && s.num_samples != samples_[k]) {
-      throw Error(ErrorCode::dataset,
-                  fmt::format("{}: shard {} holds {} samples, and held {} when the loader opened it: the dataset "
-                              "changed",
-                              paths_[k], k, s.num_samples, samples_[k]));
-    }
+  const Schema& s = r->schema();
+  // Shard 0 sets the fields (schema_ is empty until it is open); every later open is checked.
+  if (!schema_.fields.empty() && s.fields != schema_.fields) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: shard {} of {} has fields {}, and {} (the first shard) has {}: every shard of a "
+                            "dataset must have the same fields",
+                            paths_[k], k, paths_.size(), s.describe_fields(), paths_[0], schema_.describe_fields()));
+  }
+  if (counts_known_ && s.num_samples != samples_[k]) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: shard {} holds {} samples, and held {} when the loader opened it: the dataset changed",
+                            paths_[k], k, s.num_samples, samples_[k]));
   }
   return r;
 }
@@ -92,6 +96,12 @@ std::size_t ShardedReader::shard_of(std::uint64_t index) const noexcept {
 }
 
 void ShardedReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
+  for (std::uint64_t i : indices) {
+    if (i >= starts_.back()) {
+      throw Error(ErrorCode::internal, fmt::format("{} .. {}: sample {} of a shard set of {}", paths_.front(),
+                                                   paths_.back(), i, starts_.back()));
+    }
+  }
   std::vector<FieldOut> part(out.begin(), out.end());
   std::size_t i = 0;
   while (i < indices.size()) {
@@ -122,6 +132,7 @@ void ShardedReader::will_need(std::span<const std::uint64_t> indices) noexcept {
     std::vector<std::uint64_t> local;
     std::size_t i = 0;
     while (i < indices.size()) {
+      if (indices[i] >= starts_.back()) return;
       const std::size_t k = shard_of(indices[i]);
       const std::uint64_t lo = starts_[k], hi = starts_[k + 1];
       local.clear();

@@ -26,6 +26,7 @@ class ShardedReader final : public Reader {
  public:
   ShardedReader(std::vector<std::string> shards, const ReaderOptions& options);
 
+  using Reader::read;
   const Schema& schema() const override { return schema_; }
   void read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) override;
   // The largest of the shards' bounds (known for the shards read at construction: all of them
@@ -56,6 +57,7 @@ class ShardedReader final : public Reader {
   std::string layout_;
   std::list<std::pair<std::size_t, std::unique_ptr<Reader>>> open_;  // most recently read first
   std::uint64_t opens_ = 0;
+  bool counts_known_ = false;         // samples_ holds every shard's count (after construction)
   std::vector<std::uint64_t> local_;  // scratch: one run's indices within its shard
 };
 

@@ -17,12 +17,12 @@ namespace {
 // state counted positions of the Fisher-Yates order that came before, which mean other samples.
 constexpr int kStateVersion = 2;
 
-// XXH64 (seed 0) of the canonical line
-// "v2|epoch|consumed|finished|seed|order|num_samples|fields|shards".
+// XXH64 (seed 0) of the canonical line "v2|epoch|consumed|finished|seed|order|num_samples|fields",
+// followed by "|shards" for a shard set (a state of one file reads as it did before shard sets).
 std::string fingerprint(const LoaderState& s) {
-  const std::string canonical =
-      fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed, s.epoch_finished ? 1 : 0, s.seed,
-                  s.order, s.num_samples, s.fields, s.shards);
+  std::string canonical = fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed,
+                                      s.epoch_finished ? 1 : 0, s.seed, s.order, s.num_samples, s.fields);
+  if (!s.shards.empty()) canonical += "|" + s.shards;
   return fmt::format("{:016x}", XXH64(canonical.data(), canonical.size(), 0));
 }
 
@@ -85,7 +85,7 @@ LoaderState LoaderState::from_json(std::string_view text) {
   get("order", s.order);
   get("num_samples", s.num_samples);
   get("fields", s.fields);
-  get("shards", s.shards);
+  if (j.contains("shards")) get("shards", s.shards);  // absent: one file (a state from before shard sets)
   get("fingerprint", stored);
   if (stored != fingerprint(s)) {
     throw Error(ErrorCode::state_mismatch,

@@ -75,6 +75,9 @@ Lifeline::Lifeline() {
 Lifeline::~Lifeline() {
   // In a fork() child the write end was closed already (close_in_child) and its number may have
   // been reused since: it is closed only while the table still holds it.
+  // Under the same lock as its creation: a fork() between clearing the entry and the close would
+  // copy a write end that no child handler closes.
+  const CreatingGuard no_fork_meanwhile;
   int fd = write_;
   if (g_write_ends[slot_].compare_exchange_strong(fd, -1)) ::close(write_);
 }

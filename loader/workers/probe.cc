@@ -41,6 +41,8 @@ using nlohmann::json;
 
 // The probe's answer is small (a schema, a few numbers); anything larger is not one.
 constexpr std::size_t kMaxAnswerBytes = 64u << 20;
+// The request names the dataset: a shard set of 10 000 shards of long paths is a few MB.
+constexpr std::size_t kMaxRequestBytes = 64u << 20;
 
 // Samples read to find a bytes field's typical size, spread over the dataset; a few because a
 // cold dataset costs a random read each.
@@ -140,7 +142,7 @@ std::optional<std::string> read_all(int fd, std::size_t limit, Clock::time_point
   std::string text;
   std::string path = "the dataset";
   try {
-    const json j = parse_untrusted_json(request);
+    const json j = parse_untrusted_json(request, JsonLimits{kMaxRequestBytes, 32});
     const formats::ReaderOptions options = get_reader_options(j, path);
     const auto spelling = json_integer<int>(j.at("option_spelling"));
     if (spelling && *spelling >= 0 && *spelling <= static_cast<int>(OptionSpelling::python)) {
@@ -342,7 +344,7 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
 [[noreturn]] void serve_probe(int sock) {
   std::optional<std::string> request;
   try {
-    request = read_all(sock, 1u << 20, Clock::time_point::max());
+    request = read_all(sock, kMaxRequestBytes, Clock::time_point::max());
   } catch (...) {
     ::_exit(static_cast<int>(ChildExit::setup_failed));
   }

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 
@@ -99,6 +100,7 @@ TEST(Shards, ASetReadsAsItsShardsConcatenatedNamedAsAListAGlobOrADirectory) {
     EXPECT_EQ(read_all(glob, shards), all);
     Options dir = options_for(workers);
     dir.source = tmp.path("set");
+    { std::ofstream(tmp.path("set/manifest.json")) << "{}"; }  // not a shard
     EXPECT_EQ(read_all(dir, shards), all);
     // Shuffled: every sample once, the same order for any number of workers.
     Options shuffled = options_for(workers, Order::random);
@@ -139,6 +141,8 @@ TEST(Shards, WhatNamesNoShardIsAnError) {
   Options glob = options_for(0);
   glob.source = tmp.path("none-*.h5");
   expect_error(ErrorCode::dataset, [&] { Loader l(glob); }, {tmp.path("none-*.h5") + ": no file matches the pattern"});
+  // A directory's shards are its HDF5 and LMDB files: a README or a manifest beside them is not one.
+  { std::ofstream(tmp.path("empty/README.md")) << "shards of the training set\n"; }
   Options dir = options_for(0);
   dir.source = tmp.path("empty");
   expect_error(ErrorCode::dataset, [&] { Loader l(dir); }, {tmp.path("empty") + ": a directory that holds no shard"});
@@ -178,6 +182,10 @@ TEST(Shards, AReaderKeepsAtMostMaxOpenShardsOpen) {
     }
   }
   EXPECT_GT(r.shard_opens(), 6u + 2u);  // runs in 5 shards, 2 kept: most were opened again
+  // An index past the set is the caller's bug, said as such, not a loop.
+  const std::vector<std::uint64_t> past{3, 36};
+  expect_error(ErrorCode::internal, [&] { r.Reader::read(past, std::span<std::byte* const>(dest)); },
+               {"sample 36 of a shard set of 36"});
   // A worker's reader, given the counts, opens only the first shard until it reads another.
   options.shard_samples = shards.sizes;
   formats::ShardedReader worker(shards.paths, options);

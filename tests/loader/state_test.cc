@@ -161,14 +161,26 @@ TEST_F(Resume, AStateForAnotherOrderOrAFinishedEpochIsRefused) {
                {"epoch 2 is finished (all its batches were delivered): start epoch 3"});
 }
 
-// The example of docs/sampler.md, fingerprint and all, is a state this stoker reads.
+// The example of docs/sampler.md, fingerprint and all, is a state this stoker reads; so is the
+// same state saved before shard sets (no "shards" key, the same fingerprint).
 TEST(LoaderStateJson, TheDocumentedExampleIsAValidState) {
   const LoaderState s = LoaderState::from_json(
       R"({"stoker_state":2,"epoch":2,"consumed":210,"epoch_finished":false,"seed":3,"order":"random",
- "num_samples":1200,"fields":"image: u8[3,32,32], label: i64[]","shards":"","fingerprint":"e51c6141f5add580"})");
+ "num_samples":1200,"fields":"image: u8[3,32,32], label: i64[]","shards":"","fingerprint":"161ded1c5c7475ec"})");
   EXPECT_EQ(s.consumed, 210u);
   EXPECT_EQ(s.fields, "image: u8[3,32,32], label: i64[]");
   EXPECT_EQ(LoaderState::from_json(s.to_json()), s);
+  EXPECT_EQ(LoaderState::from_json(
+                R"({"stoker_state":2,"epoch":2,"consumed":210,"epoch_finished":false,"seed":3,"order":"random",
+ "num_samples":1200,"fields":"image: u8[3,32,32], label: i64[]","fingerprint":"161ded1c5c7475ec"})"),
+            s);
+  // A shard set's identity is part of what the fingerprint covers.
+  LoaderState sharded = s;
+  sharded.shards = "3 shards 0123456789abcdef";
+  std::string text = sharded.to_json();
+  EXPECT_EQ(LoaderState::from_json(text), sharded);
+  text.replace(text.find("3 shards"), 1, "4");
+  expect_error(ErrorCode::state_mismatch, [&] { LoaderState::from_json(text); }, {"does not match the contents"});
 }
 
 TEST(LoaderStateJson, EditedTruncatedOrForeignTextIsRefused) {
