@@ -175,12 +175,15 @@ TEST(LoaderAuto, ASlowTrainingLoopKeepsOneWorker) {
   write_lmdb(tmp.path("d.lmdb"), schema);
   Options o;
   o.source = tmp.path("d.lmdb");
-  o.batch_size = 4;
+  o.batch_size = 8;
   o.num_workers = kAuto;
   Loader loader(o);
   for (Batch& b : loader.epoch(0)) {
     (void)b;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a 10 ms step; loading takes microseconds
+    // A 40 ms step; loading a batch takes microseconds. (The tuner adds a worker when the loop waits
+    // 5 % of an interval of 16 batches: with a 10 ms step, one descheduling of the worker for 8 ms
+    // on a loaded machine did that.)
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
   }
   EXPECT_EQ(loader.stats().workers, 1u);
   EXPECT_EQ(loader.stats().auto_tuning, "1 worker, prefetch 2 (auto: tuning)");
