@@ -95,6 +95,20 @@ std::size_t ShardedReader::shard_of(std::uint64_t index) const noexcept {
   return static_cast<std::size_t>(it - starts_.begin()) - 1;
 }
 
+template <class Visit>
+void ShardedReader::for_each_run(std::span<const std::uint64_t> indices, Visit visit) {
+  std::size_t i = 0;
+  while (i < indices.size()) {
+    const std::size_t k = shard_of(indices[i]);
+    const std::uint64_t lo = starts_[k], hi = starts_[k + 1];
+    std::size_t j = i;
+    local_.clear();
+    while (j < indices.size() && indices[j] >= lo && indices[j] < hi) local_.push_back(indices[j++] - lo);
+    visit(k, i, std::span<const std::uint64_t>(local_));
+    i = j;
+  }
+}
+
 void ShardedReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
   for (std::uint64_t i : indices) {
     if (i >= starts_.back()) {
@@ -103,20 +117,12 @@ void ShardedReader::read(std::span<const std::uint64_t> indices, std::span<const
     }
   }
   std::vector<FieldOut> part(out.begin(), out.end());
-  std::size_t i = 0;
-  while (i < indices.size()) {
-    // A run of indices in one shard, read in one call.
-    const std::size_t k = shard_of(indices[i]);
-    const std::uint64_t lo = starts_[k], hi = starts_[k + 1];
-    std::size_t j = i;
-    local_.clear();
-    while (j < indices.size() && indices[j] >= lo && indices[j] < hi) local_.push_back(indices[j++] - lo);
+  for_each_run(indices, [&](std::size_t k, std::size_t first, std::span<const std::uint64_t> local) {
     for (std::size_t f = 0; f < out.size(); ++f) {
-      if (out[f].fixed) part[f].fixed = out[f].fixed + i * schema_.fields[f].bytes_per_sample();
+      if (out[f].fixed) part[f].fixed = out[f].fixed + first * schema_.fields[f].bytes_per_sample();
     }
-    shard(k).read(local_, part);
-    i = j;
-  }
+    shard(k).read(local, part);
+  });
 }
 
 SampleBound ShardedReader::sample_bound(std::size_t f) const { return bounds_[f]; }
@@ -128,21 +134,13 @@ std::string ShardedReader::describe_layout() const {
 
 void ShardedReader::will_need(std::span<const std::uint64_t> indices) noexcept {
   // Only for shards open now: opening one for a hint would cost what the hint saves.
+  if (std::any_of(indices.begin(), indices.end(), [&](std::uint64_t i) { return i >= starts_.back(); })) return;
   try {
-    std::vector<std::uint64_t> local;
-    std::size_t i = 0;
-    while (i < indices.size()) {
-      if (indices[i] >= starts_.back()) return;
-      const std::size_t k = shard_of(indices[i]);
-      const std::uint64_t lo = starts_[k], hi = starts_[k + 1];
-      local.clear();
-      std::size_t j = i;
-      while (j < indices.size() && indices[j] >= lo && indices[j] < hi) local.push_back(indices[j++] - lo);
+    for_each_run(indices, [&](std::size_t k, std::size_t, std::span<const std::uint64_t> local) {
       for (auto& [n, r] : open_) {
         if (n == k) r->will_need(local);
       }
-      i = j;
-    }
+    });
   } catch (...) {
     // A hint: nothing is lost without it.
   }

@@ -46,6 +46,11 @@ class ShardedReader final : public Reader {
   Reader& shard(std::size_t k);
   std::unique_ptr<Reader> open_shard(std::size_t k);
   std::size_t shard_of(std::uint64_t index) const noexcept;
+  // Calls visit(shard, position of the run's first index, the run's indices within the shard) for
+  // each maximal run of consecutive `indices` in one shard, in order. REQUIRES: every index < the
+  // set's samples.
+  template <class Visit>
+  void for_each_run(std::span<const std::uint64_t> indices, Visit visit);
 
   std::vector<std::string> paths_;
   ReaderOptions options_;  // per shard: known and shard_samples unset
@@ -58,7 +63,7 @@ class ShardedReader final : public Reader {
   std::list<std::pair<std::size_t, std::unique_ptr<Reader>>> open_;  // most recently read first
   std::uint64_t opens_ = 0;
   bool counts_known_ = false;         // samples_ holds every shard's count (after construction)
-  std::vector<std::uint64_t> local_;  // scratch: one run's indices within its shard
+  std::vector<std::uint64_t> local_;  // scratch: one run's indices within its shard (for_each_run)
 };
 
 }  // namespace stoker::formats

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "formats/open_reader.h"
@@ -41,9 +42,11 @@ std::string shard_set_identity(const std::string& source, const std::vector<std:
   const std::vector<std::string> paths = formats::shard_paths(source);
   std::string canonical;
   for (std::size_t k = 0; k < paths.size(); ++k) {
-    const std::size_t slash = paths[k].find_last_of('/', paths[k].size() > 1 ? paths[k].size() - 2 : 0);
-    std::string name = slash == std::string::npos ? paths[k] : paths[k].substr(slash + 1);
-    if (!name.empty() && name.back() == '/') name.pop_back();
+    // The file name: the last component, a directory's (an LMDB directory) without its trailing '/'.
+    std::string_view name = paths[k];
+    while (name.size() > 1 && name.back() == '/') name.remove_suffix(1);
+    if (const std::size_t slash = name.find_last_of('/'); slash != std::string_view::npos)
+      name.remove_prefix(slash + 1);
     canonical += fmt::format("{}|{}\n", name, k < samples.size() ? samples[k] : 0);
   }
   return fmt::format("{} shards {:016x}", paths.size(), XXH64(canonical.data(), canonical.size(), 0));
