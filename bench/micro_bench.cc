@@ -14,11 +14,11 @@
 #include <random>
 
 #include "formats/hdf5/hdf5_reader.h"
+#include "formats/image/resize.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "loader/base/splitmix64.h"
 #include "loader/device/device_backend.h"
-#include "loader/pipeline/ops/resize.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/shm/shm_segment.h"
 #include "tools/synthetic_data.h"
@@ -259,7 +259,7 @@ void BM_ResizeRgbTo224(benchmark::State& state) {
   const int in_h = static_cast<int>(state.range(0)), in_w = static_cast<int>(state.range(1));
   std::vector<std::uint8_t> src(static_cast<std::size_t>(in_h) * in_w * 3), dst(224 * 224 * 3);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>((i * 131) ^ (i >> 7));
-  stoker::detail::Resizer resizer;
+  stoker::formats::Resizer resizer;
   for (auto _ : state) {
     resizer.run(src.data(), in_h, in_w, 3, static_cast<std::size_t>(in_w) * 3, dst.data(), 224, 224);
     benchmark::DoNotOptimize(dst.data());

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "loader/pipeline/ops/image_decode.h"
+#include "formats/image/image_decode.h"
 #include "loader/pipeline/pipeline.h"
 #include "stoker/error.h"
 
@@ -18,19 +18,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }();
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   try {
-    const auto info = stoker::detail::image_info(bytes, stoker::kDefaultMaxImagePixels);
+    const auto info = stoker::formats::image_info(bytes, stoker::kDefaultMaxImagePixels);
     if (static_cast<std::uint64_t>(info.width) * static_cast<std::uint64_t>(info.height) > (1u << 22)) return 0;
     std::vector<std::byte> out, scratch;
-    const stoker::detail::Region whole{0, 0, info.width, info.height};
-    auto plan = stoker::detail::plan_decode(info, whole, 0, 0);
+    const stoker::formats::Region whole{0, 0, info.width, info.height};
+    auto plan = stoker::formats::plan_decode(info, whole, 0, 0);
     if (plan.width != info.width || plan.height != info.height) __builtin_trap();
     out.resize(static_cast<std::size_t>(plan.width) * static_cast<std::size_t>(plan.height) * 3);
-    stoker::detail::decode_region(bytes, info, whole, plan, out.data(), scratch);
-    const stoker::detail::Region half{info.width / 4, info.height / 4, (info.width + 1) / 2, (info.height + 1) / 2};
-    plan = stoker::detail::plan_decode(info, half, 1, 1);
+    stoker::formats::decode_region(bytes, info, whole, plan, out.data(), scratch);
+    const stoker::formats::Region half{info.width / 4, info.height / 4, (info.width + 1) / 2, (info.height + 1) / 2};
+    plan = stoker::formats::plan_decode(info, half, 1, 1);
     if (plan.width <= 0 || plan.height <= 0 || plan.width > half.width || plan.height > half.height) __builtin_trap();
     out.resize(static_cast<std::size_t>(plan.width) * static_cast<std::size_t>(plan.height) * 3);
-    stoker::detail::decode_region(bytes, info, half, plan, out.data(), scratch);
+    stoker::formats::decode_region(bytes, info, half, plan, out.data(), scratch);
     std::byte result[8 * 12 * 3];
     pipeline.run(0, bytes, 0, 0, result);
   } catch (const stoker::Error&) {

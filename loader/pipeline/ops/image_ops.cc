@@ -8,13 +8,20 @@
 #include <cstring>
 #include <utility>
 
+#include "formats/image/image_decode.h"
+#include "formats/image/resize.h"
 #include "loader/base/scratch.h"
-#include "loader/pipeline/ops/image_decode.h"
-#include "loader/pipeline/ops/resize.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
-namespace {}  // namespace
+
+using formats::decode_region;
+using formats::DecodePlan;
+using formats::image_info;
+using formats::ImageInfo;
+using formats::plan_decode;
+using formats::Region;
+using formats::Resizer;
 
 namespace {
 

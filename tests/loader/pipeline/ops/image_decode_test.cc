@@ -19,7 +19,7 @@
 #include <jerror.h>
 // clang-format on
 
-#include "loader/pipeline/ops/image_decode.h"
+#include "formats/image/image_decode.h"
 #include "loader/pipeline/pipeline.h"
 #include "stoker/error.h"
 #include "tests/support/test_data.h"
@@ -112,7 +112,7 @@ TEST(ImageDecode, AProgressiveJpegOfMoreScansThanTheLimitIsRefused) {
   // 379 scans: within the limit, and the same pixels as the sequential file (the same coefficients).
   const auto within = one_coefficient_per_scan(2);
   ASSERT_EQ(within.size(), 379u);
-  ASSERT_LT(static_cast<int>(within.size()), detail::kMaxJpegScans);
+  ASSERT_LT(static_cast<int>(within.size()), formats::kMaxJpegScans);
   EXPECT_EQ(decode(encode_jpeg(rgb, h, w, within), h, w), decode(sequential, h, w));
   // 568 scans: a small file whose every scan is a pass over the whole image, stopped at the limit.
   const auto past = one_coefficient_per_scan(3);

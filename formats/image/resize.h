@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <vector>
 
-namespace stoker::detail {
+#include "stoker/export.h"
 
-class Resizer {
+namespace stoker::formats {
+
+class STOKER_TOOLS_API Resizer {
  public:
   // src: in_h rows of in_w pixels of c channels, `src_row` elements apart; dst: out_h x out_w x c,
   // contiguous.
@@ -40,4 +42,4 @@ class Resizer {
   std::vector<float> line_;  // one input row, as floats, + 1 float of slack (0)
 };
 
-}  // namespace stoker::detail
+}  // namespace stoker::formats

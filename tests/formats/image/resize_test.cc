@@ -2,7 +2,7 @@
 // float (the triangle filter's weights, normalised; rows, then columns; sums in tap order; u8 rounded
 // half up and clamped): the same numbers in the same order, so the same bytes, whatever vector code
 // the resizer runs.
-#include "loader/pipeline/ops/resize.h"
+#include "formats/image/resize.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-namespace stoker::detail {
+namespace stoker::formats {
 namespace {
 
 struct Filter {
@@ -135,4 +135,4 @@ TEST(Resize, ReadsOnlyTheRowsOfItsRegionInALargerImage) {
 }
 
 }  // namespace
-}  // namespace stoker::detail
+}  // namespace stoker::formats

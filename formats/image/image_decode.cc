@@ -1,4 +1,4 @@
-#include "loader/pipeline/ops/image_decode.h"
+#include "formats/image/image_decode.h"
 
 #include <fmt/format.h>
 #include <spng.h>
@@ -20,7 +20,7 @@
 #include "stoker/error.h"
 #include "stoker/schema.h"
 
-namespace stoker::detail {
+namespace stoker::formats {
 namespace {
 
 // The most pixels an image may have: its RGB bytes stay within a sample's limit.
@@ -213,7 +213,7 @@ ImageInfo image_info(std::span<const std::byte> data, std::uint64_t max_pixels) 
     throw Error(ErrorCode::dataset,
                 fmt::format("the image is {}x{} (height x width), {} pixels, more than the {} allowed: a "
                             "decompression bomb, or a dataset of larger images than that (raise {})",
-                            info.height, info.width, pixels, max_pixels, option_name("max_image_pixels")));
+                            info.height, info.width, pixels, max_pixels, detail::option_name("max_image_pixels")));
   }
   return info;
 }
@@ -256,7 +256,7 @@ void decode_region(std::span<const std::byte> data, const ImageInfo& info, const
       // when the region is the image).
       std::byte* image = out;
       if (!whole) {
-        fit_scratch(scratch, size);
+        detail::fit_scratch(scratch, size);
         image = scratch.data();
       }
       if (int rc = spng_decode_image(ctx.get(), image, size, SPNG_FMT_RGB8, SPNG_DECODE_TRNS)) {
@@ -274,7 +274,7 @@ void decode_region(std::span<const std::byte> data, const ImageInfo& info, const
     if (int rc = spng_decode_image(ctx.get(), nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_TRNS | SPNG_DECODE_PROGRESSIVE)) {
       throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {}", spng_strerror(rc)));
     }
-    fit_scratch(scratch, image_row);
+    detail::fit_scratch(scratch, image_row);
     for (int y = 0; y < region.y + region.height; ++y) {
       if (int rc = spng_decode_row(ctx.get(), scratch.data(), image_row); rc != 0 && rc != SPNG_EOI) {
         throw Error(ErrorCode::dataset, fmt::format("corrupt PNG: {} (row {})", spng_strerror(rc), y));
@@ -303,7 +303,7 @@ void decode_region(std::span<const std::byte> data, const ImageInfo& info, const
   r.decode_y = r.y > kMargin ? r.y - kMargin : 0;
   r.decode_width = std::min(r.x + r.width + kMargin, full_w) - r.decode_x;
   r.decode_height = std::min(r.y + r.height + kMargin, full_h) - r.decode_y;
-  fit_scratch(scratch, static_cast<std::size_t>(full_w) * 3);
+  detail::fit_scratch(scratch, static_cast<std::size_t>(full_w) * 3);
   r.out = reinterpret_cast<unsigned char*>(out);
   r.row = reinterpret_cast<unsigned char*>(scratch.data());
   r.max_memory = static_cast<long>(kJpegBytesPerPixel * static_cast<std::uint64_t>(info.width) *
@@ -313,4 +313,4 @@ void decode_region(std::span<const std::byte> data, const ImageInfo& info, const
   if (jpeg_decode(&r, &err) != 0) throw Error(ErrorCode::dataset, fmt::format("corrupt JPEG: {}", err.message));
 }
 
-}  // namespace stoker::detail
+}  // namespace stoker::formats

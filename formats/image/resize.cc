@@ -1,4 +1,4 @@
-#include "loader/pipeline/ops/resize.h"
+#include "formats/image/resize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,9 @@
 #include <emmintrin.h>
 #endif
 
-namespace stoker::detail {
+namespace stoker::formats {
+
+using detail::fit_scratch;
 
 void Resizer::compute(int in, int out, Taps& t) {
   const double scale = static_cast<double>(in) / out;
@@ -212,4 +214,4 @@ void Resizer::run(const float* src, int in_h, int in_w, int c, std::size_t src_r
   run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w);
 }
 
-}  // namespace stoker::detail
+}  // namespace stoker::formats

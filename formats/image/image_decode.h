@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
-namespace stoker::detail {
+#include "stoker/export.h"
+
+namespace stoker::formats {
 
 struct ImageInfo {
   enum class Kind { jpeg, png } kind = Kind::jpeg;
@@ -27,7 +29,7 @@ struct ImageInfo {
 // image, whose header is corrupt, or that claim more than `max_pixels` pixels (Options::
 // max_image_pixels): a decompression bomb is refused before any pixel is decoded, as PIL refuses
 // what exceeds its MAX_IMAGE_PIXELS.
-ImageInfo image_info(std::span<const std::byte> data, std::uint64_t max_pixels);
+STOKER_TOOLS_API ImageInfo image_info(std::span<const std::byte> data, std::uint64_t max_pixels);
 
 // A rectangle of an image, in its pixels.
 struct Region {
@@ -41,7 +43,7 @@ struct DecodePlan {
   int scale_num = 8;
   int width = 0, height = 0;
 };
-DecodePlan plan_decode(const ImageInfo& info, const Region& region, int min_width, int min_height);
+STOKER_TOOLS_API DecodePlan plan_decode(const ImageInfo& info, const Region& region, int min_width, int min_height);
 
 // Decodes `region` of the image as `plan` says into `out` (plan.height x plan.width x 3 bytes, u8
 // RGB). `scratch` holds a row (an interlaced PNG: the whole image). Throws stoker::Error with
@@ -50,7 +52,7 @@ DecodePlan plan_decode(const ImageInfo& info, const Region& region, int min_widt
 // of more than kMaxJpegScans scans (each scan re-reads the whole image: a small file of thousands
 // costs a minute of CPU).
 inline constexpr int kMaxJpegScans = 500;  // as TurboJPEG's scan limit
-void decode_region(std::span<const std::byte> data, const ImageInfo& info, const Region& region, const DecodePlan& plan,
-                   std::byte* out, std::vector<std::byte>& scratch);
+STOKER_TOOLS_API void decode_region(std::span<const std::byte> data, const ImageInfo& info, const Region& region,
+                                    const DecodePlan& plan, std::byte* out, std::vector<std::byte>& scratch);
 
-}  // namespace stoker::detail
+}  // namespace stoker::formats
