@@ -62,6 +62,19 @@ struct Hdf5Writer::Impl {
   std::vector<H5::DataSet> dsets;
   std::vector<H5::DataType> types;
   bool open = false;
+  bool growable = false;
+
+  // A growable dataset is extended to hold samples [0, end) before they are written.
+  void reserve(std::size_t f, std::uint64_t end) {
+    if (!growable) return;
+    H5::DataSet& dset = dsets[f];
+    const H5::DataSpace space = dset.getSpace();
+    std::vector<hsize_t> dims(static_cast<std::size_t>(space.getSimpleExtentNdims()));
+    space.getSimpleExtentDims(dims.data());
+    if (dims[0] >= end) return;
+    dims[0] = end;
+    dset.extend(dims.data());
+  }
 };
 
 Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5WriteOptions& options)
@@ -69,6 +82,7 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
   Hdf5Quiet quiet;
   impl_->path = path;
   impl_->schema = schema;
+  impl_->growable = options.growable && options.layout == Hdf5WriteOptions::Layout::chunked;
   impl_->file = hdf5_call([&] { return path + ": cannot create"; }, [&] { return H5::H5File(path, H5F_ACC_TRUNC); });
   impl_->open = true;
   for (const auto& f : schema.fields) {
@@ -76,11 +90,15 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
     hdf5_call(context, [&] {
       std::vector<hsize_t> dims{schema.num_samples};
       for (auto d : f.shape) dims.push_back(static_cast<hsize_t>(d));
-      const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
+      std::vector<hsize_t> max_dims = dims;
+      if (impl_->growable) max_dims[0] = H5S_UNLIMITED;
+      const H5::DataSpace space(static_cast<int>(dims.size()), dims.data(), max_dims.data());
       H5::DSetCreatPropList dcpl;
       if (options.layout == Hdf5WriteOptions::Layout::chunked) {
         std::vector<hsize_t> chunk = dims;
-        chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(options.rows_per_chunk, schema.num_samples));
+        chunk[0] =
+            std::max<hsize_t>(1, impl_->growable ? options.rows_per_chunk
+                                                 : std::min<hsize_t>(options.rows_per_chunk, schema.num_samples));
         dcpl.setChunk(static_cast<int>(chunk.size()), chunk.data());
         if (options.gzip_level > 0) dcpl.setDeflate(options.gzip_level);
       }
@@ -105,6 +123,7 @@ void Hdf5Writer::write(std::size_t f, std::uint64_t start, std::uint64_t count, 
                            start + count - 1);
       },
       [&] {
+        impl_->reserve(f, start + count);
         const H5::DataSet& dset = impl_->dsets[f];
         H5::DataSpace space = dset.getSpace();
         std::vector<hsize_t> offset(field.shape.size() + 1, 0), extent{count};
@@ -133,6 +152,7 @@ void Hdf5Writer::write_bytes(std::size_t f, std::uint64_t start, std::span<const
           vl[k].len = samples[k].size();
           vl[k].p = const_cast<std::byte*>(samples[k].data());  // only read by H5Dwrite
         }
+        impl_->reserve(f, start + samples.size());
         const H5::DataSet& dset = impl_->dsets[f];
         H5::DataSpace space = dset.getSpace();
         const hsize_t offset = start, extent = samples.size();

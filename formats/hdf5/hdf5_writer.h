@@ -17,6 +17,9 @@ struct Hdf5WriteOptions {
   enum class Layout { contiguous, chunked } layout = Layout::chunked;
   std::uint64_t rows_per_chunk = 256;  // chunked only
   int gzip_level = 0;                  // chunked only; 0 = no filter
+  // Chunked only: the datasets start with the schema's num_samples (0 is fine) and grow as samples
+  // are written past their end, for a writer that does not know the count in advance.
+  bool growable = false;
 };
 
 class STOKER_TOOLS_API Hdf5Writer {

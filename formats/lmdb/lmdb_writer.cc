@@ -220,6 +220,7 @@ void LmdbWriter::commit() { impl_->commit(nullptr); }
 void LmdbWriter::finish(const std::string& content_digest) {
   Impl& m = *impl_;
   m.commit(nullptr);
+  if (m.options.open_ended) m.schema.num_samples = m.committed;
   if (m.committed != m.schema.num_samples) {
     throw Error(ErrorCode::dataset,
                 fmt::format("{}: finishing with {} of {} samples written", m.path, m.committed, m.schema.num_samples));

@@ -26,6 +26,9 @@ struct LmdbWriteOptions {
   // Called inside every commit's transaction, to store state that must commit atomically with the
   // records (the converter's resume point). Receives the meta sub-database's put function.
   std::function<void(const std::function<void(std::string_view key, std::string_view value)>&)> on_commit;
+  // The number of samples is what was appended when finish() is called (a writer that skips some);
+  // the schema's num_samples only sizes the first map.
+  bool open_ended = false;
 };
 
 class STOKER_TOOLS_API LmdbWriter {
