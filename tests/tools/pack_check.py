@@ -6,7 +6,8 @@ them, then checks (1) every record read back with py-lmdb as docs/lmdb-layout.md
 with h5py from an HDF5 output) equals
 the file's bytes and its labels, (2) the stored class names and string mappings, (3) loader-bench
 delivers exactly those samples (its content_digest against docs/digest.md computed here), and (4)
-a bad manifest is an error naming the file and line that leaves no dataset behind.
+a bad manifest is an error naming the file and line that leaves no dataset behind (a file that
+cannot be read keeps the work so far in OUTPUT.partial, for --resume).
 """
 import io
 import json
@@ -183,7 +184,11 @@ def main():
     r = subprocess.run([pack, "--manifest", bad, "--label", "label", out], capture_output=True, text=True)
     check(r.returncode == 1 and "bad.csv:3" in r.stderr and "missing.jpg" in r.stderr,
           f"a missing file names the manifest's line and the file: {r.stderr.strip()}")
-    check(not os.path.exists(out) and not os.path.exists(out + ".partial"), "and leaves no dataset or .partial")
+    check(not os.path.exists(out) and "--resume" in r.stderr,
+          "and leaves no dataset, its work kept in .partial for --resume")
+    shutil.rmtree(out + ".partial", ignore_errors=True)
+    if os.path.exists(out + ".partial"):
+        os.unlink(out + ".partial")
     with open(bad, "w") as f:
         f.write("path,label\n")
         f.write(f"{rows[0][0]},1,extra\n")

@@ -1,0 +1,473 @@
+#include "tools/pack_output.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "formats/hdf5/hdf5_writer.h"
+#include "formats/lmdb/lmdb_writer.h"
+#include "stoker/digest.h"
+#include "stoker/error.h"
+
+namespace stoker::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr std::uint64_t kCommitBytes = 64u << 20;
+constexpr std::uint64_t kHdf5BlockSamples = 1024;
+constexpr const char* kJournal = "pack.json";
+constexpr const char* kRecordKey = "pack";
+
+void fsync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw Error::from_errno(errno, path + ": opening it to fsync");
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error::from_errno(err, path + ": fsync");
+}
+void fsync_dir(const std::string& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
+
+// A file this tool creates itself, exclusively and never through a link: a leftover or a link
+// planted in a shared directory is an error, never a file written through.
+void create_exclusive(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error::from_errno(errno, path + ": creating it");
+  ::close(fd);
+}
+
+bool is_symlink(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+// Our own records, but read from disk: parsed a few levels deep at most (printing a value recurses).
+json parse_record(const std::string& text, const std::string& where) {
+  try {
+    return json::parse(text, [](int depth, json::parse_event_t, json&) {
+      if (depth > 8) throw std::runtime_error("nested too deep");
+      return true;
+    });
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: the pack's resume record is damaged ({}); start over with --force", where, e.what()));
+  }
+}
+
+// Skipped files [from, to) of `list`, as [[item, reason], ...].
+json skipped_json(const std::vector<SkippedFile>& list, std::size_t from, std::size_t to) {
+  json out = json::array();
+  for (std::size_t k = from; k < to; ++k) out.push_back({list[k].item, list[k].reason});
+  return out;
+}
+
+void add_skipped(const json& list, std::vector<SkippedFile>& out, const std::string& where) {
+  if (!list.is_array()) throw Error(ErrorCode::dataset, where + ": the resume record's skipped list is damaged");
+  for (const auto& s : list) {
+    if (!s.is_array() || s.size() != 2 || !s[0].is_number_unsigned() || !s[1].is_string())
+      throw Error(ErrorCode::dataset, where + ": the resume record's skipped list is damaged");
+    out.push_back({s[0].get<std::uint64_t>(), s[1].get<std::string>()});
+  }
+}
+
+// One dataset being written: the samples appended in order, the labels' names and, for an LMDB,
+// the resume record committed with every transaction.
+class DatasetFile {
+ public:
+  virtual ~DatasetFile() = default;
+  virtual void append(std::span<const std::span<const std::byte>> fields) = 0;
+  virtual std::uint64_t samples() const = 0;
+  virtual void finish(const std::string& content_digest) = 0;
+  // Makes what was appended durable for a resume (LMDB; nothing for HDF5, which is written again).
+  virtual void commit() {}
+  // The resume record committed last (LMDB; empty for HDF5 and for a new database).
+  virtual std::optional<std::string> record() const { return std::nullopt; }
+};
+
+class LmdbFile final : public DatasetFile {
+ public:
+  LmdbFile(const std::string& path, const Schema& schema, const std::string& labels, std::uint64_t commit_records,
+           std::function<std::string()> record)
+      : labels_(labels), record_(std::move(record)), writer_(path, schema, options(commit_records)) {}
+  void append(std::span<const std::span<const std::byte>> fields) override { writer_.append_sample(fields); }
+  std::uint64_t samples() const override { return writer_.next_index(); }
+  void finish(const std::string& content_digest) override { writer_.finish(content_digest); }
+  void commit() override { writer_.commit(); }
+  std::optional<std::string> record() const override { return writer_.meta(kRecordKey); }
+  // From now on every commit records the pack's state (the writer's own first commit, the schema,
+  // and a resumed database's reopening come before there is one).
+  void arm() { armed_ = true; }
+
+ private:
+  formats::LmdbWriteOptions options(std::uint64_t commit_records) {
+    formats::LmdbWriteOptions wo;
+    wo.commit_bytes = kCommitBytes;
+    if (commit_records > 0) wo.commit_records = commit_records;
+    wo.open_ended = true;
+    wo.on_commit = [this](const auto& put) {
+      put("labels", labels_);
+      if (armed_) put(kRecordKey, record_());
+    };
+    return wo;
+  }
+
+  std::string labels_;
+  std::function<std::string()> record_;
+  bool armed_ = false;
+  formats::LmdbWriter writer_;
+};
+
+// HDF5: growable datasets written in blocks of at most 1024 samples or 64 MiB.
+class Hdf5File final : public DatasetFile {
+ public:
+  Hdf5File(const std::string& path, const Schema& schema, const std::string& labels)
+      : schema_(schema),
+        writer_(path, empty(schema), options()),
+        pending_(schema.fields.size()),
+        lengths_(pending_.size()) {
+    writer_.set_text_attribute("labels", labels);
+  }
+  void append(std::span<const std::span<const std::byte>> fields) override {
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      pending_[f].insert(pending_[f].end(), fields[f].begin(), fields[f].end());
+      lengths_[f].push_back(fields[f].size());
+      bytes_ += fields[f].size();
+    }
+    if (++count_ == kHdf5BlockSamples || bytes_ >= kCommitBytes) flush();
+  }
+  std::uint64_t samples() const override { return written_ + count_; }
+  void finish(const std::string& content_digest) override {
+    flush();
+    writer_.set_text_attribute("content_digest", content_digest);
+    writer_.close();
+  }
+
+ private:
+  static Schema empty(Schema s) {
+    s.num_samples = 0;
+    return s;
+  }
+  static formats::Hdf5WriteOptions options() {
+    formats::Hdf5WriteOptions o;
+    o.layout = formats::Hdf5WriteOptions::Layout::chunked;
+    o.rows_per_chunk = kHdf5BlockSamples;
+    o.growable = true;
+    return o;
+  }
+  void flush() {
+    if (count_ == 0) return;
+    for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
+      if (schema_.fields[f].is_bytes()) {
+        std::vector<std::span<const std::byte>> samples;
+        std::size_t at = 0;
+        for (std::uint64_t n : lengths_[f]) {
+          samples.emplace_back(pending_[f].data() + at, n);
+          at += n;
+        }
+        writer_.write_bytes(f, written_, samples);
+      } else {
+        writer_.write(f, written_, count_, pending_[f].data());
+      }
+      pending_[f].clear();
+      lengths_[f].clear();
+    }
+    written_ += count_;
+    count_ = 0;
+    bytes_ = 0;
+  }
+  Schema schema_;
+  formats::Hdf5Writer writer_;
+  std::vector<std::vector<std::byte>> pending_;
+  std::vector<std::vector<std::uint64_t>> lengths_;
+  std::uint64_t count_ = 0, bytes_ = 0, written_ = 0;
+};
+
+}  // namespace
+
+struct PackOutput::Impl {
+  PackOutputSpec spec;
+  std::string partial;  // OUTPUT.partial: the dataset, or the directory of shards
+  bool sharded = false, resumed = false;
+
+  // Finished shards (the journal) and the one being written.
+  std::vector<PackedDataset> done;
+  std::vector<std::uint64_t> done_end_items;
+  std::vector<std::size_t> done_skipped_end;  // skipped.size() when each finished
+  std::unique_ptr<DatasetFile> current;
+  std::string current_path;
+  std::uint64_t current_first_item = 0, current_bytes = 0;
+  ContentDigest digest;
+  std::size_t current_skipped_from = 0;
+
+  std::uint64_t next_item = 0, samples_before = 0;
+  std::vector<SkippedFile> skipped;
+  std::vector<std::byte> digested;
+
+  const char* extension() const { return spec.hdf5 ? ".h5" : ".lmdb"; }
+  std::string shard_name(std::size_t k) const { return fmt::format("shard-{:05d}{}", k, extension()); }
+
+  std::string record() const {
+    json r = {
+        {"fingerprint", spec.fingerprint}, {"first_item", current_first_item},
+        {"next_item", next_item},          {"samples", current ? current->samples() : 0},
+        {"digest", digest.hex()},          {"skipped", skipped_json(skipped, current_skipped_from, skipped.size())}};
+    return r.dump();
+  }
+
+  void write_journal() const {
+    json shards = json::array();
+    std::size_t from = 0;
+    for (std::size_t k = 0; k < done.size(); ++k) {
+      shards.push_back({{"file", fs::path(done[k].path).filename().string()},
+                        {"end_item", done_end_items[k]},
+                        {"samples", done[k].samples},
+                        {"digest", done[k].content_digest},
+                        {"skipped", skipped_json(skipped, from, done_skipped_end[k])}});
+      from = done_skipped_end[k];
+    }
+    const json j = {{"fingerprint", spec.fingerprint}, {"shards", shards}};
+    const std::string path = partial + "/" + kJournal, tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << j.dump() << '\n';
+      out.flush();
+      if (!out) throw Error::from_errno(errno, tmp + ": writing");
+    }
+    fsync_path(tmp, O_RDONLY);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error::from_errno(errno, path + ": replacing it");
+    fsync_dir(partial);
+  }
+
+  void open_current(bool existing) {
+    current_path = sharded ? fmt::format("{}/{}.partial", partial, shard_name(done.size())) : partial;
+    if (!existing) create_exclusive(current_path);
+    if (spec.hdf5) {
+      current = std::make_unique<Hdf5File>(current_path, spec.schema, spec.labels_json);
+    } else {
+      auto lmdb = std::make_unique<LmdbFile>(current_path, spec.schema, spec.labels_json, spec.commit_records,
+                                             [this] { return record(); });
+      LmdbFile* raw = lmdb.get();
+      current = std::move(lmdb);
+      if (existing) continue_lmdb();
+      raw->arm();
+    }
+    current_bytes = 0;
+  }
+
+  // An LMDB shard (or dataset) a killed pack was writing: where its last commit left off.
+  void continue_lmdb() {
+    const std::uint64_t stored = current->samples();
+    const auto text = current->record();
+    if (!text) {
+      if (stored != 0)
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: has samples but no resume record; start over with --force", current_path));
+      return;
+    }
+    const json r = parse_record(*text, current_path);
+    if (!r.is_object() || !r.contains("fingerprint") || r["fingerprint"] != spec.fingerprint)
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: was packed from another folder or manifest, or with other options (its "
+                              "fingerprint differs); start over with --force",
+                              current_path));
+    try {
+      if (r.at("first_item").get<std::uint64_t>() != current_first_item ||
+          r.at("samples").get<std::uint64_t>() != stored)
+        throw std::runtime_error("it does not match the samples stored");
+      next_item = r.at("next_item").get<std::uint64_t>();
+      digest = ContentDigest(std::stoull(r.at("digest").get<std::string>(), nullptr, 16));
+    } catch (const std::exception& e) {
+      throw Error(
+          ErrorCode::dataset,
+          fmt::format("{}: the pack's resume record is damaged ({}); start over with --force", current_path, e.what()));
+    }
+    add_skipped(r.at("skipped"), skipped, current_path);
+  }
+
+  void finish_current() {
+    current->finish(digest.hex());
+    const std::uint64_t n = current->samples();
+    current.reset();
+    std::string final_path = current_path;
+    if (sharded) {
+      final_path = fmt::format("{}/{}", partial, shard_name(done.size()));
+      done.push_back({final_path, n, digest.hex()});
+      done_end_items.push_back(next_item);
+      done_skipped_end.push_back(skipped.size());
+      write_journal();  // first the record, then the name: a listed shard is a finished one
+      if (::rename(current_path.c_str(), final_path.c_str()) != 0)
+        throw Error::from_errno(errno, fmt::format("{}: moving {} into place", final_path, current_path));
+      fsync_dir(partial);
+    } else {
+      fsync_path(current_path, O_RDONLY);
+      done.push_back({final_path, n, digest.hex()});
+    }
+    samples_before += n;
+    digest = ContentDigest();
+    current_first_item = next_item;
+    current_skipped_from = skipped.size();
+  }
+
+  void start(bool resume, bool force);
+  void resume_sharded();
+};
+
+void PackOutput::Impl::start(bool resume, bool force) {
+  if (fs::exists(fs::symlink_status(spec.output)) && !force)
+    throw Error(ErrorCode::invalid_option, fmt::format("{}: exists; replace it with --force", spec.output));
+  if (is_symlink(partial))
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: is a symbolic link; stoker-pack writes only what it creates itself: remove the link",
+                            partial));
+  const bool there = fs::exists(fs::symlink_status(partial));
+  if (there && resume) {
+    if (fs::is_directory(partial) != sharded)
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("{}: was started {} --shard-size; resume with the same options, or start over with "
+                              "--force",
+                              partial, sharded ? "without" : "with"));
+    resumed = true;
+    if (sharded) {
+      resume_sharded();
+    } else if (spec.hdf5) {
+      fs::remove(partial);  // an HDF5 file cannot be continued after a kill: written again
+      open_current(false);
+    } else {
+      open_current(true);
+    }
+    return;
+  }
+  if (there && !force)
+    throw Error(
+        ErrorCode::invalid_option,
+        fmt::format("{}: an interrupted pack is there; continue it with --resume or start over with --force", partial));
+  if (there) fs::remove_all(partial);
+  if (sharded) {
+    if (::mkdir(partial.c_str(), 0755) != 0) throw Error::from_errno(errno, partial + ": creating it");
+    write_journal();
+  }
+  open_current(false);
+}
+
+void PackOutput::Impl::resume_sharded() {
+  const std::string journal_path = partial + "/" + kJournal;
+  std::ifstream in(journal_path);
+  if (!in) throw Error::from_errno(errno, journal_path + " (the pack's record of finished shards)");
+  std::stringstream text;
+  text << in.rdbuf();
+  const json j = parse_record(text.str(), journal_path);
+  if (!j.is_object() || !j.contains("fingerprint") || j["fingerprint"] != spec.fingerprint)
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: was packed from another folder or manifest, or with other options (its fingerprint "
+                            "differs); start over with --force",
+                            partial));
+  try {
+    for (const auto& s : j.at("shards")) {
+      const std::string path = fmt::format("{}/{}", partial, shard_name(done.size()));
+      if (s.at("file").get<std::string>() != fs::path(path).filename().string())
+        throw std::runtime_error("its shards are not numbered in order");
+      // Killed between the record and the rename: the rename is what is left to do.
+      if (!fs::exists(path) && ::rename((path + ".partial").c_str(), path.c_str()) != 0)
+        throw Error::from_errno(errno, path + ": a finished shard is missing");
+      add_skipped(s.at("skipped"), skipped, journal_path);
+      done.push_back({path, s.at("samples").get<std::uint64_t>(), s.at("digest").get<std::string>()});
+      done_end_items.push_back(s.at("end_item").get<std::uint64_t>());
+      done_skipped_end.push_back(skipped.size());
+      samples_before += done.back().samples;
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: the pack's record is damaged ({}); start over with --force", journal_path, e.what()));
+  }
+  next_item = current_first_item = done_end_items.empty() ? 0 : done_end_items.back();
+  current_skipped_from = skipped.size();
+  const std::string unfinished = fmt::format("{}/{}.partial", partial, shard_name(done.size()));
+  const bool there = fs::exists(fs::symlink_status(unfinished));
+  if (there && spec.hdf5) fs::remove(unfinished);
+  open_current(there && !spec.hdf5);
+}
+
+PackOutput::PackOutput(const PackOutputSpec& spec, bool resume, bool force) : impl_(std::make_unique<Impl>()) {
+  impl_->spec = spec;
+  impl_->partial = spec.output + ".partial";
+  impl_->sharded = spec.shard_bytes > 0;
+  impl_->start(resume, force);
+}
+
+PackOutput::~PackOutput() = default;
+
+std::uint64_t PackOutput::next_item() const { return impl_->next_item; }
+std::uint64_t PackOutput::samples() const {
+  return impl_->samples_before + (impl_->current ? impl_->current->samples() : 0);
+}
+const std::vector<SkippedFile>& PackOutput::skipped() const { return impl_->skipped; }
+bool PackOutput::resumed() const { return impl_->resumed; }
+const std::vector<PackedDataset>& PackOutput::datasets() const { return impl_->done; }
+
+void PackOutput::append(std::uint64_t item, std::span<const std::span<const std::byte>> fields) {
+  Impl& m = *impl_;
+  if (item != m.next_item)
+    throw Error(ErrorCode::internal,
+                fmt::format("stoker-pack: item {} stored out of order ({} next)", item, m.next_item));
+  std::uint64_t bytes = 0;
+  for (const auto& f : fields) bytes += f.size();
+  if (m.sharded && m.current->samples() > 0 && m.current_bytes + bytes > m.spec.shard_bytes) {
+    m.finish_current();
+    m.open_current(false);
+  }
+  // The state the commit inside append records is the state after this sample.
+  m.digested.clear();
+  for (const auto& f : fields) m.digested.insert(m.digested.end(), f.begin(), f.end());
+  m.digest.add(m.current->samples(), m.digested);
+  m.next_item = item + 1;
+  m.current_bytes += bytes;
+  m.current->append(fields);
+}
+
+void PackOutput::skip(std::uint64_t item, std::string reason) {
+  Impl& m = *impl_;
+  if (item != m.next_item)
+    throw Error(ErrorCode::internal,
+                fmt::format("stoker-pack: item {} skipped out of order ({} next)", item, m.next_item));
+  m.skipped.push_back({item, std::move(reason)});
+  m.next_item = item + 1;
+}
+
+void PackOutput::commit() {
+  if (impl_->current) impl_->current->commit();
+}
+
+void PackOutput::finish() {
+  if (samples() == 0)
+    throw Error(ErrorCode::dataset, fmt::format("{}: no file was stored (every one was skipped)", impl_->spec.output));
+  impl_->finish_current();
+}
+
+void PackOutput::move_into_place() {
+  Impl& m = *impl_;
+  const std::string& output = m.spec.output;
+  if (fs::exists(fs::symlink_status(output))) fs::remove_all(output);  // --force: checked at the start
+  if (::rename(m.partial.c_str(), output.c_str()) != 0)
+    throw Error::from_errno(errno, fmt::format("{}: moving {} into place", output, m.partial));
+  fsync_dir(fs::absolute(output).parent_path().string());
+  // The journal only serves a resume: gone once the set is in place (a kill just before leaves a
+  // file the loader does not take for a shard).
+  if (m.sharded && ::unlink((output + "/" + kJournal).c_str()) != 0)
+    throw Error::from_errno(errno, fmt::format("{}/{}: removing it", output, kJournal));
+  for (auto& d : m.done) d.path = m.sharded ? output + "/" + fs::path(d.path).filename().string() : output;
+}
+
+}  // namespace stoker::tools
