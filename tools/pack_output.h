@@ -33,7 +33,7 @@ struct PackOutputSpec {
   Schema schema;                     // the fields, in stored order; num_samples: the plan's items
   std::string labels_json;           // {"label": ["cat", "dog"]}
   std::string fingerprint;           // of the plan and of everything that shapes the stored bytes
-  std::uint64_t commit_records = 0;  // LMDB: commit (a resume point) every N samples; 0: every 64 MiB
+  std::uint64_t commit_records = 0;  // LMDB: commit (a resume point) every N samples; 0: every 8 MiB
 };
 
 struct SkippedFile {
@@ -72,7 +72,7 @@ class PackOutput {
   // Records that item `item` (== next_item()) is not stored, and why.
   void skip(std::uint64_t item, std::string reason);
   // Commits what was stored (LMDB): a resume continues after it. Also done every
-  // commit_records samples and 64 MiB.
+  // commit_records samples and 8 MiB.
   void commit();
   // Finishes the last dataset (every one is then closed, synced and listed in datasets()).
   void finish();

@@ -1,11 +1,18 @@
 #include "tools/pack_queue.h"
 
+#include <algorithm>
 #include <exception>
 
 namespace stoker::tools {
 
 PrepareQueue::PrepareQueue(const PackPlan& plan, const ImageRules& rules, unsigned threads, std::uint64_t first)
-    : plan_(plan), rules_(rules), slots_(2 * std::max(threads, 1u)), next_claim_(first), released_(first) {
+    : plan_(plan),
+      rules_(rules),
+      // At least 2 x kWakeEvery: the kWakeEvery items the consumer waits for are always claimable
+      // although the threads are woken only every kWakeEvery releases.
+      slots_(2 * std::max(threads, 1u) + 2 * kWakeEvery),
+      next_claim_(first),
+      released_(first) {
   for (unsigned t = 0; t < std::max(threads, 1u); ++t) threads_.emplace_back([this] { run(); });
 }
 
@@ -14,8 +21,15 @@ PrepareQueue::~PrepareQueue() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
-  changed_.notify_all();
+  room_.notify_all();
   for (auto& t : threads_) t.join();
+}
+
+bool PrepareQueue::wanted_ready() {
+  for (std::uint64_t i = wait_from_; i < wait_to_; ++i) {
+    if (!ready(i)) return false;
+  }
+  return true;
 }
 
 void PrepareQueue::run() {
@@ -25,53 +39,63 @@ void PrepareQueue::run() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       // Item i uses slot i % slots: it may start once item i - slots is released.
-      changed_.wait(
-          lock, [&] { return stop_ || next_claim_ >= plan_.items.size() || next_claim_ < released_ + slots_.size(); });
+      room_.wait(lock,
+                 [&] { return stop_ || next_claim_ >= plan_.items.size() || next_claim_ < released_ + slots_.size(); });
       if (stop_ || next_claim_ >= plan_.items.size()) return;
       item = next_claim_++;
     }
     // The slot is this thread's alone until it is marked ready.
-    Slot& slot = slots_[item % slots_.size()];
+    Slot& s = slot(item);
     const PackItem& p = plan_.items[item];
-    slot.error.clear();
-    slot.reencoded = false;
+    s.error.clear();
+    s.reencoded = false;
     try {
-      read_whole_file(p.path, p.where, slot.bytes);
+      read_whole_file(p.path, p.where, s.bytes);
       try {
-        const std::span<const std::byte> stored = preparer.prepare(slot.bytes);
+        const std::span<const std::byte> stored = preparer.prepare(s.bytes);
         if (preparer.reencoded()) {
-          slot.bytes.assign(stored.begin(), stored.end());
-          slot.reencoded = true;
+          s.bytes.assign(stored.begin(), stored.end());
+          s.reencoded = true;
         }
       } catch (const std::exception& e) {
-        slot.error = p.where + ": " + e.what();
+        s.error = p.where + ": " + e.what();
       }
     } catch (const std::exception& e) {
-      slot.error = e.what();  // names the file already
+      s.error = e.what();  // names the file already
     }
+    bool wake;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      slot.item = item;
-      slot.ready = true;
+      s.item = item;
+      s.ready = true;
+      wake = item >= wait_from_ && item < wait_to_ && wanted_ready();
     }
-    changed_.notify_all();
+    if (wake) filled_.notify_one();
   }
 }
 
 PrepareQueue::Prepared PrepareQueue::wait(std::uint64_t item) {
-  Slot& slot = slots_[item % slots_.size()];
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return slot.ready && slot.item == item; });
-  return {slot.bytes, slot.error, slot.reencoded};
+  if (!ready(item)) {
+    wait_from_ = item;
+    wait_to_ = std::min<std::uint64_t>(item + kWakeEvery, plan_.items.size());
+    filled_.wait(lock, [&] { return wanted_ready(); });
+    wait_from_ = UINT64_MAX;
+    wait_to_ = 0;
+  }
+  Slot& s = slot(item);
+  return {s.bytes, s.error, s.reencoded};
 }
 
 void PrepareQueue::release(std::uint64_t item) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    slots_[item % slots_.size()].ready = false;
+    slot(item).ready = false;
     released_ = item + 1;
+    wake = released_ % kWakeEvery == 0;
   }
-  changed_.notify_all();
+  if (wake) room_.notify_all();
 }
 
 }  // namespace stoker::tools

@@ -300,7 +300,7 @@ int stoker_pack(int argc, char** argv) {
   app.add_option("--jobs", a.jobs, "Threads that read, check and re-encode files (default: every core)")
       ->check(stoker::tools::whole_number(1, 1024));
   app.add_option("--commit-every", a.commit_every,
-                 "LMDB: commit every N files (a killed pack resumes from the last commit; default: every 64 MiB)")
+                 "LMDB: commit every N files (a killed pack resumes from the last commit; default: every 8 MiB)")
       ->check(stoker::tools::whole_number(1));
   app.add_flag("--resume", a.resume,
                "Continue an interrupted pack of the same folder or manifest and options (OUTPUT.partial)");
