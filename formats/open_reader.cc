@@ -70,6 +70,10 @@ std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions
   if (is_shard_set(path)) return std::make_unique<ShardedReader>(shard_paths(path), options);
   Format format = options.format == Format::auto_detect ? detect_format(path) : options.format;
   if (format == Format::hdf5) {
+    if (!options.lmdb_keys.empty()) {
+      throw Error(ErrorCode::invalid_option, fmt::format("{}: is an HDF5 file; {} names the keys of an LMDB database",
+                                                         path, detail::option_name("lmdb_keys")));
+    }
     return std::make_unique<Hdf5Reader>(path, options.fields, options.hdf5_path, options.group, options.sequential);
   }
   if (!options.group.empty()) {
@@ -78,7 +82,8 @@ std::unique_ptr<Reader> open_reader(const std::string& path, const ReaderOptions
                             detail::option_name("group")));
   }
   return std::make_unique<LmdbReader>(path, options.fields, options.sequential,
-                                      options.known ? &*options.known : nullptr);
+                                      options.known ? &*options.known : nullptr, options.lmdb_keys,
+                                      options.lmdb_count_key);
 }
 
 }  // namespace stoker::formats

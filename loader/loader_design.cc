@@ -21,6 +21,8 @@ LoaderDesign design_loader(const Options& o, unsigned hardware_threads) {
   d.reader_options.group = o.group;
   d.reader_options.sequential = d.order == Order::sequential;
   d.reader_options.max_open_shards = o.max_open_shards;
+  d.reader_options.lmdb_keys = o.lmdb_keys;
+  d.reader_options.lmdb_count_key = o.lmdb_count_key;
   d.auto_workers = o.num_workers == kAuto;
   d.auto_prefetch = o.prefetch == kAuto;
   // kAuto forks as many workers as there are cores and reserves the deepest ring the tuner may

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "loader/base/option_spelling.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -17,6 +18,9 @@ void check_options(const Options& o) {
                 fmt::format("options: both source ('{}') and sources ({} entries) are set; set one", o.source,
                             o.sources.size()));
   }
+  if (!o.lmdb_count_key.empty() && o.lmdb_keys.empty())
+    throw Error(ErrorCode::invalid_option, fmt::format("options: {} names the key of the count of {}, which is not set",
+                                                       option_name("lmdb_count_key"), option_name("lmdb_keys")));
   if (o.max_open_shards == 0)
     throw Error(ErrorCode::invalid_option, "options: max_open_shards is 0; it must be at least 1");
   if (o.batch_size == 0) throw Error(ErrorCode::invalid_option, "options: batch_size is 0; it must be at least 1");

@@ -69,6 +69,7 @@ struct Args {
   std::uint32_t max_respawns = 3;
   int worker_oom_score_adj = 500;
   std::size_t max_open_shards = 64;
+  std::string lmdb_keys, lmdb_count_key;
   std::uint64_t max_image_pixels = stoker::kDefaultMaxImagePixels;
 };
 
@@ -364,6 +365,8 @@ void bench(const std::string& path, const Args& args) {
     o.source = path;
   }
   o.max_open_shards = args.max_open_shards;
+  o.lmdb_keys = args.lmdb_keys;
+  o.lmdb_count_key = args.lmdb_count_key;
   o.format = args.format == "hdf5"   ? stoker::Format::hdf5
              : args.format == "lmdb" ? stoker::Format::lmdb
                                      : stoker::Format::auto_detect;
@@ -475,6 +478,12 @@ void add_data_options(CLI::App& app, Args& args) {
                  "train/images,train/labels")
       ->delimiter(',');
   app.add_option("--group", args.group, "HDF5: the group the fields are in (names relative to it)");
+  app.add_option("--lmdb-keys", args.lmdb_keys,
+                 "LMDB without a stoker schema whose sample is one key per field: NAME=TEMPLATE[:TYPE],... e.g. "
+                 "'image=image-{:09d},label=label-{:09d}' (TYPE bytes, or a number type parsed from text: "
+                 "label=label-{:09d}:i64); samples start at key index 0, or 1 where the database does");
+  app.add_option("--lmdb-count-key", args.lmdb_count_key,
+                 "With --lmdb-keys: a key whose value is the number of samples (e.g. num-samples), checked");
   app.add_option("--save-batch", args.save_batch,
                  "Write the first batch of each epoch into DIR as NumPy files (FIELD.npy; FIELD.bytes.npy and "
                  "FIELD.offsets.npy for a bytes field; indices.npy), to look at what the pipeline makes (CPU device)");

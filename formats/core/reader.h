@@ -135,6 +135,9 @@ struct ReaderOptions {
   // keeps open at once.
   std::vector<std::uint64_t> shard_samples;
   std::size_t max_open_shards = 64;
+  // An LMDB database without a stoker schema whose sample is one key per field
+  // (formats/lmdb/lmdb_key_templates.h): Options::lmdb_keys and Options::lmdb_count_key.
+  std::string lmdb_keys, lmdb_count_key;
 };
 
 // The fields `wanted` picks out of `available` (all, alphabetical, when `wanted` is empty).

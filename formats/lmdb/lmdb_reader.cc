@@ -16,7 +16,9 @@
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_keys.h"
 #include "formats/lmdb/lmdb_record.h"
+#include "formats/lmdb/lmdb_templated.h"
 #include "loader/base/env.h"
+#include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
 #include "stoker/error.h"
 
@@ -106,6 +108,8 @@ struct LmdbReader::Impl {
   std::optional<PlainKeys> plain;
   std::optional<NpyHeader> npy;
   std::vector<std::byte> npy_prefix;  // the first value's header bytes, which every value must repeat
+  // A database whose sample is one key per field (Options::lmdb_keys).
+  std::optional<TemplatedLayout> templated;
   std::string plain_layout;
 
   ~Impl() {
@@ -204,14 +208,26 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
 }
 
 LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential,
-                       const Schema* known)
+                       const Schema* known, std::string_view key_templates, std::string_view count_key)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.path = path;
   m.env = open_readonly(path, sequential);
   check_mdb(mdb_txn_begin(m.env.get(), nullptr, MDB_RDONLY, &m.txn), path + ": begin read transaction");
   std::vector<std::uint64_t> stored_max;
-  if (!find_db(m.txn, kMetaDb, path)) {
+  const bool has_schema = find_db(m.txn, kMetaDb, path).has_value();
+  if (has_schema && !key_templates.empty()) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: has a stoker schema, which names its fields; {} is for databases without one", path,
+                            detail::option_name("lmdb_keys")));
+  }
+  if (!key_templates.empty()) {
+    check_mdb(mdb_dbi_open(m.txn, nullptr, 0, &m.samples), path + ": opening the main database");
+    m.templated.emplace(TemplatedLayout::open(m.txn, m.samples, path, key_templates, count_key, known));
+    m.full = m.templated->schema();
+    stored_max = m.templated->max_bytes;
+    m.plain_layout = m.templated->describe();
+  } else if (!has_schema) {
     m.open_plain(m.txn, known);
     stored_max = m.max_bytes;
   } else {
@@ -271,6 +287,11 @@ void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
   for (std::uint64_t i : indices) {
     char keybuf[24];
     MDB_val key = m.key_of(i, keybuf), val;
+    std::string templated;
+    if (m.templated) {  // the first field's key: the others are written beside it
+      templated = m.templated->key(0, i);
+      key = {templated.size(), templated.data()};
+    }
     if (mdb_get(m.txn, m.samples, &key, &val) != MDB_SUCCESS) continue;  // read() reports it
     const auto begin = reinterpret_cast<std::uintptr_t>(val.mv_data) & ~(page - 1);
     const auto end = reinterpret_cast<std::uintptr_t>(val.mv_data) + val.mv_size;
@@ -288,6 +309,11 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
     MDB_txn* t;
     ~Reset() { mdb_txn_reset(t); }
   } reset{m.txn};
+  if (m.templated) {
+    for (std::size_t f = 0; f < m.selected.fields.size(); ++f)
+      m.templated->read(m.txn, m.samples, m.full_index[f], indices, out[f]);
+    return;
+  }
   const std::size_t nf = m.selected.fields.size();
   for (std::size_t k = 0; k < indices.size(); ++k) {
     char keybuf[24];

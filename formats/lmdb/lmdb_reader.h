@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "formats/core/reader.h"
 #include "formats/core/schema_json.h"
@@ -28,8 +29,10 @@ class STOKER_TOOLS_API LmdbReader final : public Reader {
   // database without a schema, for keys that are not 0 .. N-1 (naming a missing one).
   // `sequential`: samples are read in key order (the kernel's read-ahead helps). `known`: the
   // schema found by an earlier open of the same database (its keys are not scanned again).
+  // `key_templates` (Options::lmdb_keys): a database without a schema whose sample is one key per
+  // field (formats/lmdb/lmdb_key_templates.h), `count_key` the key holding their count (or empty).
   LmdbReader(const std::string& path, const std::vector<std::string>& fields, bool sequential = false,
-             const Schema* known = nullptr);
+             const Schema* known = nullptr, std::string_view key_templates = {}, std::string_view count_key = {});
   ~LmdbReader() override;
 
   const Schema& schema() const override;

@@ -77,6 +77,12 @@ struct Options {
   std::vector<std::string> fields;
   // HDF5: the group the fields are in ("" is the root group).
   std::string group;
+  // LMDB without a stoker schema whose sample is one key per field, as text-recognition datasets
+  // are written: "image=image-{:09d},label=label-{:09d}:i64" (NAME=TEMPLATE[:TYPE]; TYPE bytes, the
+  // default, or a number type parsed from decimal text). Sample 0 is key index 0, or 1 where the
+  // database starts there. `lmdb_count_key` ("num-samples"): a key whose value must equal the count.
+  std::string lmdb_keys;
+  std::string lmdb_count_key;
 
   // Per-sample operations the workers run on fields (stoker/pipeline.h), e.g.
   // "jpeg=decode,random_resized_crop(224),flip,to_chw". A field with a pipeline is delivered as

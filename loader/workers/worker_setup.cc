@@ -21,6 +21,8 @@ void put_reader_options(json& j, const std::string& path, const formats::ReaderO
   j["sequential"] = o.sequential;
   j["shard_samples"] = o.shard_samples;
   j["max_open_shards"] = o.max_open_shards;
+  j["lmdb_keys"] = o.lmdb_keys;
+  j["lmdb_count_key"] = o.lmdb_count_key;
 }
 
 formats::ReaderOptions get_reader_options(const json& j, std::string& path) {
@@ -33,6 +35,8 @@ formats::ReaderOptions get_reader_options(const json& j, std::string& path) {
   o.sequential = j.at("sequential").get<bool>();
   o.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
   o.max_open_shards = j.at("max_open_shards").get<std::size_t>();
+  o.lmdb_keys = j.at("lmdb_keys").get<std::string>();
+  o.lmdb_count_key = j.at("lmdb_count_key").get<std::string>();
   return o;
 }
 

@@ -67,6 +67,7 @@ struct PyOptions {
                       staging = "pinned_copy";
   std::vector<std::string> fields, sources;
   std::size_t max_open_shards = 64;
+  std::string lmdb_keys, lmdb_count_key;
   std::size_t batch_size = 1, num_workers = 0, prefetch = 2, prefetch_to_device = 2;
   bool num_workers_auto = false, prefetch_auto = false, shuffle = false, drop_last = false, shard_from_env = false;
   std::uint64_t seed = 0, shm_budget = 0, max_image_pixels = stoker::kDefaultMaxImagePixels;
@@ -85,6 +86,8 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   o.source = p.source;
   o.sources = p.sources;
   o.max_open_shards = p.max_open_shards;
+  o.lmdb_keys = p.lmdb_keys;
+  o.lmdb_count_key = p.lmdb_count_key;
   if (p.format == "auto") {
     o.format = stoker::Format::auto_detect;
   } else if (p.format == "hdf5") {
@@ -429,6 +432,8 @@ NB_MODULE(_core, m) {
       .def_rw("pipeline", &PyOptions::pipeline)
       .def_rw("sources", &PyOptions::sources)
       .def_rw("max_open_shards", &PyOptions::max_open_shards)
+      .def_rw("lmdb_keys", &PyOptions::lmdb_keys)
+      .def_rw("lmdb_count_key", &PyOptions::lmdb_count_key)
       .def_rw("max_image_pixels", &PyOptions::max_image_pixels)
       .def_rw("batch_size", &PyOptions::batch_size)
       .def_rw("num_workers", &PyOptions::num_workers)

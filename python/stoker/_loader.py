@@ -67,6 +67,13 @@ def _options(cfg):
             raise TypeError("stoker: fields must be a list of str")
         o.fields = list(fields)
     o.group = _str("group", cfg["group"])
+    lmdb_keys = cfg["lmdb_keys"]
+    if lmdb_keys is not None:
+        if isinstance(lmdb_keys, dict):
+            lmdb_keys = ",".join(f"{_str('lmdb_keys', k)}={_str('lmdb_keys', v)}" for k, v in lmdb_keys.items())
+        o.lmdb_keys = _str("lmdb_keys", lmdb_keys)
+    if cfg["lmdb_count_key"] is not None:
+        o.lmdb_count_key = _str("lmdb_count_key", cfg["lmdb_count_key"])
     pipeline = cfg["pipeline"]
     if pipeline is not None:
         if not isinstance(pipeline, str):
@@ -149,6 +156,11 @@ class Loader:
       framework: "torch" (torch.Tensor) or "numpy" (numpy.ndarray; needs no torch).
       copy: tensors that own their memory; each batch's slot is released at once.
       max_open_shards: shards a worker keeps open at once (a shard set).
+      lmdb_keys: an LMDB without a stoker schema whose sample is one key per field, as
+        text-recognition datasets are written: "image=image-{:09d},label=label-{:09d}" (or a dict
+        {"image": "image-{:09d}", "label": "label-{:09d}:i64"}; a type after ':' parses decimal text
+        as that number type). Samples start at key index 0, or 1 where the database does.
+        lmdb_count_key: a key holding the number of samples ("num-samples"), checked.
       max_image_pixels: the most pixels an image the pipeline decodes may have (default PIL's
         89478485); a larger one is an error naming the sample, from its header alone.
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
@@ -169,7 +181,7 @@ class Loader:
                  shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
                  prefetch_to_device=2, staging="pinned_copy", worker_oom_score_adj=500,
-                 max_image_pixels=89478485, max_open_shards=64):
+                 max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
@@ -177,7 +189,7 @@ class Loader:
                    copy=copy, format=format, shm_fraction=shm_fraction, shm_backing=shm_backing,
                    shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
                    worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels,
-                   max_open_shards=max_open_shards)
+                   max_open_shards=max_open_shards, lmdb_keys=lmdb_keys, lmdb_count_key=lmdb_count_key)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None

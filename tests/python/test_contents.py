@@ -212,3 +212,32 @@ def test_a_list_or_glob_of_shards_reads_as_the_file_they_were_cut_from(data, tmp
         assert loader.num_samples == N
         same(collect(loader), reference)
         assert "4 shards" in loader.state_dict()["shards"]
+
+
+def test_a_paired_key_lmdb_reads_as_py_lmdb_wrote_it(tmp_path):
+    # As the widely copied create_lmdb_dataset.py writes a text-recognition dataset: keys from 1.
+    path = str(tmp_path / "text.lmdb")
+    rng = np.random.default_rng(3)
+    images = [rng.integers(0, 256, int(rng.integers(5, 60)), dtype=np.uint8).tobytes() for _ in range(41)]
+    labels = [f"word {i * 7}" for i in range(41)]
+    with lmdb.open(path, subdir=False, map_size=1 << 24) as env, env.begin(write=True) as txn:
+        for i, (im, lb) in enumerate(zip(images, labels), start=1):
+            txn.put(f"image-{i:09d}".encode(), im)
+            txn.put(f"label-{i:09d}".encode(), lb.encode())
+            txn.put(f"id-{i:09d}".encode(), str(1000 + i).encode())
+        txn.put(b"num-samples", b"41")
+    loader = stoker.Loader(path, batch_size=8, num_workers=2, shuffle=True, framework="numpy",
+                           lmdb_keys={"image": "image-{:09d}", "label": "label-{:09d}", "id": "id-{:09d}:i64"},
+                           lmdb_count_key="num-samples")
+    assert len(loader) == 6
+    seen = {}
+    it = iter(loader)
+    for batch in it:
+        for k, i in enumerate(it.indices):
+            seen[i] = (stoker.split_bytes(batch, "image")[k].tobytes(), stoker.split_bytes(batch, "label")[k].tobytes(),
+                       int(batch["id"][k]))
+    assert seen == {i: (images[i], labels[i].encode(), 1001 + i) for i in range(41)}
+    with pytest.raises(stoker.Error, match=r"key b'label-000000042' is there"):
+        with lmdb.open(path, subdir=False, map_size=1 << 24) as env, env.begin(write=True) as txn:
+            txn.put(b"label-000000042", b"extra")
+        stoker.Loader(path, lmdb_keys="image=image-{:09d},label=label-{:09d}")
