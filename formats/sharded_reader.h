@@ -39,7 +39,7 @@ class ShardedReader final : public Reader {
   // Samples per shard, in order.
   const std::vector<std::uint64_t>& shard_samples() const noexcept { return samples_; }
   // Shards opened so far (again after being closed included).
-  std::uint64_t shard_opens() const noexcept { return opens_; }
+  std::uint64_t shard_opens() const noexcept override { return opens_; }
 
  private:
   // Shard k, open (opening it, and closing the least recently read, when it is not).

@@ -354,6 +354,7 @@ Batch LoaderImpl::take(std::uint32_t s) {
   stats_.samples += h.num_samples;
   stats_.bytes += bytes;
   stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
+  stats_.shard_opens += h.shard_opens;
   return b;
 }
 

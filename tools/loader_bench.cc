@@ -271,6 +271,7 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
   }
   if (const std::string source = loader.describe_source(); !source.empty()) j["source"] = source;
   if (s.overflow_batches) j["overflow_batches"] = s.overflow_batches;
+  if (s.shard_opens) j["shard_opens"] = s.shard_opens;
   if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
   if (r.h2d_gib_per_s >= 0) j["h2d_gib_per_s"] = r.h2d_gib_per_s;
   if (args.device != "cpu") j["staging"] = staging_name(s.staging);

@@ -110,6 +110,10 @@ class STOKER_TOOLS_API Reader {
   // page cache keeps the device busy instead of waiting for one read at a time. Never throws; may
   // do nothing.
   virtual void will_need(std::span<const std::uint64_t> /*indices*/) noexcept {}
+
+  // How many files the reader has opened since it was constructed (a shard set's shards; 0 for
+  // one file): Stats::shard_opens.
+  virtual std::uint64_t shard_opens() const noexcept { return 0; }
 };
 
 // How the HDF5 reader may read unfiltered data.

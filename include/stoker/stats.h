@@ -24,6 +24,9 @@ struct Stats {
   std::size_t workers = 0;
   std::uint64_t respawns = 0;          // workers replaced after dying or being stuck (Options::max_respawns)
   std::uint64_t overflow_batches = 0;  // batches whose bytes fields outgrew their slot (read by the consumer)
+  // Shard files the workers opened (a shard set; counted with the batches that opened them). Far
+  // more than the number of shards: a random order over more shards than Options::max_open_shards.
+  std::uint64_t shard_opens = 0;
   std::size_t depth = 0;               // batches the ring holds (num_workers * prefetch or fewer)
   std::uint64_t shm_bytes = 0;         // shared memory reserved
   // Where it is: dev_shm or memfd (automatic: no shared memory, a loader without workers).

@@ -72,7 +72,7 @@ struct SlotHeader {
   std::uint64_t busy_ns;       // time the worker spent filling this slot
   std::uint64_t needed_bytes;  // too_large: what the field that did not fit needed
   std::uint32_t error_code;    // error: the stoker::ErrorCode of the error text
-  std::uint32_t reserved;
+  std::uint32_t shard_opens;   // shard files the worker opened since its last slot (Stats::shard_opens)
 };
 static_assert(sizeof(SlotHeader) == 64);
 

@@ -131,6 +131,11 @@ void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::stri
   }
   h.busy_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  if (const formats::Reader* r = reader_.opened()) {
+    const std::uint64_t opens = r->shard_opens();
+    h.shard_opens = static_cast<std::uint32_t>(std::min<std::uint64_t>(opens - opens_reported_, UINT32_MAX));
+    opens_reported_ = opens;
+  }
 }
 
 void BatchFiller::fill_overflow(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>& overflow) {

@@ -82,6 +82,7 @@ class BatchFiller {
   }
 
   LazyReader reader_;
+  std::uint64_t opens_reported_ = 0;  // the reader's shard_opens() already told in a slot
   SamplePipelines pipelines_;
   std::vector<formats::VarBytes> bytes_;             // per field: a bytes field as read
   std::vector<std::vector<std::byte>> pipeline_in_;  // per field: a fixed field going into a pipeline

@@ -360,6 +360,7 @@ class PyLoader {
     d["workers"] = s.workers;
     d["respawns"] = s.respawns;
     d["overflow_batches"] = s.overflow_batches;
+    d["shard_opens"] = s.shard_opens;
     d["depth"] = s.depth;
     d["shm_bytes"] = s.shm_bytes;
     d["shm_backing"] = s.shm_backing == stoker::ShmBacking::dev_shm ? "dev_shm"

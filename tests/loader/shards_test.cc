@@ -194,6 +194,32 @@ TEST(Shards, AReaderKeepsAtMostMaxOpenShardsOpen) {
   EXPECT_EQ(formats::source_name(source), shards.paths[0] + " and 5 more shards");
 }
 
+// Stats::shard_opens counts what the readers opened: a sequential epoch through one open shard
+// opens each shard once; a random one, far more.
+TEST(Shards, StatsCountTheShardsWorkersOpened) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "s", {20, 20, 20});
+  for (std::size_t workers : {0u, 1u}) {
+    Options o = options_for(workers);
+    o.sources = shards.paths;
+    o.max_open_shards = 1;
+    {
+      Loader loader(o);
+      for (Batch& b : loader.epoch(0)) (void)b;
+      // Without workers the loader's own reader also opened each shard once to count it; a worker
+      // is given the counts and opens shard 0 only until it reads the others.
+      const std::uint64_t first = workers == 0 ? 6 : 3;
+      EXPECT_EQ(loader.stats().shard_opens, first) << workers << " workers";
+      for (Batch& b : loader.epoch(1)) (void)b;
+      EXPECT_EQ(loader.stats().shard_opens, first + 3) << "the second epoch opens every shard again";
+    }
+    o.order = Order::random;
+    Loader random(o);
+    for (Batch& b : random.epoch(0)) (void)b;
+    EXPECT_GT(random.stats().shard_opens, 10u) << "60 samples of 3 shards in a random order, 1 kept open";
+  }
+}
+
 TEST(Shards, AStateResumesTheSameShardsEvenCopiedElsewhereAndNoOtherSet) {
   TempDir tmp;
   const ShardFiles shards = write_shards(tmp, "a", {40, 25, 35});
