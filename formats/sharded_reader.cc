@@ -59,7 +59,17 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
 }
 
 std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
-  std::unique_ptr<Reader> r = open_reader(paths_[k], options_);
+  // Once the counts are known, a shard opened again is not scanned again (an LMDB without a stoker
+  // schema walks its keys when it opens without one): its fields are the set's, its count known.
+  std::unique_ptr<Reader> r;
+  if (counts_known_) {
+    ReaderOptions again = options_;
+    again.known = schema_;
+    again.known->num_samples = samples_[k];
+    r = open_reader(paths_[k], again);
+  } else {
+    r = open_reader(paths_[k], options_);
+  }
   ++opens_;
   const Schema& s = r->schema();
   // Shard 0 sets the fields (schema_ is empty until it is open); every later open is checked.

@@ -1,6 +1,7 @@
 // Shard sets: many files (HDF5 or LMDB) read as one dataset, their samples concatenated in order,
 // named as a list, a glob or a directory; a shard that differs is an error naming it; a reader
 // keeps a bounded number of shards open; a loader state resumes only the same shard set.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -218,6 +219,42 @@ TEST(Shards, StatsCountTheShardsWorkersOpened) {
     for (Batch& b : random.epoch(0)) (void)b;
     EXPECT_GT(random.stats().shard_opens, 10u) << "60 samples of 3 shards in a random order, 1 kept open";
   }
+}
+
+// LMDB shards without a stoker schema (py-lmdb's): reopened again and again by a random order
+// through one open shard, every sample is still its shard's value.
+TEST(Shards, LmdbShardsWithoutASchemaReopenedByWorkersDeliverTheirValues) {
+  TempDir tmp;
+  std::vector<std::string> paths;
+  std::vector<std::vector<std::byte>> want;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>> records;
+    for (int i = 0; i < 15; ++i) {
+      const std::string key = std::to_string(i), value = fmt::format("shard {} sample {}", k, i);
+      records.emplace_back(std::vector<std::byte>(reinterpret_cast<const std::byte*>(key.data()),
+                                                  reinterpret_cast<const std::byte*>(key.data()) + key.size()),
+                           std::vector<std::byte>(reinterpret_cast<const std::byte*>(value.data()),
+                                                  reinterpret_cast<const std::byte*>(value.data()) + value.size()));
+      want.push_back(records.back().second);
+    }
+    paths.push_back(tmp.path(fmt::format("p{}.lmdb", k)));
+    test::write_plain_lmdb(paths.back(), records);
+  }
+  Options o = options_for(2, Order::random);
+  o.sources = paths;
+  o.max_open_shards = 1;
+  Loader loader(o);
+  std::set<std::uint64_t> seen;
+  for (Batch& b : loader.epoch(0)) {
+    const FieldView& f = b.field("data");
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      const auto got = f.sample(k);
+      EXPECT_EQ(std::vector<std::byte>(got.begin(), got.end()), want[b.indices()[k]]) << b.indices()[k];
+      EXPECT_TRUE(seen.insert(b.indices()[k]).second);
+    }
+  }
+  EXPECT_EQ(seen.size(), 45u);
+  EXPECT_GT(loader.stats().shard_opens, 6u);
 }
 
 TEST(Shards, AStateResumesTheSameShardsEvenCopiedElsewhereAndNoOtherSet) {
