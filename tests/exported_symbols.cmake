@@ -12,7 +12,7 @@ set(allowed
   "^stoker::(digest_hex|dtype_name|dtype_size|error_code_name|parse_dtype|set_option_spelling|version|operator<<|register_op|check_pipeline|init|clean_workers|set_worker_executable|worker_executable)$"
   # The tools' internal API (docs/internal-api.md).
   "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|VarBytes|Resizer)(::|$)"
-  "^stoker::formats::(lmdb_stored_schema|write_npy|image_info|plan_decode|decode_region|encode_jpeg)$")
+  "^stoker::formats::(lmdb_stored_schema|write_npy|image_info|plan_decode|decode_region|encode_jpeg|is_shard_set|shard_paths|resolve_source)$")
 string(REPLACE "\n" ";" lines "${out}")
 set(count 0)
 set(leaked "")

@@ -25,6 +25,7 @@
 #include "formats/hdf5/hdf5_reader.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/lmdb/lmdb_writer.h"
+#include "formats/shard_set.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "stoker/options.h"
@@ -333,9 +334,66 @@ void convert(const Args& a) {
   }
 }
 
+// INPUT a directory or a glob: a shard set, converted shard by shard into a directory of LMDB
+// databases (OUTPUT/<shard's stem>.lmdb), which the loader reads as the same set. The shards are
+// written into OUTPUT.partial/ (each atomically, as one conversion is) and the directory is moved
+// into place when every one is done; --resume keeps the finished shards and continues the next.
+bool names_a_shard_set(const std::string& input) {
+  return fs::is_directory(input) || input.find_first_of("*?[") != std::string::npos;
+}
+
+void convert_set(const Args& a) {
+  const std::vector<std::string> shards = stoker::formats::shard_paths(stoker::formats::resolve_source({a.input}));
+  std::vector<std::string> names;
+  for (const auto& s : shards) {
+    names.push_back(fs::path(s).stem().string() + ".lmdb");
+    if (std::count(names.begin(), names.end(), names.back()) > 1)
+      throw Error(fmt::format("{}: two shards would both become {} (their names differ only in the extension)", a.input,
+                              names.back()));
+  }
+  if (fs::exists(fs::symlink_status(a.output)) && !a.force)
+    throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
+  const std::string partial = a.output + ".partial";
+  refuse_symlink(partial);
+  if (fs::exists(partial) && !a.resume) {
+    if (!a.force)
+      throw Error(fmt::format(
+          "{}: an interrupted conversion is there; continue it with --resume or start over with --force", partial));
+    fs::remove_all(partial);
+  }
+  if (!fs::exists(partial) && ::mkdir(partial.c_str(), 0755) != 0)
+    throw stoker::Error::from_errno(errno, partial + ": creating it");
+  if (!fs::is_directory(partial))
+    throw Error(fmt::format("{}: is not a directory (not a shard set's conversion); remove it", partial));
+  std::uint64_t kept = 0;
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const std::string out = partial + "/" + names[k];
+    if (fs::exists(out)) {  // finished by an earlier run: a shard appears only complete
+      ++kept;
+      continue;
+    }
+    if (!a.quiet) std::cerr << fmt::format("h5-to-lmdb: shard {} of {}: {}\n", k + 1, shards.size(), shards[k]);
+    Args one = a;
+    one.input = shards[k];
+    one.output = out;
+    one.force = false;
+    convert(one);
+  }
+  move_into_place(partial, a.output);
+  if (!a.quiet)
+    std::cerr << fmt::format("h5-to-lmdb: {} shards -> {}/{}\n", shards.size(), a.output,
+                             kept ? fmt::format(" ({} kept from the interrupted run)", kept) : "");
+}
+
 void add_options(CLI::App& app, Args& a) {
-  app.add_option("INPUT", a.input, "HDF5 file to read")->required();
-  app.add_option("OUTPUT", a.output, "LMDB database file to write")->required();
+  app.add_option("INPUT", a.input,
+                 "HDF5 file to read; or a shard set, a directory of them or a glob ('train-*.h5'), converted "
+                 "shard by shard")
+      ->required();
+  app.add_option("OUTPUT", a.output,
+                 "LMDB database file to write; for a shard set, the directory of LMDB shards "
+                 "(OUTPUT/<shard>.lmdb)")
+      ->required();
   app.add_option("--fields", a.fields,
                  "Datasets to convert, in this order, by name or path (train/images); "
                  "default: every dataset and sample group (members 0 .. N-1, a bytes field) "
@@ -372,7 +430,11 @@ int h5_to_lmdb(int argc, char** argv) {
       "h5-to-lmdb"};
   add_options(app, a);
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
-  convert(a);
+  if (names_a_shard_set(a.input)) {
+    convert_set(a);
+  } else {
+    convert(a);
+  }
   return 0;
 }
 

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -5,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -215,6 +217,43 @@ TEST(H5ToLmdb, KilledMidwayLeavesNoOutputAndResumeCompletesIdentically) {
   EXPECT_EQ(formats::lmdb_stored_schema(out).content_digest,
             formats::lmdb_stored_schema(tmp.path("fresh.lmdb")).content_digest);
   EXPECT_EQ(formats::lmdb_stored_schema(out).content_digest, loader_digest(in));
+}
+
+// A directory of HDF5 shards becomes a directory of LMDB shards the loader reads as the same set;
+// a conversion stopped at a bad shard keeps the finished ones and --resume completes it.
+TEST(H5ToLmdb, AShardSetBecomesAShardSetAndResumesShardByShard) {
+  TempDir tmp;
+  fs::create_directories(tmp.path("in"));
+  const std::uint64_t sizes[] = {300, 200, 250};
+  for (int k = 0; k < 3; ++k)
+    write_hdf5(tmp.path(fmt::format("in/train-{}.h5", k)), small_schema(sizes[k]),
+               {formats::Hdf5WriteOptions::Layout::chunked, 64, 0});
+  // Shard 2 is damaged: the conversion stops there, naming it, with nothing at OUTPUT.
+  const std::string good = tmp.path("good-2.h5");
+  fs::rename(tmp.path("in/train-2.h5"), good);
+  { std::ofstream(tmp.path("in/train-2.h5")) << "not an HDF5 file"; }
+  const std::string out = tmp.path("out");
+  RunResult stopped = convert({tmp.path("in"), out, "--commit-every", "50"});
+  EXPECT_EQ(stopped.exit_code, 1);
+  EXPECT_THAT(stopped.err, HasSubstr("train-2.h5"));
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(fs::exists(out + ".partial/train-0.lmdb"));
+  EXPECT_TRUE(fs::exists(out + ".partial/train-1.lmdb"));
+  RunResult again = convert({tmp.path("in"), out});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr("--resume"));
+  fs::rename(good, tmp.path("in/train-2.h5"));
+  RunResult resumed = convert({tmp.path("in/train-*.h5"), out, "--resume", "--verify"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.err, HasSubstr("3 shards"));
+  EXPECT_THAT(resumed.err, HasSubstr("2 kept from the interrupted run"));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(out)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"train-0.lmdb", "train-1.lmdb", "train-2.lmdb"}));
+  for (int k = 0; k < 3; ++k) expect_lmdb_content(fmt::format("{}/train-{}.lmdb", out, k), small_schema(sizes[k]));
+  EXPECT_EQ(loader_digest(out), loader_digest(tmp.path("in")));
 }
 
 TEST(H5ToLmdb, ForceReplacesAFileOrAnLmdbDirectoryAtomically) {
