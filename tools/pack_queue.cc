@@ -10,7 +10,7 @@ PrepareQueue::PrepareQueue(const PackPlan& plan, const ImageRules& rules, unsign
       rules_(rules),
       // At least 2 x kWakeEvery: the kWakeEvery items the consumer waits for are always claimable
       // although the threads are woken only every kWakeEvery releases.
-      slots_(2 * std::max(threads, 1u) + 2 * kWakeEvery),
+      slots_(2 * std::size_t{std::max(threads, 1u)} + 2 * kWakeEvery),
       next_claim_(first),
       released_(first) {
   for (unsigned t = 0; t < std::max(threads, 1u); ++t) threads_.emplace_back([this] { run(); });
