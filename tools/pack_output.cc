@@ -223,7 +223,8 @@ struct PackOutput::Impl {
     json r = {
         {"fingerprint", spec.fingerprint}, {"first_item", current_first_item},
         {"next_item", next_item},          {"samples", current ? current->samples() : 0},
-        {"digest", digest.hex()},          {"skipped", skipped_json(skipped, current_skipped_from, skipped.size())}};
+        {"digest", digest.hex()},          {"skipped", skipped_json(skipped, current_skipped_from, skipped.size())},
+        {"bytes", current_bytes}};
     return r.dump();
   }
 
@@ -252,6 +253,7 @@ struct PackOutput::Impl {
   }
 
   void open_current(bool existing) {
+    current_bytes = 0;
     current_path = sharded ? fmt::format("{}/{}.partial", partial, shard_name(done.size())) : partial;
     if (!existing) create_exclusive(current_path);
     if (spec.hdf5) {
@@ -264,7 +266,6 @@ struct PackOutput::Impl {
       if (existing) continue_lmdb();
       raw->arm();
     }
-    current_bytes = 0;
   }
 
   // An LMDB shard (or dataset) a killed pack was writing: where its last commit left off.
@@ -288,6 +289,7 @@ struct PackOutput::Impl {
           r.at("samples").get<std::uint64_t>() != stored)
         throw std::runtime_error("it does not match the samples stored");
       next_item = r.at("next_item").get<std::uint64_t>();
+      current_bytes = r.at("bytes").get<std::uint64_t>();  // the shard is cut where it would have been
       digest = ContentDigest(std::stoull(r.at("digest").get<std::string>(), nullptr, 16));
     } catch (const std::exception& e) {
       throw Error(

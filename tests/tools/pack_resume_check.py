@@ -184,12 +184,14 @@ def check_kill_and_resume(pack, scratch, paths, extra, label, ready, reader):
     r = run([pack, "--manifest", manifest, "--label", "label", out, "--resume"] + extra)
     check(r.returncode == 0 and "resuming" in r.stderr, f"{label}: --resume finishes the killed pack ({r.stderr.strip()})")
     check(os.path.exists(out) and not os.path.exists(out + ".partial"), f"{label}: the output is in place")
-    check(reader(out) == reader(whole), f"{label}: killed and resumed equals uninterrupted, sample for sample")
+    check(reader(out) == reader(whole),
+          f"{label}: killed and resumed equals uninterrupted, sample for sample (and shard for shard)")
 
 
 def shard_reader(read):
+    """Each shard's name and samples: equal sets have the same samples cut at the same places."""
     def read_all(d):
-        return [s for n in sorted(os.listdir(d)) for s in read(os.path.join(d, n))]
+        return [(n, read(os.path.join(d, n))) for n in sorted(os.listdir(d))]
     return read_all
 
 
@@ -207,11 +209,11 @@ def main():
 
     check_kill_and_resume(pack, scratch, paths, ["--commit-every", "1"], "one LMDB",
                           lambda partial: committed_next_item(partial) == 11, lmdb_samples)
-    check_kill_and_resume(pack, scratch, paths, ["--commit-every", "1", "--shard-size", "8KiB"], "LMDB shards",
+    check_kill_and_resume(pack, scratch, paths, ["--commit-every", "1", "--shard-size", "40KiB"], "LMDB shards",
                           lambda partial: finished_shards(partial) >= 1
                           and committed_next_item(os.path.join(partial, f"shard-{finished_shards(partial):05d}.lmdb.partial")) == 11,
                           shard_reader(lmdb_samples))
-    check_kill_and_resume(pack, scratch, paths, ["--shard-size", "8KiB", "--format", "hdf5"], "HDF5 shards",
+    check_kill_and_resume(pack, scratch, paths, ["--shard-size", "40KiB", "--format", "hdf5"], "HDF5 shards",
                           lambda partial: finished_shards(partial) >= 1, shard_reader(read_h5))
 
     if failures:
