@@ -303,6 +303,7 @@ struct PackOutput::Impl {
     current->finish(digest.hex());
     const std::uint64_t n = current->samples();
     current.reset();
+    fsync_path(current_path, O_RDONLY);  // on disk before the journal lists it (HDF5 only flushes)
     std::string final_path = current_path;
     if (sharded) {
       final_path = fmt::format("{}/{}", partial, shard_name(done.size()));
@@ -314,7 +315,6 @@ struct PackOutput::Impl {
         throw Error::from_errno(errno, fmt::format("{}: moving {} into place", final_path, current_path));
       fsync_dir(partial);
     } else {
-      fsync_path(current_path, O_RDONLY);
       done.push_back({final_path, n, digest.hex()});
     }
     samples_before += n;
@@ -457,7 +457,15 @@ void PackOutput::commit() {
 void PackOutput::finish() {
   if (samples() == 0)
     throw Error(ErrorCode::dataset, fmt::format("{}: no file was stored (every one was skipped)", impl_->spec.output));
-  impl_->finish_current();
+  Impl& m = *impl_;
+  if (m.sharded && !m.done.empty() && m.current->samples() == 0) {
+    // Every file after the last finished shard was skipped (or a resumed pack had finished them
+    // all): no empty shard, which the loader would refuse.
+    m.current.reset();
+    if (::unlink(m.current_path.c_str()) != 0) throw Error::from_errno(errno, m.current_path + ": removing it");
+    return;
+  }
+  m.finish_current();
 }
 
 void PackOutput::move_into_place() {

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 // clang-format off
@@ -32,11 +32,42 @@ void on_encode_error(j_common_ptr c) {
 
 void ignore_message(j_common_ptr, int) {}
 
-// 0 on success, with the JPEG in *buffer (malloc'd by libjpeg's memory destination, which keeps
-// *buffer pointing at its current buffer also when it fails: the caller frees it either way).
-int jpeg_compress_rgb(const std::uint8_t* rgb, int height, int width, int quality, unsigned char** buffer,
-                      unsigned long* size, EncodeErrors* err) {
+// libjpeg's output written straight into a vector (libjpeg's own memory destination frees the
+// caller's buffer when it grows and tells the new one only at the end: on an error it is lost).
+struct VectorDestination {
+  jpeg_destination_mgr mgr;  // first: libjpeg's dest pointer is this struct's address
+  std::vector<std::byte>* out;
+};
+
+void start_vector(j_compress_ptr c) {
+  auto* d = reinterpret_cast<VectorDestination*>(c->dest);
+  d->out->resize(std::max<std::size_t>(d->out->capacity(), 1u << 16));
+  d->mgr.next_output_byte = reinterpret_cast<JOCTET*>(d->out->data());
+  d->mgr.free_in_buffer = d->out->size();
+}
+
+boolean grow_vector(j_compress_ptr c) {
+  auto* d = reinterpret_cast<VectorDestination*>(c->dest);
+  const std::size_t used = d->out->size();
+  d->out->resize(used * 2);  // at most about the RGB input (a small, re-encoded image)
+  d->mgr.next_output_byte = reinterpret_cast<JOCTET*>(d->out->data() + used);
+  d->mgr.free_in_buffer = d->out->size() - used;
+  return TRUE;
+}
+
+void end_vector(j_compress_ptr c) {
+  auto* d = reinterpret_cast<VectorDestination*>(c->dest);
+  d->out->resize(d->out->size() - d->mgr.free_in_buffer);
+}
+
+// 0 on success, the JPEG in *out.
+int jpeg_compress_rgb(const std::uint8_t* rgb, int height, int width, int quality, std::vector<std::byte>* out,
+                      EncodeErrors* err) {
   jpeg_compress_struct c;
+  VectorDestination dest{{}, out};
+  dest.mgr.init_destination = start_vector;
+  dest.mgr.empty_output_buffer = grow_vector;
+  dest.mgr.term_destination = end_vector;
   c.err = jpeg_std_error(&err->mgr);
   err->mgr.error_exit = on_encode_error;
   err->mgr.emit_message = ignore_message;
@@ -45,7 +76,7 @@ int jpeg_compress_rgb(const std::uint8_t* rgb, int height, int width, int qualit
     return -1;
   }
   jpeg_create_compress(&c);
-  jpeg_mem_dest(&c, buffer, size);
+  c.dest = &dest.mgr;
   c.image_width = static_cast<JDIMENSION>(width);
   c.image_height = static_cast<JDIMENSION>(height);
   c.input_components = 3;
@@ -71,14 +102,8 @@ void encode_jpeg(const std::uint8_t* rgb, int height, int width, int quality, st
   if (quality < 1 || quality > 100)
     throw Error(ErrorCode::invalid_option, fmt::format("JPEG quality {}: must be 1..100", quality));
   EncodeErrors err;
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  const int rc = jpeg_compress_rgb(rgb, height, width, quality, &buffer, &size, &err);
-  if (rc == 0) {
-    out.resize(size);
-    std::memcpy(out.data(), buffer, size);
-  }
-  std::free(buffer);
+  out.clear();
+  const int rc = jpeg_compress_rgb(rgb, height, width, quality, &out, &err);
   if (rc != 0) throw Error(ErrorCode::dataset, fmt::format("JPEG encoding of {}x{}: {}", width, height, err.message));
 }
 
