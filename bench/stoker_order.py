@@ -63,3 +63,24 @@ def quasi_random(n, group, seed, epoch, window=4):
                 return g * group + q
             q -= size(g)
     return [at(i) for i in range(n)]
+
+def quasi_random_shards(shards, group, seed, epoch, window=4, interleave=8):
+    """The quasi-random order of a shard set of shards[s] samples each (docs/sampler.md), listed
+    block by block; for one shard it is quasi_random(shards[0], ...)."""
+    t = mix(seed ^ 0x7175617369726E64)
+    first = [sum(shards[:s]) for s in range(len(shards))]
+    sp = feistel(len(shards), mix(t ^ 0x736861726473), epoch)
+    order, windows_before = [], 0
+    for c, b in enumerate(range(0, len(shards), interleave)):
+        groups = []  # (first sample, size), the block's shards one after the other
+        for j in range(b, min(b + interleave, len(shards))):
+            s = sp(j)
+            groups += [(first[s] + k, min(group, shards[s] - k)) for k in range(0, shards[s], group)]
+        gp = feistel(len(groups), t ^ ((c * 0x9e3779b97f4a7c15) & M), epoch)
+        shuffled = [groups[gp(j)] for j in range(len(groups))]
+        for w in range(0, len(shuffled), window):
+            listed = [i for start, size in shuffled[w:w + window] for i in range(start, start + size)]
+            q = feistel(len(listed), mix(t ^ (windows_before + w // window + 1)), epoch)
+            order += [listed[q(k)] for k in range(len(listed))]
+        windows_before += (len(groups) + window - 1) // window
+    return order

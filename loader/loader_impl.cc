@@ -97,7 +97,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
   // With workers, the file is first read by a probe process, so that a file HDF5 or LMDB cannot
   // survive kills that process, not this one (loader/workers/probe.h). Without, the loader reads it
   // itself, and keeps the reader. No handle stays open here before a fork.
-  const std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
+  std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
   if (design_.num_workers == 0) {
     s.reader = formats::open_reader(opt_.source, design_.reader_options);
@@ -105,6 +105,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
   } else {
     probe = probe_dataset(opt_.source, design_.reader_options, opt_.timeout);
   }
+  if (identity) identity->version = probe.version;
   const Schema& source_schema = probe.schema;
   design_.reader_options.shard_samples = probe.shard_samples;  // workers open a shard only to read it
   shards_identity_ = shard_set_identity(opt_.source, probe.shard_samples);
@@ -125,7 +126,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
       std::make_shared<const DatasetSpec>(DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline,
                                                       opt_.seed, OpLimits{opt_.max_image_pixels}, identity});
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
-                     probe.locality_rows);
+                     probe.locality_rows, probe.shard_samples);
   if (sampler_.batches_per_epoch() == 0) {
     throw Error(
         ErrorCode::invalid_option,

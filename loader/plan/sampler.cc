@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "loader/plan/quasi_random.h"
 #include "loader/plan/shuffle.h"
@@ -11,11 +12,12 @@
 namespace stoker::detail {
 
 Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
-                 bool drop_last, std::uint64_t group)
+                 bool drop_last, std::uint64_t group, std::vector<std::uint64_t> shard_samples)
     : num_samples_(num_samples),
       batch_size_(batch_size),
       order_(order),
       group_(std::max<std::uint64_t>(group, 1)),
+      shard_samples_(shard_samples.size() > 1 ? std::move(shard_samples) : std::vector<std::uint64_t>{}),
       seed_(seed),
       shard_(shard),
       drop_last_(drop_last) {
@@ -55,7 +57,14 @@ std::string Sampler::order_description() const {
   switch (order_) {
     case Order::sequential: return "sequential";
     case Order::random: return "random";
-    case Order::quasi_random: return fmt::format("quasi_random(group={},window={})", group_, kQuasiRandomWindowGroups);
+    case Order::quasi_random:
+      // A shard set's groups start at each shard, and its shards are interleaved: another order
+      // than one file's, so a state saved before shard sets were interleaved is refused.
+      if (!shard_samples_.empty()) {
+        return fmt::format("quasi_random(group={},window={},interleave={})", group_, kQuasiRandomWindowGroups,
+                           kQuasiRandomInterleavedShards);
+      }
+      return fmt::format("quasi_random(group={},window={})", group_, kQuasiRandomWindowGroups);
   }
   return "?";
 }
@@ -64,7 +73,7 @@ EpochOrder Sampler::global_order(std::uint64_t epoch) const {
   switch (order_) {
     case Order::random: return EpochOrder(FeistelPermutation(num_samples_, seed_, epoch));
     case Order::quasi_random:
-      return EpochOrder(QuasiRandomOrder(num_samples_, group_, kQuasiRandomWindowGroups, seed_, epoch));
+      return EpochOrder(QuasiRandomOrder(num_samples_, group_, kQuasiRandomWindowGroups, seed_, epoch, shard_samples_));
     case Order::sequential: break;
   }
   return EpochOrder();

@@ -16,9 +16,10 @@ namespace stoker::detail {
 class Sampler {
  public:
   // Throws stoker::Error for batch_size 0 or a malformed shard.
-  // `group`: consecutive samples stored together, for Order::quasi_random.
+  // `group`: consecutive samples stored together, for Order::quasi_random; `shard_samples`: the
+  // samples of each shard of a shard set (empty for one file), whose groups it keeps apart.
   Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
-          bool drop_last, std::uint64_t group = 1);
+          bool drop_last, std::uint64_t group = 1, std::vector<std::uint64_t> shard_samples = {});
 
   // For an epoch that starts at position `skip` of its global order (0, or a resumed
   // LoaderState::consumed): this rank's samples after drop_last, and its batches.
@@ -39,7 +40,8 @@ class Sampler {
   std::uint64_t seed() const noexcept { return seed_; }
   Order order() const noexcept { return order_; }
   std::uint64_t group() const noexcept { return group_; }
-  // "sequential", "random", "quasi_random(group=256,window=4)": what the order depends on.
+  // "sequential", "random", "quasi_random(group=256,window=4)" ("...,interleave=8)" for a shard
+  // set): what the order depends on.
   std::string order_description() const;
   // The epoch's global order of all samples (before sharding), per position.
   EpochOrder global_order(std::uint64_t epoch) const;
@@ -49,6 +51,7 @@ class Sampler {
   std::size_t batch_size_;
   Order order_;
   std::uint64_t group_;
+  std::vector<std::uint64_t> shard_samples_;
   std::uint64_t seed_;
   Shard shard_;
   bool drop_last_;

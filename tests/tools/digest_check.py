@@ -14,7 +14,7 @@ import numpy as np
 import xxhash
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from stoker_order import permutation, quasi_random  # noqa: E402  (docs/sampler.md, in Python)
+from stoker_order import permutation, quasi_random, quasi_random_shards  # noqa: E402  (docs/sampler.md, in Python)
 
 
 def main():
@@ -62,6 +62,23 @@ def main():
     got_quasi = json.loads(out.splitlines()[3])["order_digest"]
     print(f"quasi-random order_digest (epoch 3): loader-bench {got_quasi}, python {want_quasi}")
     ok = ok and got_quasi == want_quasi
+
+    # A shard set (a directory of HDF5 files): the shard-aware quasi-random order, from its
+    # description, over shards of unequal sizes (two blocks of interleaved shards).
+    sizes = [70, 33, 100, 45, 64, 32, 90, 37, 300, 41]
+    shard_dir = os.path.join(scratch, "shards")
+    os.makedirs(shard_dir, exist_ok=True)
+    for k, size in enumerate(sizes):
+        with h5py.File(os.path.join(shard_dir, f"part-{k:02d}.h5"), "w") as f:
+            f.create_dataset("x", data=np.arange(size, dtype=np.int64) + sum(sizes[:k]), chunks=(32,))
+    quasi = quasi_random_shards(sizes, 32, seed, 1)
+    want_shards = f"{xxhash.xxh64_intdigest(np.asarray(quasi, dtype='<u8').tobytes(), seed=0):016x}"
+    out = subprocess.run([bench, "--data", shard_dir, "--order", "quasi-random", "--seed", str(seed), "--workers", "2",
+                          "--batch-size", "50", "--epochs", "2", "--digest", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    got_shards = json.loads(out.splitlines()[1])["order_digest"]
+    print(f"quasi-random order_digest of a shard set (epoch 1): loader-bench {got_shards}, python {want_shards}")
+    ok = ok and got_shards == want_shards
     print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
     return 0 if ok else 1
 
