@@ -114,6 +114,11 @@ class STOKER_TOOLS_API Reader {
   // How many files the reader has opened since it was constructed (a shard set's shards; 0 for
   // one file): Stats::shard_opens.
   virtual std::uint64_t shard_opens() const noexcept { return 0; }
+
+  // What changes whenever the dataset is written, beyond its file's size and time (the dataset's
+  // identity, loader/workers/dataset_identity.h): LMDB's last committed transaction; 0 for HDF5
+  // and shard sets (whose shards are checked by the file).
+  virtual std::uint64_t version() const noexcept { return 0; }
 };
 
 // How the HDF5 reader may read unfiltered data.

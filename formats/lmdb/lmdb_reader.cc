@@ -97,7 +97,8 @@ namespace {}  // namespace
 struct LmdbReader::Impl {
   std::string path;
   LmdbEnv env;
-  MDB_txn* txn = nullptr;  // reset between batches
+  MDB_txn* txn = nullptr;    // reset between batches
+  std::uint64_t txn_id = 0;  // the last committed transaction when the database was opened
   MDB_dbi samples = 0;
   Schema full;
   Schema selected;
@@ -130,7 +131,31 @@ struct LmdbReader::Impl {
                        path, i, key_text(i), bytes, kMaxSampleBytes);
   }
   void open_plain(MDB_txn* txn, const Schema* known);
+  // Throws unless the database's last committed transaction, as its meta pages say now, is the one
+  // it had when it was opened. Without a lock file, a read transaction sees the newest meta page
+  // at each renew, and a writer may reuse the pages of an older one: so this is asked before a
+  // batch is read and again after, and a batch read while the database was written is never
+  // delivered.
+  void check_unchanged() const;
+  // The same for the transaction `now` a read sees.
+  void check_unchanged(std::uint64_t now) const;
 };
+
+void LmdbReader::Impl::check_unchanged() const {
+  MDB_envinfo info;
+  check_mdb(mdb_env_info(env.get(), &info), path + ": mdb_env_info");
+  check_unchanged(info.me_last_txnid);
+}
+
+void LmdbReader::Impl::check_unchanged(std::uint64_t now) const {
+  if (now != txn_id) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: the database was written while it was read (its last transaction was {} when it "
+                            "was opened, {} now): its samples are not mixed into this loader's epochs; stop the "
+                            "writer, or read a copy, and build a new Loader",
+                            path, txn_id, now));
+  }
+}
 
 void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
   check_mdb(mdb_dbi_open(t, nullptr, 0, &samples), path + ": opening the main database");
@@ -214,6 +239,7 @@ LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& 
   m.path = path;
   m.env = open_readonly(path, sequential);
   check_mdb(mdb_txn_begin(m.env.get(), nullptr, MDB_RDONLY, &m.txn), path + ": begin read transaction");
+  m.txn_id = mdb_txn_id(m.txn);
   std::vector<std::uint64_t> stored_max;
   const bool has_schema = find_db(m.txn, kMetaDb, path).has_value();
   if (has_schema && !key_templates.empty()) {
@@ -267,7 +293,10 @@ LmdbReader::LmdbReader(const std::string& path, const std::vector<std::string>& 
   check_mdb(rc, path + ": opening sub-databases");
   check_mdb(mdb_txn_begin(m.env.get(), nullptr, MDB_RDONLY, &m.txn), path + ": begin read transaction");
   mdb_txn_reset(m.txn);
+  m.check_unchanged();  // the schema and keys read are the version recorded
 }
+
+std::uint64_t LmdbReader::version() const noexcept { return impl_->txn_id; }
 
 LmdbReader::~LmdbReader() = default;
 
@@ -304,68 +333,79 @@ void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
 
 void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
   Impl& m = *impl_;
+  m.check_unchanged();
   if (int rc = mdb_txn_renew(m.txn); rc != MDB_SUCCESS) check_mdb(rc, m.path + ": renew read transaction");
   struct Reset {
     MDB_txn* t;
     ~Reset() { mdb_txn_reset(t); }
   } reset{m.txn};
-  if (m.templated) {
-    for (std::size_t f = 0; f < m.selected.fields.size(); ++f)
-      m.templated->read(m.txn, m.samples, m.full_index[f], indices, out[f]);
-    return;
-  }
-  const std::size_t nf = m.selected.fields.size();
-  for (std::size_t k = 0; k < indices.size(); ++k) {
-    char keybuf[24];
-    MDB_val key = m.key_of(indices[k], keybuf), val;
-    int rc = LmdbCalls::get().mdb_get(m.txn, m.samples, &key, &val);
-    if (rc == MDB_NOTFOUND) {
-      throw Error(ErrorCode::dataset,
-                  fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
+  m.check_unchanged(mdb_txn_id(m.txn));  // a commit between the two
+  const auto read_records = [&] {
+    if (m.templated) {
+      for (std::size_t f = 0; f < m.selected.fields.size(); ++f)
+        m.templated->read(m.txn, m.samples, m.full_index[f], indices, out[f]);
+      return;
     }
-    if (rc != MDB_SUCCESS)
-      check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
-    const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
-    if (m.plain) {
-      if (!m.npy) {
-        if (rec.size() > kMaxSampleBytes) throw Error(ErrorCode::dataset, m.too_large(indices[k], rec.size()));
-        std::byte* at = out[0].bytes->append(rec.size());
-        if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
+    const std::size_t nf = m.selected.fields.size();
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      char keybuf[24];
+      MDB_val key = m.key_of(indices[k], keybuf), val;
+      int rc = LmdbCalls::get().mdb_get(m.txn, m.samples, &key, &val);
+      if (rc == MDB_NOTFOUND) {
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
+      }
+      if (rc != MDB_SUCCESS)
+        check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
+      const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
+      if (m.plain) {
+        if (!m.npy) {
+          if (rec.size() > kMaxSampleBytes) throw Error(ErrorCode::dataset, m.too_large(indices[k], rec.size()));
+          std::byte* at = out[0].bytes->append(rec.size());
+          if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
+          continue;
+        }
+        if (rec.size() != m.npy->header_bytes + m.npy->data_bytes ||
+            std::memcmp(rec.data(), m.npy_prefix.data(), m.npy_prefix.size()) != 0) {
+          std::string why;
+          try {
+            if (!looks_like_npy(rec)) throw Error(ErrorCode::dataset, "it is not a .npy array");
+            const NpyHeader h = parse_npy_header(rec);
+            why = h.header_bytes + h.data_bytes != rec.size()
+                      ? fmt::format("its .npy header says {} bytes of data, the value holds {}", h.data_bytes,
+                                    rec.size() - std::min(rec.size(), h.header_bytes))
+                      : fmt::format("its .npy header ({}[{}]) differs from sample 0's, which made the field {}",
+                                    dtype_name(h.dtype), fmt::join(h.shape, ","), m.full.fields[0].describe());
+          } catch (const Error& e) {
+            why = e.what();
+          }
+          throw Error(ErrorCode::dataset,
+                      fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
+        }
+        std::memcpy(out[0].fixed + k * m.npy->data_bytes, rec.data() + m.npy->header_bytes, m.npy->data_bytes);
         continue;
       }
-      if (rec.size() != m.npy->header_bytes + m.npy->data_bytes ||
-          std::memcmp(rec.data(), m.npy_prefix.data(), m.npy_prefix.size()) != 0) {
-        std::string why;
-        try {
-          if (!looks_like_npy(rec)) throw Error(ErrorCode::dataset, "it is not a .npy array");
-          const NpyHeader h = parse_npy_header(rec);
-          why = h.header_bytes + h.data_bytes != rec.size()
-                    ? fmt::format("its .npy header says {} bytes of data, the value holds {}", h.data_bytes,
-                                  rec.size() - std::min(rec.size(), h.header_bytes))
-                    : fmt::format("its .npy header ({}[{}]) differs from sample 0's, which made the field {}",
-                                  dtype_name(h.dtype), fmt::join(h.shape, ","), m.full.fields[0].describe());
-        } catch (const Error& e) {
-          why = e.what();
+      if (m.layout->variable() || rec.size() != m.layout->fixed_part()) {
+        if (std::string why = m.layout->check(rec); !why.empty()) {
+          throw Error(ErrorCode::dataset,
+                      fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
         }
-        throw Error(ErrorCode::dataset,
-                    fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
       }
-      std::memcpy(out[0].fixed + k * m.npy->data_bytes, rec.data() + m.npy->header_bytes, m.npy->data_bytes);
-      continue;
-    }
-    if (m.layout->variable() || rec.size() != m.layout->fixed_part()) {
-      if (std::string why = m.layout->check(rec); !why.empty()) {
-        throw Error(ErrorCode::dataset,
-                    fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
+      for (std::size_t f = 0; f < nf; ++f) {
+        const std::span<const std::byte> src = m.layout->field(rec, m.full_index[f]);
+        std::byte* dst =
+            m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
+        if (!src.empty()) std::memcpy(dst, src.data(), src.size());
       }
     }
-    for (std::size_t f = 0; f < nf; ++f) {
-      const std::span<const std::byte> src = m.layout->field(rec, m.full_index[f]);
-      std::byte* dst =
-          m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
-      if (!src.empty()) std::memcpy(dst, src.data(), src.size());
-    }
+  };
+  try {
+    read_records();
+  } catch (const Error&) {
+    m.check_unchanged();  // a record missing or damaged because the database was written meanwhile
+    throw;
   }
+  m.check_unchanged();  // nothing written while the batch was read: no page of it was reused
 }
 
 }  // namespace stoker::formats

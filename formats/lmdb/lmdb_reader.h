@@ -5,7 +5,13 @@
 //
 // Opens with MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOLOCK: datasets are immutable while
 // read, so no lock file (read-only and network directories work) and no reader-slot limit however
-// many ranks and workers read one database. One read transaction, reset between batches.
+// many ranks and workers read one database. One read transaction, reset between batches. A
+// database written meanwhile (its last committed transaction, in its meta pages, no longer the one
+// it had when it was opened, asked before and after each batch) is an error, never a batch of
+// samples of two versions or of pages a writer reused. (LMDB's lock file would make a writer keep
+// the pages of open reads, but it is keyed by the path: a database replaced by a rename, as
+// stoker's tools write them, or written by a program without the lock, leaves a lock file whose
+// recorded transaction a reader would trust, and on network file systems it cannot work at all.)
 #pragma once
 
 #include <memory>
@@ -45,6 +51,8 @@ class STOKER_TOOLS_API LmdbReader final : public Reader {
   std::string describe_layout() const override;
   // madvise(WILLNEED) on the records' pages in the map.
   void will_need(std::span<const std::uint64_t> indices) noexcept override;
+  // The database's last committed transaction when it was opened.
+  std::uint64_t version() const noexcept override;
 
  private:
   struct Impl;

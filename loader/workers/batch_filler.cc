@@ -33,7 +33,9 @@ formats::Reader& LazyReader::get() {
     }
     // Checked once the file is open, the schema first (its difference says most): the open file is
     // the one compared, whatever happens to the path after.
-    if (const auto now = identity_ ? dataset_identity(path_) : std::nullopt; now && *now != *identity_) {
+    std::optional<DatasetIdentity> now = identity_ ? dataset_identity(path_) : std::nullopt;
+    if (now) now->version = r->version();
+    if (now && *now != *identity_) {
       throw Error(ErrorCode::dataset,
                   fmt::format("{}: the dataset was replaced or changed since the loader opened it ({}): its samples "
                               "are not mixed into this loader's epochs; build a new Loader to read the new one",

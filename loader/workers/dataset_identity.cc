@@ -10,8 +10,8 @@
 namespace stoker::detail {
 
 std::optional<DatasetIdentity> DatasetIdentity::from_words(const std::vector<std::uint64_t>& w) {
-  if (w.size() != 4) return std::nullopt;
-  return DatasetIdentity{w[0], w[1], w[2], w[3]};
+  if (w.size() != 5) return std::nullopt;
+  return DatasetIdentity{w[0], w[1], w[2], w[3], w[4]};
 }
 
 std::optional<DatasetIdentity> dataset_identity(const std::string& path) {
@@ -42,6 +42,9 @@ std::string describe_change(const DatasetIdentity& was, const DatasetIdentity& n
   if (was.device != now.device || was.inode != now.inode) what.push_back("it is another file (device and inode)");
   if (was.size != now.size) what.push_back(fmt::format("its size ({} -> {} bytes)", was.size, now.size));
   if (was.mtime_ns != now.mtime_ns) what.push_back("its modification time");
+  if (was.version != now.version) {
+    what.push_back(fmt::format("its last LMDB transaction ({} -> {})", was.version, now.version));
+  }
   return fmt::format("{}", fmt::join(what, ", "));
 }
 

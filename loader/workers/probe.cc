@@ -248,6 +248,7 @@ ProbeResult describe_dataset(formats::Reader& reader, const std::string& path) {
   r.typical = typical_sizes(reader);
   r.locality_rows = reader.locality_rows();
   r.file_bytes = dataset_file_bytes(path);
+  r.version = reader.version();
   if (const auto* sharded = dynamic_cast<const formats::ShardedReader*>(&reader))
     r.shard_samples = sharded->shard_samples();
   return r;
@@ -262,6 +263,7 @@ std::string probe_result_to_json(const ProbeResult& r) {
               {"typical", r.typical},
               {"locality_rows", r.locality_rows},
               {"file_bytes", r.file_bytes},
+              {"version", r.version},
               {"shard_samples", r.shard_samples}}
       .dump(-1, ' ', false, json::error_handler_t::replace);  // a path in the layout need not be UTF-8
 }
@@ -276,6 +278,7 @@ ProbeResult probe_result_from_json(const std::string& text) {
     r.typical = j.at("typical").get<std::vector<std::uint64_t>>();
     r.locality_rows = j.at("locality_rows").get<std::uint64_t>();
     r.file_bytes = j.at("file_bytes").get<std::uint64_t>();
+    r.version = j.at("version").get<std::uint64_t>();
     r.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
     if (r.bounds.size() != r.schema.fields.size() || r.typical.size() != r.schema.fields.size()) {
       throw Error(ErrorCode::internal, "stoker: the probe's answer does not match its schema");

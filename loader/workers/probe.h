@@ -27,6 +27,7 @@ struct ProbeResult {
   std::vector<std::uint64_t> typical;
   std::uint64_t locality_rows = 1;
   std::uint64_t file_bytes = 0;              // the dataset's size on disk: no batch holds more of it
+  std::uint64_t version = 0;                 // Reader::version()
   std::vector<std::uint64_t> shard_samples;  // a shard set's samples per shard (else empty)
 };
 

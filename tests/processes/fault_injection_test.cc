@@ -26,6 +26,8 @@
 namespace stoker::test {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 // An Env (and LMDB calls) whose calls fail as the test says. Forked workers get a copy: the
@@ -244,6 +246,32 @@ TEST_F(Faults, ADatasetReplacedWithTheSameSchemaIsRefusedNotMixedIn) {
   EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
   EXPECT_THAT(e.message, HasSubstr("d.lmdb: the dataset was replaced or changed since the loader opened it (it is "
                                    "another file (device and inode)"));
+}
+
+// A database another program writes in place while the loader reads it: the write is an error at
+// the next batch read after it, naming the file, never a mix of two versions.
+TEST_F(Faults, AnLmdbWrittenWhileTheLoaderReadsItIsAnErrorNotAMix) {
+  Options o = options("d.lmdb", 2);
+  o.batch_size = 5;  // 120 batches: far more than the ring holds ahead
+  Loader loader(o);
+  std::size_t n = 0;
+  std::string error = "no error";
+  try {
+    for (Batch& b : loader.epoch(0)) {
+      (void)b;
+      if (++n == 1) write_lmdb_note_in_place(tmp_.path("d.lmdb"));
+    }
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dataset) << e.what();
+    error = e.what();
+  }
+  // A worker that had the database open meets the new transaction at its next read; one that opens
+  // it after the write (under load, the second worker's first batch may come that late), the new
+  // identity.
+  EXPECT_THAT(error, AnyOf(HasSubstr("d.lmdb: the database was written while it was read (its last transaction was"),
+                           AllOf(HasSubstr("d.lmdb: the dataset was replaced or changed since the loader opened it"),
+                                 HasSubstr("its last LMDB transaction ("))));
+  EXPECT_LT(n, 120u);
 }
 
 TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {

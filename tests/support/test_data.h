@@ -49,6 +49,9 @@ void write_plain_lmdb(const std::string& path,
                       const std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>>& records);
 // Overwrites the record of sample `index` in a stoker LMDB file with `value` (e.g. of a wrong size).
 void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::string_view value);
+// Commits one write (a key in the schema's sub-database) to the stoker-layout LMDB file at `path`
+// in place, as another program writing the database would.
+void write_lmdb_note_in_place(const std::string& path);
 
 // Writes HDF5 files through the C API, as h5py lays them out (for layouts stoker's writer does not
 // make). Creating truncates; the file is closed on destruction.

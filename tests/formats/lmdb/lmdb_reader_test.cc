@@ -1,15 +1,20 @@
 #include "formats/lmdb/lmdb_reader.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <lmdb.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <tuple>
 
 #include "formats/hdf5/hdf5_reader.h"
@@ -24,6 +29,7 @@
 namespace stoker::test {
 namespace {
 
+namespace fs = std::filesystem;
 using formats::Hdf5WriteOptions;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -97,6 +103,94 @@ struct RawEnv {
     txn.commit("test");
   }
 };
+
+// In a child process, as another program would: commits one write to the schema's sub-database of
+// the database at `path`, in place.
+int write_in_place_from_another_process(const std::string& path) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(30);
+    MDB_env* env = nullptr;
+    if (mdb_env_create(&env) != 0 || mdb_env_set_maxdbs(env, 4) != 0) ::_exit(2);
+    if (mdb_env_open(env, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644) != 0) ::_exit(3);
+    MDB_txn* txn = nullptr;
+    MDB_dbi dbi;
+    MDB_val k{4, const_cast<char*>("note")}, v{5, const_cast<char*>("hello")};
+    if (mdb_txn_begin(env, nullptr, 0, &txn) != 0 || mdb_dbi_open(txn, formats::kMetaDb, 0, &dbi) != 0 ||
+        mdb_put(txn, dbi, &k, &v, 0) != 0 || mdb_txn_commit(txn) != 0)
+      ::_exit(4);
+    mdb_env_close(env);
+    ::_exit(0);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+// A database written while a reader reads it is an error at the next read, never a batch of two
+// versions (or of pages the writer reused).
+TEST(LmdbReader, RefusesADatabaseWrittenWhileItReads) {
+  TempDir tmp;
+  const Schema schema = small_schema(40);
+  const std::string path = tmp.path("d.lmdb");
+  write_lmdb(path, schema);
+  formats::LmdbReader r(path, {});
+  expect_reads(r, {0, 39, 7});
+  const std::uint64_t version = r.version();
+  EXPECT_GT(version, 0u);
+  ASSERT_EQ(write_in_place_from_another_process(path), 0);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // and stays an error
+    try {
+      expect_reads(r, {1});
+      ADD_FAILURE() << "a read after the write must throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::dataset);
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("d.lmdb: the database was written while it was read (its last "
+                                                  "transaction was {} when it was opened, {} now)",
+                                                  version, version + 1)));
+    }
+  }
+  EXPECT_FALSE(fs::exists(path + "-lock")) << "no lock file is left beside the dataset";
+  formats::LmdbReader again(path, {});
+  EXPECT_EQ(again.version(), version + 1);
+  expect_reads(again, {1, 2});
+}
+
+// A database on read-only media is read (no lock file is needed).
+TEST(LmdbReader, ReadsADatabaseOnReadOnlyMedia) {
+  TempDir tmp;
+  const Schema schema = small_schema(30);
+  fs::create_directories(tmp.path("src"));
+  fs::create_directories(tmp.path("ro"));
+  write_lmdb(tmp.path("src/d.lmdb"), schema);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(30);
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(77);
+    if (::mount(tmp.path("src").c_str(), tmp.path("ro").c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, tmp.path("ro").c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0)
+      ::_exit(77);
+    try {
+      formats::LmdbReader r(tmp.path("ro/d.lmdb"), {});
+      std::vector<std::uint64_t> all(30);
+      std::iota(all.begin(), all.end(), 0);
+      expect_reads(r, all);
+      if (::testing::Test::HasFailure()) ::_exit(4);
+      ::_exit(fs::exists(tmp.path("ro/d.lmdb-lock")) ? 3 : 0);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      ::_exit(2);
+    }
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) GTEST_SKIP() << "mount namespaces are not permitted here";
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_FALSE(fs::exists(tmp.path("src/d.lmdb-lock")));
+}
 
 TEST(LmdbReader, BadInputsGiveClearErrors) {
   TempDir tmp;
