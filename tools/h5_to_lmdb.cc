@@ -17,9 +17,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 
 #include "formats/core/schema_json.h"
 #include "formats/hdf5/hdf5_reader.h"
@@ -29,6 +31,7 @@
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "stoker/options.h"
+#include "tools/atomic_output.h"
 #include "tools/cli.h"
 #include "tools/progress.h"
 
@@ -139,28 +142,6 @@ void split_sample(const stoker::Schema& s, const Block& block, std::uint64_t k,
   }
 }
 
-void fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw stoker::Error::from_errno(errno, dir + ": opening it to fsync");
-  const int rc = ::fsync(fd), err = errno;
-  ::close(fd);
-  if (rc != 0) throw stoker::Error::from_errno(err, dir + ": fsync");
-}
-
-// Moves `from` to `to` atomically, replacing `to` (a file, or an LMDB directory) when present.
-void move_into_place(const std::string& from, const std::string& to) {
-  if (fs::is_directory(to)) {
-    // rename(2) cannot replace a non-empty directory: exchange the two, then drop the old one.
-    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0) {
-      throw stoker::Error::from_errno(errno, fmt::format("{}: replacing it with {}", to, from));
-    }
-    fs::remove_all(from);
-  } else if (::rename(from.c_str(), to.c_str()) != 0) {
-    throw stoker::Error::from_errno(errno, fmt::format("{}: moving {} into place", to, from));
-  }
-  fsync_dir(fs::absolute(to).parent_path().string());
-}
-
 void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Reader& h5) {
   stoker::formats::LmdbReader out(lmdb_path, {});
   const stoker::Schema& schema = h5.schema();
@@ -201,25 +182,11 @@ void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Re
 // symbolic link planted there (dangling or not) would make the conversion create or overwrite a
 // file of someone else's choosing. A link is refused, and a new one is created with O_EXCL and
 // O_NOFOLLOW before LMDB opens it.
-void refuse_symlink(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    throw Error(
-        fmt::format("{}: is a symbolic link; h5-to-lmdb writes only a file it creates itself: remove the link", path));
-  }
-}
-
-void create_partial(const std::string& partial) {
-  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw stoker::Error::from_errno(errno, fmt::format("{}: creating it", partial));
-  ::close(fd);
-}
-
 bool resuming(const Args& a, const std::string& partial) {
   if (fs::exists(a.output) && !a.force) {
     throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
   }
-  refuse_symlink(partial);
+  stoker::tools::refuse_symlink(partial, "h5-to-lmdb");
   if (!fs::exists(partial)) return false;
   if (a.resume) return true;
   if (a.force) {
@@ -311,7 +278,7 @@ void convert(const Args& a) {
     json p = {{"fingerprint", fp}, {"next_sample", writer_ptr->next_index()}, {"digest", digest.hex()}};
     put(kProgressKey, p.dump());
   };
-  if (!resume) create_partial(partial);  // once the input is known to be readable
+  if (!resume) stoker::tools::create_exclusive(partial);  // once the input is known to be readable
   stoker::formats::LmdbWriter writer(partial, schema, wo);
   writer_ptr = &writer;
   const std::uint64_t start = resume ? resume_point(writer, partial, fp, digest) : writer.next_index();
@@ -324,7 +291,7 @@ void convert(const Args& a) {
   const double seconds = progress.seconds();
   writer_ptr = nullptr;
   if (a.verify) verify(a, partial, h5);
-  move_into_place(partial, a.output);
+  stoker::tools::move_into_place(partial, a.output);
   if (!a.quiet) {
     const auto bytes = static_cast<double>(written);
     std::cerr << fmt::format("h5-to-lmdb: {} samples, {} in {:.2f} s ({}){} -> {} (content_digest {})\n",
@@ -342,6 +309,56 @@ bool names_a_shard_set(const std::string& input) {
   return fs::is_directory(input) || input.find_first_of("*?[") != std::string::npos;
 }
 
+// OUTPUT.partial/sources.json: for each finished shard, the path, size and modification time its
+// source had when its conversion started. A resume keeps a finished shard only while its source is
+// unchanged (one rewritten since, or finished by a run killed before it was listed, is converted
+// again), and a database in the directory that is none of the set's is an error: never a stale or
+// stray shard moved into place.
+constexpr const char* kSetJournal = "sources.json";
+
+json source_identity(const std::string& shard) {
+  struct stat st;
+  if (::stat(shard.c_str(), &st) != 0) throw stoker::Error::from_errno(errno, shard);
+  return {{"source", fs::absolute(shard).string()},
+          {"size", static_cast<std::uint64_t>(st.st_size)},
+          {"mtime_ns", static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+                           static_cast<std::uint64_t>(st.st_mtim.tv_nsec)}};
+}
+
+json read_set_journal(const std::string& partial, const std::vector<std::string>& names) {
+  for (const auto& entry : fs::directory_iterator(partial)) {
+    std::string name = entry.path().filename().string();
+    if (name == kSetJournal || name == std::string(kSetJournal) + ".tmp") continue;
+    if (name.ends_with(".partial")) name.resize(name.size() - 8);  // a shard being converted
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      throw Error(fmt::format("{}: holds {}, which is none of the set's shards; remove it, or start over with --force",
+                              partial, entry.path().filename().string()));
+    }
+  }
+  const std::string path = partial + "/" + kSetJournal;
+  if (!fs::exists(path)) return json::object();
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  json journal = json::parse(text.str(), nullptr, false);
+  if (!journal.is_object())
+    throw Error(fmt::format("{}: is not a journal h5-to-lmdb wrote; start over with --force", path));
+  return journal;
+}
+
+void write_set_journal(const std::string& partial, const json& journal) {
+  const std::string path = partial + "/" + kSetJournal, tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << journal.dump() << '\n';
+    f.flush();
+    if (!f) throw stoker::Error::from_errno(errno, tmp + ": writing it");
+  }
+  stoker::tools::fsync_path(tmp, O_RDONLY);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw stoker::Error::from_errno(errno, path + ": writing it");
+  stoker::tools::fsync_dir(partial);
+}
+
 void convert_set(const Args& a) {
   const std::vector<std::string> shards = stoker::formats::shard_paths(stoker::formats::resolve_source({a.input}));
   std::vector<std::string> names;
@@ -354,7 +371,7 @@ void convert_set(const Args& a) {
   if (fs::exists(fs::symlink_status(a.output)) && !a.force)
     throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
   const std::string partial = a.output + ".partial";
-  refuse_symlink(partial);
+  stoker::tools::refuse_symlink(partial, "h5-to-lmdb");
   if (fs::exists(partial) && !a.resume) {
     if (!a.force)
       throw Error(fmt::format(
@@ -365,12 +382,25 @@ void convert_set(const Args& a) {
     throw stoker::Error::from_errno(errno, partial + ": creating it");
   if (!fs::is_directory(partial))
     throw Error(fmt::format("{}: is not a directory (not a shard set's conversion); remove it", partial));
+  json journal = read_set_journal(partial, names);
   std::uint64_t kept = 0;
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const std::string out = partial + "/" + names[k];
-    if (fs::exists(out)) {  // finished by an earlier run: a shard appears only complete
-      ++kept;
-      continue;
+    const json source = source_identity(shards[k]);  // before it is read
+    if (fs::exists(out)) {                           // finished by an earlier run (a shard appears only complete)
+      if (journal.contains(names[k]) && journal[names[k]] == source) {
+        ++kept;
+        continue;
+      }
+      if (!a.quiet) {
+        std::cerr << (journal.contains(names[k])
+                          ? fmt::format("h5-to-lmdb: {}: changed since it was converted ({}); converting it again\n",
+                                        shards[k], differences(journal[names[k]], source))
+                          : fmt::format("h5-to-lmdb: {}: its conversion was not recorded as finished; converting it "
+                                        "again\n",
+                                        shards[k]));
+      }
+      fs::remove_all(out);
     }
     if (!a.quiet) std::cerr << fmt::format("h5-to-lmdb: shard {} of {}: {}\n", k + 1, shards.size(), shards[k]);
     Args one = a;
@@ -378,8 +408,14 @@ void convert_set(const Args& a) {
     one.output = out;
     one.force = false;
     convert(one);
+    journal[names[k]] = source;
+    write_set_journal(partial, journal);
   }
-  move_into_place(partial, a.output);
+  stoker::tools::move_into_place(partial, a.output);
+  // The journal only serves a resume (a kill just before this leaves a file the loader does not
+  // take for a shard).
+  if (::unlink((a.output + "/" + kSetJournal).c_str()) != 0)
+    throw stoker::Error::from_errno(errno, a.output + "/" + kSetJournal + ": removing it");
   if (!a.quiet)
     std::cerr << fmt::format("h5-to-lmdb: {} shards -> {}/{}\n", shards.size(), a.output,
                              kept ? fmt::format(" ({} kept from the interrupted run)", kept) : "");

@@ -18,6 +18,7 @@
 #include "formats/lmdb/lmdb_writer.h"
 #include "stoker/digest.h"
 #include "stoker/error.h"
+#include "tools/atomic_output.h"
 
 namespace stoker::tools {
 namespace {
@@ -31,23 +32,6 @@ constexpr std::uint64_t kCommitBytes = 8u << 20;
 constexpr std::uint64_t kHdf5BlockSamples = 1024;
 constexpr const char* kJournal = "pack.json";
 constexpr const char* kRecordKey = "pack";
-
-void fsync_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) throw Error::from_errno(errno, path + ": opening it to fsync");
-  const int rc = ::fsync(fd), err = errno;
-  ::close(fd);
-  if (rc != 0) throw Error::from_errno(err, path + ": fsync");
-}
-void fsync_dir(const std::string& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
-
-// A file this tool creates itself, exclusively and never through a link: a leftover or a link
-// planted in a shared directory is an error, never a file written through.
-void create_exclusive(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error::from_errno(errno, path + ": creating it");
-  ::close(fd);
-}
 
 bool is_symlink(const std::string& path) {
   struct stat st;
@@ -471,10 +455,7 @@ void PackOutput::finish() {
 void PackOutput::move_into_place() {
   Impl& m = *impl_;
   const std::string& output = m.spec.output;
-  if (fs::exists(fs::symlink_status(output))) fs::remove_all(output);  // --force: checked at the start
-  if (::rename(m.partial.c_str(), output.c_str()) != 0)
-    throw Error::from_errno(errno, fmt::format("{}: moving {} into place", output, m.partial));
-  fsync_dir(fs::absolute(output).parent_path().string());
+  tools::move_into_place(m.partial, output);  // replacing one there: --force, checked at the start
   // The journal only serves a resume: gone once the set is in place (a kill just before leaves a
   // file the loader does not take for a shard).
   if (m.sharded && ::unlink((output + "/" + kJournal).c_str()) != 0)

@@ -1,7 +1,12 @@
 #include "tools/pack_queue.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
+#include <system_error>
+
+#include "stoker/error.h"
 
 namespace stoker::tools {
 
@@ -13,10 +18,19 @@ PrepareQueue::PrepareQueue(const PackPlan& plan, const ImageRules& rules, unsign
       slots_(2 * std::size_t{std::max(threads, 1u)} + 2 * kWakeEvery),
       next_claim_(first),
       released_(first) {
-  for (unsigned t = 0; t < std::max(threads, 1u); ++t) threads_.emplace_back([this] { run(); });
+  try {
+    for (unsigned t = 0; t < std::max(threads, 1u); ++t) threads_.emplace_back([this] { run(); });
+  } catch (const std::system_error& e) {
+    // No destructor runs for a throwing constructor: the threads started are stopped here.
+    stop_threads();
+    throw Error(ErrorCode::io, fmt::format("stoker-pack: could not start thread {} of {} (--jobs): {}",
+                                           threads_.size() + 1, std::max(threads, 1u), e.what()));
+  }
 }
 
-PrepareQueue::~PrepareQueue() {
+PrepareQueue::~PrepareQueue() { stop_threads(); }
+
+void PrepareQueue::stop_threads() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;

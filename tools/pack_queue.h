@@ -43,6 +43,7 @@ class PrepareQueue {
   void release(std::uint64_t item);
 
  private:
+  void stop_threads() noexcept;  // joins every thread started
   struct Slot {
     std::uint64_t item = UINT64_MAX;
     std::vector<std::byte> bytes;

@@ -273,7 +273,8 @@ int stoker_pack(int argc, char** argv) {
                  "The dataset to write: LMDB, or HDF5 for a name ending .h5 or .hdf5; with --shard-size, a "
                  "directory of shards")
       ->required();
-  app.add_option("--format", a.format, "lmdb, hdf5, or auto (from OUTPUT's extension; shards: lmdb)")
+  app.add_option("--format", a.format,
+                 "lmdb, hdf5, or auto (hdf5 for an OUTPUT ending .h5 or .hdf5, a shard set's directory included)")
       ->check(CLI::IsMember({"auto", "lmdb", "hdf5"}))
       ->capture_default_str();
   app.add_option("--shard-size", a.shard_size,
@@ -312,7 +313,6 @@ int stoker_pack(int argc, char** argv) {
     std::cerr << "stoker-pack: give --folder ROOT or --manifest FILE\nRun with --help for more information.\n";
     return 2;
   }
-  if (a.shard_size > 0 && a.format == "auto") a.format = a.output.ends_with(".h5") ? "hdf5" : "lmdb";
   pack(a);
   return 0;
 }
