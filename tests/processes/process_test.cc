@@ -1,9 +1,12 @@
 // Multi-process behaviour, for real: killed and stuck workers, killed trainers, a small /dev/shm.
 // Scenarios that must not disturb the test process run in a forked harness with a watchdog.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -23,6 +27,7 @@
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "tests/support/hang_op.h"
+#include "tests/support/hog_op.h"
 #include "tests/support/test_data.h"
 
 namespace stoker::test {
@@ -317,6 +322,138 @@ TEST_F(Processes, AStuckWorkerIsKilledAndReplaced) {
   EXPECT_THAT(warnings[0], HasSubstr("worker 0 (pid " + std::to_string(victim) + ") made no progress for"));
   EXPECT_THAT(warnings[0], HasSubstr("while loading batch 3 of epoch 0 (it could run: it was not stopped) and was "
                                      "killed; replaced by pid"));
+  ::alarm(0);
+}
+
+// A memory cgroup of its own under this process's (cgroup v1 or v2), limited to `bytes` with no
+// swap; empty when none can be made here (not root, no memory controller).
+struct MemoryCgroup {
+  std::string dir;
+  bool v2 = false;
+  static bool write(const std::string& path, const std::string& value) {
+    std::ofstream f(path);
+    f << value;
+    f.flush();
+    return static_cast<bool>(f);
+  }
+  explicit MemoryCgroup(std::uint64_t bytes) {
+    std::ifstream self("/proc/self/cgroup");
+    std::string line, v1_path, v2_path;
+    while (std::getline(self, line)) {
+      const auto a = line.find(':'), b = line.find(':', a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+      if (controllers == "memory" || controllers.find("memory,") == 0 || controllers.ends_with(",memory"))
+        v1_path = "/sys/fs/cgroup/memory" + path;
+      if (line.rfind("0::", 0) == 0) v2_path = "/sys/fs/cgroup" + path;
+    }
+    const std::string name = "/stoker-oom-test-" + std::to_string(::getpid());
+    for (const std::string& base : {v1_path, v2_path}) {  // left by a run killed before its cleanup
+      std::error_code ec;
+      if (base.empty() || !std::filesystem::is_directory(base, ec)) continue;
+      for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+        if (e.path().filename().string().rfind("stoker-oom-test-", 0) == 0) ::rmdir(e.path().c_str());
+      }
+    }
+    if (!v1_path.empty() && ::mkdir((v1_path + name).c_str(), 0755) == 0) {
+      dir = v1_path + name;
+      if (!write(dir + "/memory.limit_in_bytes", std::to_string(bytes)) ||
+          (std::filesystem::exists(dir + "/memory.memsw.limit_in_bytes") &&
+           !write(dir + "/memory.memsw.limit_in_bytes", std::to_string(bytes))))
+        remove();
+    } else if (!v2_path.empty() && std::filesystem::exists(v2_path + "/cgroup.controllers") &&
+               ::mkdir((v2_path + name).c_str(), 0755) == 0) {
+      dir = v2_path + name;
+      v2 = true;
+      if (!write(dir + "/memory.max", std::to_string(bytes))) remove();
+      if (!dir.empty()) (void)write(dir + "/memory.swap.max", "0");
+    }
+  }
+  ~MemoryCgroup() { remove(); }
+  bool add(pid_t pid) const { return write(dir + "/cgroup.procs", std::to_string(pid)); }
+  // The kernel's count of processes it killed for this cgroup's limit.
+  std::uint64_t oom_kills() const {
+    std::ifstream f(dir + (v2 ? "/memory.events" : "/memory.oom_control"));
+    std::string key;
+    std::uint64_t value = 0;
+    while (f >> key >> value) {
+      if (key == "oom_kill") return value;
+    }
+    return 0;
+  }
+  void remove() {
+    if (dir.empty()) return;
+    for (int i = 0; i < 200 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)  // its last processes exiting
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    dir.clear();
+  }
+};
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kUnderSanitizer = true;  // their shadow memory makes resident sizes meaningless here
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+
+// A job in a 600 MiB memory cgroup: its training process holds 400 MiB, then a worker takes 300
+// MiB. The kernel's out-of-memory killer must kill one of them, and it kills the process of the
+// largest oom_score, resident size plus oom_score_adj thousandths of the limit: with the workers'
+// adj of 500 the worker (300 + 300 MiB against about 450), which is replaced, and the epoch is
+// exactly an undisturbed one; with an adj of 0 it would be the trainer, the larger process.
+TEST_F(Processes, UnderAMemoryLimitTheKernelKillsAWorkerNotTheTrainer) {
+  if (kUnderSanitizer) GTEST_SKIP() << "resident sizes under a sanitizer are not the process's";
+  ::alarm(120);
+  constexpr std::uint64_t kMiB = 1u << 20;
+  MemoryCgroup cgroup(600 * kMiB);
+  if (cgroup.dir.empty()) GTEST_SKIP() << "no memory cgroup can be made here (root and a memory controller needed)";
+  Options o = options(1);
+  o.pipeline = "label=hog_once(25,300)";  // in batch 2
+  o.timeout = std::chrono::seconds(30);   // were it not killed, a worker that sleeps holding it
+  const EpochRecord want = undisturbed_run(o, 0);
+  const std::string marker = tmp_.path("hogged");
+  int go[2];
+  ASSERT_EQ(0, ::pipe2(go, O_CLOEXEC));
+  std::fflush(nullptr);
+  const pid_t job = ::fork();
+  if (job == 0) {
+    ::close(go[1]);
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(10);
+    void* held = ::mmap(nullptr, 400 * kMiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (held == MAP_FAILED) ::_exit(11);
+    std::memset(held, 1, 400 * kMiB);  // the training process's own memory (a model, say)
+    ::setenv(kHogMarkerEnv, marker.c_str(), 1);
+    std::vector<std::string> warnings;
+    o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+    try {
+      Loader loader(o);
+      Epoch epoch = loader.epoch(0);
+      const EpochRecord got = record(epoch);
+      if (got.indices != want.indices || got.labels != want.labels) ::_exit(12);
+      if (loader.stats().respawns != 1 || warnings.size() != 1) ::_exit(13);
+      if (warnings[0].find("was killed by signal SIGKILL") == std::string::npos) {
+        std::fprintf(stderr, "warning: %s\n", warnings[0].c_str());
+        ::_exit(14);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "job: %s\n", e.what());
+      ::_exit(15);
+    }
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  ASSERT_TRUE(cgroup.add(job));
+  ASSERT_EQ(1, ::write(go[1], "g", 1));
+  ::close(go[1]);
+  int st = 0;
+  ASSERT_EQ(job, ::waitpid(job, &st, 0));
+  ASSERT_FALSE(WIFSIGNALED(st)) << "the training process was killed by signal " << WTERMSIG(st)
+                                << " (the out-of-memory killer chose it, not the worker)";
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << "job exit " << WEXITSTATUS(st) << " (12: other batches; 13: not one respawn and one warning; 14: another "
+      << "warning; 15: an error)";
+  EXPECT_TRUE(std::filesystem::exists(marker)) << "the worker took the memory";
+  EXPECT_GE(cgroup.oom_kills(), 1u) << "the kernel's out-of-memory killer ended the worker";
   ::alarm(0);
 }
 
