@@ -1,6 +1,7 @@
 #include "formats/sharded_reader.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -83,6 +84,29 @@ std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
     throw Error(ErrorCode::dataset,
                 fmt::format("{}: shard {} holds {} samples, and held {} when the loader opened it: the dataset changed",
                             paths_[k], k, s.num_samples, samples_[k]));
+  }
+  if (seen_.size() != paths_.size()) seen_.resize(paths_.size());
+  struct stat st;
+  const std::string file = paths_[k];
+  if (::stat(file.c_str(), &st) == 0 && (!S_ISDIR(st.st_mode) || ::stat((file + "/data.mdb").c_str(), &st) == 0)) {
+    const Seen now{
+        true,
+        static_cast<std::uint64_t>(st.st_dev),
+        static_cast<std::uint64_t>(st.st_ino),
+        static_cast<std::uint64_t>(st.st_size),
+        static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(st.st_mtim.tv_nsec),
+        r->version()};
+    if (seen_[k].seen && !(seen_[k] == now)) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: shard {} was replaced or written since this process first read it (its {} "
+                              "changed): its samples are not mixed into this loader's epochs; build a new Loader",
+                              paths_[k], k,
+                              seen_[k].inode != now.inode || seen_[k].device != now.device ? "device and inode"
+                              : seen_[k].version != now.version                            ? "last LMDB transaction"
+                              : seen_[k].size != now.size                                  ? "size"
+                                                                                           : "modification time"));
+    }
+    seen_[k] = now;
   }
   return r;
 }

@@ -62,7 +62,16 @@ class ShardedReader final : public Reader {
   std::string layout_;
   std::list<std::pair<std::size_t, std::unique_ptr<Reader>>> open_;  // most recently read first
   std::uint64_t opens_ = 0;
-  bool counts_known_ = false;         // samples_ holds every shard's count (after construction)
+  bool counts_known_ = false;  // samples_ holds every shard's count (after construction)
+  // Each shard as this reader first opened it: a shard closed by the LRU and opened again must be
+  // the same file, unwritten (its device, inode, size, modification time and Reader::version()),
+  // or its samples would be another version's.
+  struct Seen {
+    bool seen = false;
+    std::uint64_t device = 0, inode = 0, size = 0, mtime_ns = 0, version = 0;
+    bool operator==(const Seen&) const = default;
+  };
+  std::vector<Seen> seen_;
   std::vector<std::uint64_t> local_;  // scratch: one run's indices within its shard (for_each_run)
 };
 

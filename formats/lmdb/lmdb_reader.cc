@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -334,7 +335,10 @@ void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
 void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
   Impl& m = *impl_;
   m.check_unchanged();
-  if (int rc = mdb_txn_renew(m.txn); rc != MDB_SUCCESS) check_mdb(rc, m.path + ": renew read transaction");
+  if (int rc = mdb_txn_renew(m.txn); rc != MDB_SUCCESS) {
+    m.check_unchanged();  // MDB_MAP_RESIZED: a writer grew the map meanwhile
+    check_mdb(rc, m.path + ": renew read transaction");
+  }
   struct Reset {
     MDB_txn* t;
     ~Reset() { mdb_txn_reset(t); }
@@ -401,11 +405,16 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
   };
   try {
     read_records();
-  } catch (const Error&) {
-    m.check_unchanged();  // a record missing or damaged because the database was written meanwhile
+  } catch (...) {
+    // A record missing or damaged (a size that cannot be allocated, say) because the database was
+    // written meanwhile: said as that.
+    m.check_unchanged();
     throw;
   }
-  m.check_unchanged();  // nothing written while the batch was read: no page of it was reused
+  // Nothing was written while the batch was read, so no page of it was reused: the meta page is
+  // loaded after the records (a seqlock's second look).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  m.check_unchanged();
 }
 
 }  // namespace stoker::formats

@@ -6,12 +6,14 @@
 // Opens with MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOLOCK: datasets are immutable while
 // read, so no lock file (read-only and network directories work) and no reader-slot limit however
 // many ranks and workers read one database. One read transaction, reset between batches. A
-// database written meanwhile (its last committed transaction, in its meta pages, no longer the one
-// it had when it was opened, asked before and after each batch) is an error, never a batch of
-// samples of two versions or of pages a writer reused. (LMDB's lock file would make a writer keep
-// the pages of open reads, but it is keyed by the path: a database replaced by a rename, as
-// stoker's tools write them, or written by a program without the lock, leaves a lock file whose
-// recorded transaction a reader would trust, and on network file systems it cannot work at all.)
+// database written meanwhile by a program on this machine (its last committed transaction, in its
+// meta pages, no longer the one it had when it was opened, asked before and after each batch) is
+// an error, never a batch of samples of two versions or of pages a writer reused. (LMDB's lock
+// file would make a writer keep the pages of open reads, but it is found by the path: a database
+// replaced by a rename, as stoker's tools write them, or written by a program without the lock,
+// leaves a lock file whose recorded transaction a reader would trust. On a network file system
+// neither the lock file nor this check sees another host's writes as they happen: a client may
+// serve pages it cached; the identity check at each worker's open still sees a changed file.)
 #pragma once
 
 #include <memory>

@@ -1,6 +1,7 @@
 #include "loader/plan/quasi_random.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "loader/base/splitmix64.h"
 
@@ -25,6 +26,7 @@ QuasiRandomOrder::QuasiRandomOrder(std::uint64_t n, std::uint64_t group, std::ui
   const std::span<const std::uint64_t> shards = shard_samples.size() > 1 ? shard_samples : std::span(one_file);
   std::vector<std::uint64_t> first_sample(shards.size());
   for (std::size_t s = 1; s < shards.size(); ++s) first_sample[s] = first_sample[s - 1] + shards[s - 1];
+  assert(first_sample.back() + shards.back() == n && "the shards' samples are the dataset's");
 
   auto table = std::make_shared<Table>();
   const FeistelPermutation shard_order(shards.size(), splitmix64_mix(seed_ ^ kShardTag), epoch);

@@ -5,11 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "formats/shard_set.h"
 #include "formats/sharded_reader.h"
@@ -195,6 +197,40 @@ TEST(Shards, AReaderKeepsAtMostMaxOpenShardsOpen) {
   EXPECT_EQ(formats::source_name(source), shards.paths[0] + " and 5 more shards");
 }
 
+// A shard closed by the reader's LRU and opened again must be the one it first read: one written
+// in place meanwhile (an LMDB shard's new transaction) or replaced is an error naming it.
+TEST(Shards, AShardWrittenWhileClosedIsRefusedWhenItIsOpenedAgain) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "set", {5, 6, 7}, /*lmdb_odd=*/true);
+  formats::ReaderOptions options;
+  options.max_open_shards = 1;
+  formats::ShardedReader r(shards.paths, options);
+  const Schema schema = small_schema(1);
+  std::vector<std::vector<std::byte>> bufs(schema.fields.size());
+  std::vector<std::byte*> dest;
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    bufs[f].resize(schema.fields[f].bytes_per_sample());
+    dest.push_back(bufs[f].data());
+  }
+  const auto read_one = [&](std::uint64_t i) {
+    const std::vector<std::uint64_t> one{i};
+    r.Reader::read(one, std::span<std::byte* const>(dest));
+  };
+  read_one(6);   // shard 1 (LMDB)
+  read_one(12);  // shard 2: shard 1 is closed
+  write_lmdb_note_in_place(shards.paths[1]);
+  expect_error(ErrorCode::dataset, [&] { read_one(7); },
+               {shards.paths[1] + ": shard 1 was replaced or written since this process first read it (its last "
+                                  "LMDB transaction changed)"});
+  read_one(0);  // shard 0 (HDF5), untouched: still read
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  write_hdf5(shards.paths[2] + ".new", small_schema(7), {formats::Hdf5WriteOptions::Layout::chunked, 8, 1});
+  std::filesystem::rename(shards.paths[2] + ".new", shards.paths[2]);
+  expect_error(ErrorCode::dataset, [&] { read_one(12); },
+               {shards.paths[2] + ": shard 2 was replaced or written since this process first read it (its device "
+                                  "and inode changed)"});
+}
+
 // Stats::shard_opens counts what the readers opened: a sequential epoch through one open shard
 // opens each shard once; a random one, far more.
 TEST(Shards, StatsCountTheShardsWorkersOpened) {
@@ -255,6 +291,25 @@ TEST(Shards, LmdbShardsWithoutASchemaReopenedByWorkersDeliverTheirValues) {
   }
   EXPECT_EQ(seen.size(), 45u);
   EXPECT_GT(loader.stats().shard_opens, 6u);
+}
+
+// A shard set's quasi-random order keeps its shards apart (docs/sampler.md, "A shard set"), and a
+// state says so: a state saved by the order that did not (the same text as one file's) is refused.
+TEST(Shards, AQuasiRandomStateOfASetNamesItsInterleaveAndTheOldOrdersStateIsRefused) {
+  TempDir tmp;
+  write_shards(tmp, "q", {40, 25, 35});
+  Options o = options_for(2, Order::quasi_random);
+  o.source = tmp.path("q");
+  Loader loader(o);
+  const LoaderState fresh = loader.state();
+  EXPECT_EQ(fresh.order, "quasi_random(group=8,window=4,interleave=8)");
+  LoaderState old = fresh;
+  old.order = "quasi_random(group=8,window=4)";
+  old.consumed = 10;
+  const LoaderState saved = LoaderState::from_json(old.to_json());
+  expect_error(ErrorCode::state_mismatch, [&] { loader.epoch(saved); },
+               {"order quasi_random(group=8,window=4) in the state, quasi_random(group=8,window=4,interleave=8) "
+                "here"});
 }
 
 TEST(Shards, AStateResumesTheSameShardsEvenCopiedElsewhereAndNoOtherSet) {
