@@ -34,23 +34,28 @@ void create_exclusive(const std::string& path) {
 void refuse_symlink(const std::string& path, const std::string& tool) {
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    throw Error(ErrorCode::invalid_option,
-                fmt::format("{}: is a symbolic link; {} writes only a file it creates itself: remove the link", path,
-                            tool));
+    throw Error(
+        ErrorCode::invalid_option,
+        fmt::format("{}: is a symbolic link; {} writes only a file it creates itself: remove the link", path, tool));
   }
 }
 
 void move_into_place(const std::string& from, const std::string& to) {
-  struct stat st;
-  if (::lstat(to.c_str(), &st) == 0) {
+  struct stat there, here;
+  // rename(2) replaces a file atomically everywhere; a directory (of shards, an LMDB directory), or
+  // a file by a directory, only by exchanging the two.
+  const bool exchange = ::lstat(to.c_str(), &there) == 0 && ::lstat(from.c_str(), &here) == 0 &&
+                        (S_ISDIR(there.st_mode) || S_ISDIR(here.st_mode));
+  if (exchange) {
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
-      fs::remove_all(from);  // the old dataset, now at `from`
+      std::error_code ignored;  // the new one is in place: an old one left behind is only litter
+      fs::remove_all(from, ignored);
       fsync_dir(fs::absolute(to).parent_path().string());
       return;
     }
-    if (errno != EINVAL && errno != ENOSYS)
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOENT)
       throw Error::from_errno(errno, fmt::format("{}: replacing it with {}", to, from));
-    fs::remove_all(to);  // a file system that cannot exchange
+    if (errno != ENOENT) fs::remove_all(to);  // a file system that cannot exchange
   }
   if (::rename(from.c_str(), to.c_str()) != 0)
     throw Error::from_errno(errno, fmt::format("{}: moving {} into place", to, from));

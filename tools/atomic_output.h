@@ -19,8 +19,8 @@ void create_exclusive(const std::string& path);
 // Throws when `path` is a symbolic link (dangling or not): `tool` writes only what it created.
 void refuse_symlink(const std::string& path, const std::string& tool);
 
-// Moves `from` over `to` atomically: a rename, or, when `to` exists (a file or a directory of
-// shards or an LMDB directory, which rename(2) cannot replace), an exchange of the two
+// Moves `from` over `to` atomically: a rename, or, when one of them is a directory (of shards, an
+// LMDB directory), which rename(2) cannot put in the place of the other, an exchange of the two
 // (renameat2 RENAME_EXCHANGE) and then the removal of the old one. Where the file system cannot
 // exchange, the old `to` is removed first (a crash then leaves the new one in `from`). The parent
 // directory is synced.

@@ -309,20 +309,30 @@ bool names_a_shard_set(const std::string& input) {
   return fs::is_directory(input) || input.find_first_of("*?[") != std::string::npos;
 }
 
-// OUTPUT.partial/sources.json: for each finished shard, the path, size and modification time its
-// source had when its conversion started. A resume keeps a finished shard only while its source is
-// unchanged (one rewritten since, or finished by a run killed before it was listed, is converted
-// again), and a database in the directory that is none of the set's is an error: never a stale or
-// stray shard moved into place.
+// OUTPUT.partial/sources.json: for each finished shard (and the one being converted, under
+// "converting"), its source as it was when its conversion started (source_identity). A resume keeps
+// a finished shard only while its source is unchanged (one rewritten since, or finished by a run
+// killed before it was listed, is converted again; so is an unfinished one whose source changed),
+// and a database in the directory that is none of the set's is an error: never a stale or stray
+// shard moved into place.
 constexpr const char* kSetJournal = "sources.json";
 
-json source_identity(const std::string& shard) {
+// A shard's source as this conversion reads it: the file (path, device and inode, size,
+// modification and change times: a rewrite of the same size within the clock's step changes the
+// change time, which no one can set back) and what is taken of it (fields, group).
+json source_identity(const Args& a, const std::string& shard) {
   struct stat st;
   if (::stat(shard.c_str(), &st) != 0) throw stoker::Error::from_errno(errno, shard);
+  const auto ns = [](const timespec& t) {
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(t.tv_nsec);
+  };
   return {{"source", fs::absolute(shard).string()},
+          {"inode", static_cast<std::uint64_t>(st.st_ino)},
           {"size", static_cast<std::uint64_t>(st.st_size)},
-          {"mtime_ns", static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
-                           static_cast<std::uint64_t>(st.st_mtim.tv_nsec)}};
+          {"mtime_ns", ns(st.st_mtim)},
+          {"ctime_ns", ns(st.st_ctim)},
+          {"fields", a.fields},
+          {"group", a.group}};
 }
 
 json read_set_journal(const std::string& partial, const std::vector<std::string>& names) {
@@ -386,8 +396,8 @@ void convert_set(const Args& a) {
   std::uint64_t kept = 0;
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const std::string out = partial + "/" + names[k];
-    const json source = source_identity(shards[k]);  // before it is read
-    if (fs::exists(out)) {                           // finished by an earlier run (a shard appears only complete)
+    const json source = source_identity(a, shards[k]);  // before it is read
+    if (fs::exists(out)) {                              // finished by an earlier run (a shard appears only complete)
       if (journal.contains(names[k]) && journal[names[k]] == source) {
         ++kept;
         continue;
@@ -402,12 +412,21 @@ void convert_set(const Args& a) {
       }
       fs::remove_all(out);
     }
+    const json converting = {{"name", names[k]}, {"source", source}};
+    if (fs::exists(out + ".partial") && journal.value("converting", json()) != converting) {
+      if (!a.quiet)
+        std::cerr << fmt::format("h5-to-lmdb: {}: changed since its conversion began; starting it over\n", shards[k]);
+      fs::remove_all(out + ".partial");
+    }
+    journal["converting"] = converting;
+    write_set_journal(partial, journal);
     if (!a.quiet) std::cerr << fmt::format("h5-to-lmdb: shard {} of {}: {}\n", k + 1, shards.size(), shards[k]);
     Args one = a;
     one.input = shards[k];
     one.output = out;
     one.force = false;
     convert(one);
+    journal.erase("converting");
     journal[names[k]] = source;
     write_set_journal(partial, journal);
   }

@@ -18,6 +18,7 @@ PrepareQueue::PrepareQueue(const PackPlan& plan, const ImageRules& rules, unsign
       slots_(2 * std::size_t{std::max(threads, 1u)} + 2 * kWakeEvery),
       next_claim_(first),
       released_(first) {
+  threads_.reserve(std::max(threads, 1u));
   try {
     for (unsigned t = 0; t < std::max(threads, 1u); ++t) threads_.emplace_back([this] { run(); });
   } catch (const std::system_error& e) {
@@ -25,6 +26,9 @@ PrepareQueue::PrepareQueue(const PackPlan& plan, const ImageRules& rules, unsign
     stop_threads();
     throw Error(ErrorCode::io, fmt::format("stoker-pack: could not start thread {} of {} (--jobs): {}",
                                            threads_.size() + 1, std::max(threads, 1u), e.what()));
+  } catch (...) {
+    stop_threads();
+    throw;
   }
 }
 

@@ -243,16 +243,29 @@ TEST(H5ToLmdb, AShardSetBecomesAShardSetAndResumesShardByShard) {
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_THAT(again.err, HasSubstr("--resume"));
   fs::rename(good, tmp.path("in/train-2.h5"));
+  // A database in the directory that is none of the set's is refused, never moved into place.
+  write_lmdb(out + ".partial/stray.lmdb", small_schema(3));
+  RunResult stray = convert({tmp.path("in"), out, "--resume"});
+  EXPECT_EQ(stray.exit_code, 1);
+  EXPECT_THAT(stray.err, HasSubstr("holds stray.lmdb, which is none of the set's shards"));
+  fs::remove(out + ".partial/stray.lmdb");
+  // A finished shard whose source changed since is converted again, not kept.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a modification time of its own
+  fs::remove(tmp.path("in/train-1.h5"));
+  write_hdf5(tmp.path("in/train-1.h5"), small_schema(sizes[1] + 1),
+             {formats::Hdf5WriteOptions::Layout::chunked, 64, 0});
   RunResult resumed = convert({tmp.path("in/train-*.h5"), out, "--resume", "--verify"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_THAT(resumed.err, HasSubstr("3 shards"));
-  EXPECT_THAT(resumed.err, HasSubstr("2 kept from the interrupted run"));
+  EXPECT_THAT(resumed.err, HasSubstr("train-1.h5: changed since it was converted ("));
+  EXPECT_THAT(resumed.err, HasSubstr("1 kept from the interrupted run"));
   EXPECT_FALSE(fs::exists(out + ".partial"));
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(out)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"train-0.lmdb", "train-1.lmdb", "train-2.lmdb"}));
-  for (int k = 0; k < 3; ++k) expect_lmdb_content(fmt::format("{}/train-{}.lmdb", out, k), small_schema(sizes[k]));
+  for (int k = 0; k < 3; ++k)
+    expect_lmdb_content(fmt::format("{}/train-{}.lmdb", out, k), small_schema(sizes[k] + (k == 1 ? 1 : 0)));
   EXPECT_EQ(loader_digest(out), loader_digest(tmp.path("in")));
 }
 
