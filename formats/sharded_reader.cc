@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "formats/open_reader.h"
 #include "stoker/error.h"
@@ -15,6 +17,11 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
   options_.known.reset();
   options_.shard_samples.clear();
   const bool counted = !options.shard_samples.empty();
+  // With the counts, the set's fields (options.known) are shard 0's: it is not scanned either.
+  if (counted && options.known) {
+    first_known_ = options.known;
+    first_known_->num_samples = options.shard_samples[0];
+  }
   if (counted && options.shard_samples.size() != paths_.size()) {
     throw Error(ErrorCode::internal,
                 fmt::format("{} shard counts for {} shards", options.shard_samples.size(), paths_.size()));
@@ -68,6 +75,10 @@ std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
     again.known = schema_;
     again.known->num_samples = samples_[k];
     r = open_reader(paths_[k], again);
+  } else if (k == 0 && first_known_) {
+    ReaderOptions first = options_;
+    first.known = std::exchange(first_known_, std::nullopt);
+    r = open_reader(paths_[k], first);
   } else {
     r = open_reader(paths_[k], options_);
   }

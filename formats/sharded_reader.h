@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,8 @@ class ShardedReader final : public Reader {
     bool operator==(const Seen&) const = default;
   };
   std::vector<Seen> seen_;
+  // Shard 0's fields and count as the loader's process found them, for its first open (taken).
+  std::optional<Schema> first_known_;
   std::vector<std::uint64_t> local_;  // scratch: one run's indices within its shard (for_each_run)
 };
 
