@@ -1,6 +1,7 @@
 // Multi-process behaviour, for real: killed and stuck workers, killed trainers, a small /dev/shm.
 // Scenarios that must not disturb the test process run in a forked harness with a watchdog.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -454,6 +455,58 @@ TEST_F(Processes, UnderAMemoryLimitTheKernelKillsAWorkerNotTheTrainer) {
       << "warning; 15: an error)";
   EXPECT_TRUE(std::filesystem::exists(marker)) << "the worker took the memory";
   EXPECT_GE(cgroup.oom_kills(), 1u) << "the kernel's out-of-memory killer ended the worker";
+  ::alarm(0);
+}
+
+// More workers than one SCM_RIGHTS message carries descriptors for (253): the setup goes in pieces,
+// and 300 workers deliver exactly the epoch that no worker does.
+TEST_F(Processes, ThreeHundredWorkersDeliverExactlyTheEpochOfNone) {
+  if (kUnderSanitizer) GTEST_SKIP() << "300 sanitized processes: the protocol is SetupChannel's test there";
+  ::alarm(120);
+  Options o = options(0);
+  o.shuffle = true;
+  const EpochRecord want = undisturbed_run(o, 1);
+  o.num_workers = 300;
+  o.prefetch = 1;
+  Loader loader(o);
+  EXPECT_EQ(loader.worker_pids().size(), 300u);
+  Epoch epoch = loader.epoch(1);
+  const EpochRecord got = record(epoch);
+  EXPECT_EQ(got.indices, want.indices);
+  EXPECT_EQ(got.labels, want.labels);
+  EXPECT_EQ(loader.stats().respawns, 0u);
+  ::alarm(0);
+}
+
+// A setup larger than one packet (a thousand fields of long names) reaches every worker whole.
+TEST(ProcessSetup, AThousandFieldsOfLongNamesReachTheWorkers) {
+  ::alarm(120);
+  TempDir tmp;
+  Schema schema;
+  schema.num_samples = 24;
+  for (int k = 0; k < 1000; ++k) {
+    schema.fields.push_back(
+        {fmt::format("field_{:04d}_{}", k, std::string(150, 'n')), FieldKind::fixed, DType::i64, {}});
+  }
+  write_hdf5(tmp.path("wide.h5"), schema, {});
+  Options o;
+  o.source = tmp.path("wide.h5");
+  o.batch_size = 8;
+  o.num_workers = 2;
+  Loader loader(o);
+  std::uint64_t samples = 0;
+  for (Batch& b : loader.epoch(0)) {
+    ASSERT_EQ(b.fields().size(), 1000u);
+    for (const std::size_t f : {std::size_t{0}, std::size_t{517}, std::size_t{999}}) {
+      const FieldView& v = b.field(schema.fields[f].name);
+      for (std::size_t k = 0; k < b.size(); ++k) {
+        const auto want = expected_field(schema.fields[f], b.indices()[k]);
+        EXPECT_EQ(0, std::memcmp(v.data + k * want.size(), want.data(), want.size())) << f << " " << k;
+      }
+    }
+    samples += b.size();
+  }
+  EXPECT_EQ(samples, 24u);
   ::alarm(0);
 }
 
