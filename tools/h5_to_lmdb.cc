@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -231,7 +232,13 @@ std::uint64_t resume_point(stoker::formats::LmdbWriter& writer, const std::strin
     throw Error(fmt::format("{}: resume point {} does not match its {} samples; start over with --force", partial,
                             p["next_sample"].get<std::uint64_t>(), start));
   }
-  digest = stoker::ContentDigest(std::stoull(p["digest"].get<std::string>(), nullptr, 16));
+  const std::string hex = p["digest"].get<std::string>();
+  std::uint64_t sum = 0;
+  if (const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), sum, 16);
+      hex.size() != 16 || ec != std::errc() || end != hex.data() + hex.size())
+    throw Error(fmt::format("{}: its resume point's digest '{}' is not 16 hex digits; start over with --force", partial,
+                            hex.substr(0, 32)));
+  digest = stoker::ContentDigest(sum);
   return start;
 }
 
@@ -485,6 +492,8 @@ int h5_to_lmdb(int argc, char** argv) {
       "h5-to-lmdb"};
   add_options(app, a);
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  // OUTPUT/ names OUTPUT (a directory of shards, say): its .partial goes beside it, not into it.
+  while (a.output.size() > 1 && a.output.back() == '/') a.output.pop_back();
   if (names_a_shard_set(a.input)) {
     convert_set(a);
   } else {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -56,6 +57,16 @@ json skipped_json(const std::vector<SkippedFile>& list, std::size_t from, std::s
   json out = json::array();
   for (std::size_t k = from; k < to; ++k) out.push_back({list[k].item, list[k].reason});
   return out;
+}
+
+// A digest as the record writes it: 16 hex digits, nothing else (stoull would take a sign, spaces
+// and a 0x).
+std::uint64_t parse_digest(const std::string& hex) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), v, 16);
+  if (hex.size() != 16 || ec != std::errc() || end != hex.data() + hex.size())
+    throw std::runtime_error("its digest '" + hex.substr(0, 32) + "' is not 16 hex digits");
+  return v;
 }
 
 void add_skipped(const json& list, std::vector<SkippedFile>& out, const std::string& where) {
@@ -274,13 +285,14 @@ struct PackOutput::Impl {
         throw std::runtime_error("it does not match the samples stored");
       next_item = r.at("next_item").get<std::uint64_t>();
       current_bytes = r.at("bytes").get<std::uint64_t>();  // the shard is cut where it would have been
-      digest = ContentDigest(std::stoull(r.at("digest").get<std::string>(), nullptr, 16));
+      digest = ContentDigest(parse_digest(r.at("digest").get<std::string>()));
+      if (!r.contains("skipped")) throw std::runtime_error("it has no skipped list");
     } catch (const std::exception& e) {
       throw Error(
           ErrorCode::dataset,
           fmt::format("{}: the pack's resume record is damaged ({}); start over with --force", current_path, e.what()));
     }
-    add_skipped(r.at("skipped"), skipped, current_path);
+    add_skipped(r["skipped"], skipped, current_path);
   }
 
   void finish_current() {

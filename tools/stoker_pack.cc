@@ -309,6 +309,8 @@ int stoker_pack(int argc, char** argv) {
   app.add_flag("--force", a.force, "Replace an existing OUTPUT (and discard an interrupted pack)");
   app.add_flag("--quiet", a.quiet, "No progress and no summary");
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  // OUTPUT/ names OUTPUT (a directory of shards, say): its .partial goes beside it, not into it.
+  while (a.output.size() > 1 && a.output.back() == '/') a.output.pop_back();
   if (a.folder.empty() && a.manifest.empty()) {
     std::cerr << "stoker-pack: give --folder ROOT or --manifest FILE\nRun with --help for more information.\n";
     return 2;

@@ -8,7 +8,8 @@
 #include <cstring>
 
 // clang-format off
-#include <jpeglib.h>
+#include <jpeglib.h>  // after <cstdio>: it needs FILE
+#include <jerror.h>   // after jpeglib.h: its message codes
 // clang-format on
 
 #include "stoker/error.h"
@@ -39,9 +40,27 @@ struct VectorDestination {
   std::vector<std::byte>* out;
 };
 
+// The destination's callbacks run inside libjpeg's C frames, which an exception must not cross: a
+// failed allocation becomes libjpeg's own error (JERR_OUT_OF_MEMORY), reported by error_exit.
+// (The jump is taken outside the handler, which must end before it.)
+template <class Grow>
+void resize_or_fail(j_compress_ptr c, Grow&& grow) {
+  bool failed = false;
+  try {
+    grow();
+  } catch (...) {
+    failed = true;
+  }
+  if (failed) {
+    c->err->msg_code = JERR_OUT_OF_MEMORY;
+    c->err->msg_parm.i[0] = 0;
+    (*c->err->error_exit)(reinterpret_cast<j_common_ptr>(c));
+  }
+}
+
 void start_vector(j_compress_ptr c) {
   auto* d = reinterpret_cast<VectorDestination*>(c->dest);
-  d->out->resize(std::max<std::size_t>(d->out->capacity(), 1u << 16));
+  resize_or_fail(c, [&] { d->out->resize(std::max<std::size_t>(d->out->capacity(), 1u << 16)); });
   d->mgr.next_output_byte = reinterpret_cast<JOCTET*>(d->out->data());
   d->mgr.free_in_buffer = d->out->size();
 }
@@ -49,7 +68,7 @@ void start_vector(j_compress_ptr c) {
 boolean grow_vector(j_compress_ptr c) {
   auto* d = reinterpret_cast<VectorDestination*>(c->dest);
   const std::size_t used = d->out->size();
-  d->out->resize(used * 2);  // at most about the RGB input (a small, re-encoded image)
+  resize_or_fail(c, [&] { d->out->resize(used * 2); });  // at most about the RGB input (a small, re-encoded image)
   d->mgr.next_output_byte = reinterpret_cast<JOCTET*>(d->out->data() + used);
   d->mgr.free_in_buffer = d->out->size() - used;
   return TRUE;

@@ -1,6 +1,7 @@
 #include "formats/lmdb/lmdb_env.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include "stoker/error.h"
 
@@ -10,6 +11,18 @@ void check_mdb(int rc, const std::string& context) {
   if (rc == MDB_SUCCESS) return;
   // LMDB's own codes (negative) are about the database; positive ones are errno values of OS calls.
   throw Error(rc > 0 ? ErrorCode::io : ErrorCode::dataset, fmt::format("{}: {}", context, mdb_strerror(rc)));
+}
+
+void check_entries_fit(MDB_txn* txn, std::uint64_t entries, const std::string& path) {
+  mdb_filehandle_t fd;
+  struct stat st;
+  if (mdb_env_get_fd(mdb_txn_env(txn), &fd) != MDB_SUCCESS || ::fstat(fd, &st) != 0) return;  // no bound known
+  const auto bytes = static_cast<std::uint64_t>(st.st_size);
+  if (entries > bytes / 8) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: claims {} entries, more than a database of {} bytes can hold: the file is damaged",
+                            path, entries, bytes));
+  }
 }
 
 LmdbEnv::LmdbEnv() { check_mdb(mdb_env_create(&env_), "mdb_env_create"); }

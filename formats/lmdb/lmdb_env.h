@@ -27,6 +27,11 @@ inline void encode_key(std::uint64_t index, unsigned char out[8]) noexcept {
 // error (errno), ErrorCode::dataset for one of LMDB's (MDB_CORRUPTED, MDB_INVALID, ...).
 void check_mdb(int rc, const std::string& context);
 
+// Throws stoker::Error (ErrorCode::dataset) when a database claims more entries than its file can
+// hold (every entry takes a node of at least 8 bytes on a page): a damaged or crafted count, found
+// before anything is sized from it.
+void check_entries_fit(MDB_txn* txn, std::uint64_t entries, const std::string& path);
+
 class LmdbEnv {
  public:
   LmdbEnv();  // mdb_env_create

@@ -31,12 +31,15 @@ bool parse_as(std::string_view text, std::byte* out) {
   T v{};
   const char* end = text.data() + text.size();
   std::from_chars_result r;
+  // A sign once: '+' is taken as Python's int() and float() take it (from_chars does not), but not
+  // before another sign ("+-5").
+  const bool plus = text.size() > 1 && text.front() == '+' && text[1] != '-' && text[1] != '+';
+  const char* begin = text.data() + (plus ? 1 : 0);
   if constexpr (std::is_floating_point_v<T>) {
-    r = std::from_chars(text.data(), end, v, std::chars_format::general);
+    r = std::from_chars(begin, end, v, std::chars_format::general);
     if (r.ec == std::errc() && !std::isfinite(v)) return false;
   } else {
-    const bool plus = !text.empty() && text.front() == '+';
-    r = std::from_chars(text.data() + (plus ? 1 : 0), end, v);
+    r = std::from_chars(begin, end, v);
   }
   if (r.ec != std::errc() || r.ptr != end) return false;
   std::memcpy(out, &v, sizeof v);
@@ -90,8 +93,16 @@ std::vector<KeyTemplate> parse_key_templates(std::string_view spec) {
     const std::size_t eq = entry.find('=');
     if (eq == std::string_view::npos || eq == 0) bad_entry(entry, "has no NAME=");
     KeyTemplate t;
-    t.field = std::string(entry.substr(0, eq));
-    std::string_view tmpl = entry.substr(eq + 1);
+    // Spaces around a name and its template are the spelling's ("image = image-{:09d}, label = ..."),
+    // not the field's or the key's.
+    const auto trim = [](std::string_view v) {
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+      return v;
+    };
+    t.field = std::string(trim(entry.substr(0, eq)));
+    if (t.field.empty()) bad_entry(entry, "has no NAME=");
+    std::string_view tmpl = trim(entry.substr(eq + 1));
     const std::size_t close = tmpl.rfind('}');
     const std::size_t colon = tmpl.rfind(':');
     if (colon != std::string_view::npos && (close == std::string_view::npos || colon > close)) {

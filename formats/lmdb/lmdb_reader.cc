@@ -165,6 +165,7 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
   if (st.ms_entries == 0)
     throw Error(ErrorCode::dataset, fmt::format("{}: database is empty (no stoker schema and no keys)", path));
   const std::uint64_t n = st.ms_entries;
+  check_entries_fit(t, n, path);  // before a bit per key is allocated
   MDB_cursor* raw = nullptr;
   check_mdb(mdb_cursor_open(t, samples, &raw), path + ": cursor");
   std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw, mdb_cursor_close);
@@ -319,7 +320,11 @@ void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
     MDB_val key = m.key_of(i, keybuf), val;
     std::string templated;
     if (m.templated) {  // the first field's key: the others are written beside it
-      templated = m.templated->key(0, i);
+      try {
+        templated = m.templated->key(0, i);
+      } catch (...) {  // a hint only: no memory for the key, no hint
+        break;
+      }
       key = {templated.size(), templated.data()};
     }
     if (mdb_get(m.txn, m.samples, &key, &val) != MDB_SUCCESS) continue;  // read() reports it

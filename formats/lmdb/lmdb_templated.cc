@@ -66,6 +66,7 @@ void TemplatedLayout::scan(MDB_txn* txn, MDB_dbi dbi) {
   MDB_stat st;
   check_mdb(mdb_stat(txn, dbi, &st), path_ + ": stat");
   const std::uint64_t entries = st.ms_entries;
+  check_entries_fit(txn, entries, path_);  // before a bit per entry and template is allocated
   std::vector<std::vector<bool>> seen(templates_.size(), std::vector<bool>(entries, false));
   std::vector<std::uint64_t> count(templates_.size(), 0);
   max_bytes.assign(templates_.size(), 0);
@@ -94,14 +95,20 @@ void TemplatedLayout::scan(MDB_txn* txn, MDB_dbi dbi) {
   }
   if (rc != MDB_NOTFOUND) check_mdb(rc, path_ + ": scanning the keys");
   const std::uint64_t n = count[0];
+  const auto mismatch = [&](std::size_t f, std::uint64_t i, const char* what) {
+    return Error(ErrorCode::dataset,
+                 fmt::format("{}: sample {} field '{}': key {} is {}: the first field ({}) has {} keys, from index "
+                             "{}, and every field must have the same",
+                             path_, i, templates_[f].field, shown(key(f, i)), what, templates_[0].text(), n, base_));
+  };
   for (std::size_t f = 0; f < templates_.size(); ++f) {
-    for (std::uint64_t i = 0; i < std::max(n, count[f]); ++i) {
-      if (i < n && seen[f][i]) continue;
-      throw Error(ErrorCode::dataset,
-                  fmt::format("{}: sample {} field '{}': key {} is {}: the first field ({}) has {} keys, from index "
-                              "{}, and every field must have the same",
-                              path_, i, templates_[f].field, shown(key(f, i)), i >= n ? "there" : "missing",
-                              templates_[0].text(), n, base_));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (!seen[f][i]) throw mismatch(f, i, "missing");
+    }
+    if (count[f] > n) {  // a key of this field past the first field's last: the first one named
+      for (std::uint64_t i = n; i < entries; ++i) {
+        if (seen[f][i]) throw mismatch(f, i, "there");
+      }
     }
   }
   num_samples_ = n;
@@ -165,9 +172,11 @@ void TemplatedLayout::read(MDB_txn* txn, MDB_dbi dbi, std::size_t t, std::span<c
       std::byte* at = out.bytes->append(value.size());
       if (!value.empty()) std::memcpy(at, value.data(), value.size());
     } else if (!parse_number_value(value, tp.dtype, out.fixed + k * bytes)) {
-      throw Error(ErrorCode::dataset, fmt::format("{}: sample {} field '{}': key {} holds {}, not a {} number", path_,
-                                                  indices[k], tp.field, show_key(mk.mv_data, mk.mv_size),
-                                                  show_key(val.mv_data, val.mv_size), dtype_name(tp.dtype)));
+      const std::string_view type = dtype_name(tp.dtype);  // "an i32", "an f32", "a u8"
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: sample {} field '{}': key {} holds {}, not {} {} number", path_, indices[k],
+                              tp.field, show_key(mk.mv_data, mk.mv_size), show_key(val.mv_data, val.mv_size),
+                              type[0] == 'i' || type[0] == 'f' ? "an" : "a", type));
     }
   }
 }

@@ -167,7 +167,7 @@ TEST(PairedKeys, MissingKeysWrongCountsAndBadTemplatesAreNamed) {
                  Loader l(o);
                  for (Batch& b : l.epoch(0)) (void)b;
                },
-               {"field 'label': key b'label-000000001' holds b'word0', not a i32 number"});
+               {"field 'label': key b'label-000000001' holds b'word0', not an i32 number"});
 }
 
 TEST(PairedKeys, TemplatesSpellAndReadEachIndexOneWay) {
@@ -189,6 +189,29 @@ TEST(PairedKeys, TemplatesSpellAndReadEachIndexOneWay) {
                {"names field 'a' twice"});
   expect_error(ErrorCode::invalid_option, [] { formats::parse_key_templates("a=x"); },
                {"needs exactly one index placeholder"});
+  // Spaces around names and templates are the spelling's.
+  const auto spaced = formats::parse_key_templates(" image = image-{:09d} , label = label-{:09d}:i64");
+  ASSERT_EQ(spaced.size(), 2u);
+  EXPECT_EQ(spaced[0].field, "image");
+  EXPECT_EQ(std::string(buf, spaced[1].key(3, buf)), "label-000000003");
+  EXPECT_EQ(spaced[1].dtype, DType::i64);
+}
+
+// A label's text is a number as Python's int() and float() read it: one sign at most.
+TEST(PairedKeys, ANumberValueTakesOneSignAtMost) {
+  const auto parse = [](std::string_view text, DType t) {
+    std::byte out[8];
+    return formats::parse_number_value(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(text.data()), text.size()), t, out);
+  };
+  EXPECT_TRUE(parse("-5", DType::i32));
+  EXPECT_TRUE(parse("+5", DType::i32));
+  EXPECT_TRUE(parse("+1.5", DType::f32));
+  EXPECT_FALSE(parse("+-5", DType::i32));
+  EXPECT_FALSE(parse("++5", DType::i64));
+  EXPECT_FALSE(parse("+-1.5", DType::f64));
+  EXPECT_FALSE(parse("+", DType::i32));
+  EXPECT_FALSE(parse("-5", DType::u8));
 }
 
 }  // namespace

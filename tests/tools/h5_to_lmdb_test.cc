@@ -269,6 +269,21 @@ TEST(H5ToLmdb, AShardSetBecomesAShardSetAndResumesShardByShard) {
   EXPECT_EQ(loader_digest(out), loader_digest(tmp.path("in")));
 }
 
+// OUTPUT/ names OUTPUT: the work goes to OUTPUT.partial beside it, never into a hidden
+// OUTPUT/.partial inside a directory.
+TEST(H5ToLmdb, AnOutputWithATrailingSlashIsWrittenWhereItsNameSays) {
+  TempDir tmp;
+  fs::create_directories(tmp.path("in"));
+  write_hdf5(tmp.path("in/a-0.h5"), small_schema(20), {});
+  write_hdf5(tmp.path("in/a-1.h5"), small_schema(30), {});
+  RunResult r = convert({tmp.path("in"), tmp.path("out") + "/", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_directory(tmp.path("out")));
+  EXPECT_FALSE(fs::exists(tmp.path("out/.partial")));
+  EXPECT_FALSE(fs::exists(tmp.path("out.partial")));
+  EXPECT_EQ(loader_digest(tmp.path("out")), loader_digest(tmp.path("in")));
+}
+
 TEST(H5ToLmdb, ForceReplacesAFileOrAnLmdbDirectoryAtomically) {
   TempDir tmp;
   Schema schema = small_schema(50);

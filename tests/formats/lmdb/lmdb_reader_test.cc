@@ -192,6 +192,38 @@ TEST(LmdbReader, ReadsADatabaseOnReadOnlyMedia) {
   EXPECT_FALSE(fs::exists(tmp.path("src/d.lmdb-lock")));
 }
 
+// A database whose meta pages claim more entries than its file can hold (a damaged or crafted
+// count) is refused before anything is sized from the count.
+TEST(LmdbReader, ACountOfEntriesTheFileCannotHoldIsRefusedBeforeAnyAllocation) {
+  TempDir tmp;
+  const std::string path = tmp.path("plain.lmdb");
+  std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>> records;
+  for (int i = 0; i < 10; ++i) {
+    const std::string k = std::to_string(i);
+    records.emplace_back(std::vector<std::byte>(reinterpret_cast<const std::byte*>(k.data()),
+                                                reinterpret_cast<const std::byte*>(k.data()) + k.size()),
+                         std::vector<std::byte>(4, std::byte{7}));
+  }
+  write_plain_lmdb(path, records);
+  // Both meta pages (at 0 and 4096): the main database's md_entries, after the page header (16),
+  // magic, version, address, map size (24) and the free list's MDB_db (48), at +32 in its MDB_db.
+  const std::uint64_t claim = std::uint64_t{1} << 40;
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    for (const std::streamoff meta : {0, 4096}) {
+      f.seekp(meta + 16 + 24 + 48 + 32);
+      f.write(reinterpret_cast<const char*>(&claim), sizeof claim);
+    }
+  }
+  try {
+    formats::LmdbReader r(path, {});
+    FAIL() << "a count the file cannot hold must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dataset);
+    EXPECT_THAT(e.what(), HasSubstr("plain.lmdb: claims 1099511627776 entries, more than a database of"));
+  }
+}
+
 TEST(LmdbReader, BadInputsGiveClearErrors) {
   TempDir tmp;
   const std::string p = tmp.path("bad.lmdb");
