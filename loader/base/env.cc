@@ -1,6 +1,7 @@
 #include "loader/base/env.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@ pid_t Env::fork() { return ::fork(); }
 int Env::posix_fadvise(int fd, off_t offset, off_t len, int advice) { return ::posix_fadvise(fd, offset, len, advice); }
 
 int Env::madvise(void* addr, std::size_t len, int advice) { return ::madvise(addr, len, advice); }
+int Env::kill(pid_t pid, int sig) { return ::kill(pid, sig); }
 
 Env& Env::get() noexcept { return *g_env; }
 

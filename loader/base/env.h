@@ -1,7 +1,7 @@
 // Env: the OS calls that fail in production, behind one seam (LevelDB's Env, in small), so that
 // tests can make each fail on demand and check what the user gets: reserving shared memory
-// (posix_fallocate: ENOSPC), reading files (pread: EIO, short reads) and starting worker processes
-// (fork: EAGAIN); and the read-ahead
+// (posix_fallocate: ENOSPC), reading files (pread: EIO, short reads), starting worker processes
+// (fork: EAGAIN) and ending them (kill: a process SIGKILL does not end at once); and the read-ahead
 // hints (posix_fadvise, madvise WILLNEED), whose effect on the page cache a test could only see by
 // timing, so that tests see the hints themselves. The default passes each call through.
 //
@@ -25,6 +25,9 @@ class Env {
   // posix_fadvise's contract: 0, or the error number.
   virtual int posix_fadvise(int fd, off_t offset, off_t len, int advice);
   virtual int madvise(void* addr, std::size_t len, int advice);
+  // kill(2), as the fork server sends SIGKILL to a stuck worker: where a test plays a worker that
+  // SIGKILL does not end (one in uninterruptible sleep, on a hung network file system).
+  virtual int kill(pid_t pid, int sig);
   // A worker filled the slot at `slot` (`bytes` long) and is about to hand it back: where a test
   // plays a worker that went wrong. The default does nothing.
   virtual void filled_slot(std::byte* slot, std::size_t bytes) {

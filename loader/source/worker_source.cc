@@ -73,10 +73,7 @@ void WorkerSource::collect() {
     }
     // Nothing it wrote is used: it is killed, and its replacement loads its batches again.
     const pid_t pid = workers_.pid(w);
-    if (killed_.emplace(pid, fmt::format("worker {} (pid {}) reported a batch in {} and was killed", w, pid, why))
-            .second) {
-      workers_.kill(w);
-    }
+    kill_worker(w, fmt::format("worker {} (pid {}) reported a batch in {} and was killed", w, pid, why));
   });
 }
 
@@ -90,8 +87,16 @@ void WorkerSource::restart_fork_server(const std::string& death) {
                                                                "called stoker::init: docs/faults.md)")));
   }
   // Its workers die with it (PR_SET_PDEATHSIG); once none can write into a slot any more, what
-  // they finished counts and the rest is loaded again by new workers, into the same slots.
-  workers_.bury_workers();
+  // they finished counts and the rest is loaded again by new workers, into the same slots. One
+  // that SIGKILL does not end may still write: its slots are never given to another.
+  if (const std::vector<pid_t> alive = workers_.bury_workers(); !alive.empty()) {
+    fail(ErrorCode::worker_stuck,
+         fmt::format("{}; its worker{} (pid {}) did not end within 11 s of it, SIGKILL included: a process asleep "
+                     "in the kernel (state D: a read hung on an unreachable network file system, say) may still "
+                     "write the batch slots it was filling, so they are not given to new workers and the loader "
+                     "cannot continue",
+                     death, alive.size() == 1 ? "" : "s", fmt::join(alive, ", ")));
+  }
   collect();
   std::vector<std::vector<std::uint32_t>> pending(workers_.size());
   std::size_t batches = 0;
@@ -138,7 +143,7 @@ void WorkerSource::check_exits() {
   watch_.reset(exit->worker);
   std::string death = describe_worker_death(*exit, held);
   if (auto it = killed_.find(exit->pid); it != killed_.end()) {
-    death = it->second;  // not the out-of-memory killer's SIGKILL: ours, for being stuck
+    death = it->second.why;  // not the out-of-memory killer's SIGKILL: ours, for being stuck
     killed_.erase(it);
   }
   deaths_.push_back(death);
@@ -168,8 +173,27 @@ void WorkerSource::check_exits() {
   }
 }
 
+void WorkerSource::kill_worker(std::uint32_t w, std::string why) {
+  if (killed_.emplace(workers_.pid(w), Killed{std::move(why), Clock::now()}).second) workers_.kill(w);
+}
+
+void WorkerSource::check_killed_have_ended(Clock::time_point now) {
+  for (auto& [pid, k] : killed_) {
+    k.waited += std::min<Clock::duration>(now - k.last_look, std::chrono::seconds(1));
+    k.last_look = now;
+    if (k.waited < kKillGrace) continue;
+    fail(ErrorCode::worker_stuck,
+         fmt::format("stoker: {}, but {} s later it has not ended: a process asleep in the kernel (state D: a read "
+                     "hung on an unreachable network file system, say) ends only when its system call returns, and "
+                     "until then it may still write the batch slots it was filling, so they are not given to "
+                     "another worker and the loader cannot continue (where it waits: cat /proc/{}/stack, as root)",
+                     k.why, std::chrono::duration_cast<std::chrono::seconds>(k.waited).count(), pid));
+  }
+}
+
 void WorkerSource::look_for_stuck_workers() {
   const auto now = Clock::now();
+  check_killed_have_ended(now);
   for (std::uint32_t w = 0; w < workers_.size(); ++w) {
     const std::optional<std::uint64_t> t = tasks_.pending_of(w);
     const bool stuck = watch_.look(
@@ -183,8 +207,7 @@ void WorkerSource::look_for_stuck_workers() {
     if (respawns_ < respawn_.max) {
       // Killed, then replaced like a worker that died (its exit report comes next). ESRCH (it died
       // meanwhile) needs nothing more: its exit report comes either way.
-      killed_.emplace(pid, what + " and was killed");
-      workers_.kill(w);
+      kill_worker(w, what + " and was killed");
       continue;
     }
     fail(ErrorCode::worker_stuck,

@@ -86,9 +86,22 @@ class WorkerSource final : public SlotSource {
   std::optional<Error> broken_;  // the loader cannot continue: why
   RespawnPolicy respawn_;
   std::uint64_t respawns_ = 0;
-  std::vector<std::string> deaths_;      // every worker death so far, for the final error
-  std::vector<std::uint64_t> digests_;   // per slot: its task's indices' digest (write_task)
-  std::map<pid_t, std::string> killed_;  // killed by us (stuck, a malformed slot), until its exit report: why
+  std::vector<std::string> deaths_;     // every worker death so far, for the final error
+  std::vector<std::uint64_t> digests_;  // per slot: its task's indices' digest (write_task)
+  // Killed by us (stuck, a malformed slot), until its exit report: why, and since when. A worker
+  // not ended kKillGrace after its SIGKILL (asleep in the kernel: a read on a dead NFS server) may
+  // still write its slots, which are therefore never given to another: the loader stops instead.
+  // Its time counts as the progress watch's does, in looks at most a second apart: a job suspended
+  // meanwhile (SIGSTOP, docker pause) is not a worker that does not end.
+  struct Killed {
+    std::string why;
+    std::chrono::steady_clock::time_point last_look;
+    std::chrono::steady_clock::duration waited{};
+  };
+  static constexpr std::chrono::seconds kKillGrace{10};
+  std::map<pid_t, Killed> killed_;
+  void kill_worker(std::uint32_t w, std::string why);
+  void check_killed_have_ended(std::chrono::steady_clock::time_point now);
   // Auto-tuning: the tuner and the consumer's current interval.
   std::unique_ptr<AutoTuner> tuner_;
   std::chrono::steady_clock::time_point interval_start_{};

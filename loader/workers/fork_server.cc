@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +64,7 @@ ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::
     }
   }
   worker_pids_.assign(num_workers, -1);
+  worker_pidfds_.resize(num_workers);
   await_workers(num_workers, exec);
 }
 
@@ -154,7 +156,7 @@ void ForkServer::await_workers(std::uint32_t num_workers, const ExecStart* exec)
                                    : spawn_failure(m->worker, m->status));
     }
     if (m->type == MsgType::spawned && m->worker < num_workers) {
-      worker_pids_[m->worker] = m->pid;
+      this->started(m->worker, m->pid);
       ++started;
     }
   }
@@ -190,6 +192,12 @@ std::string ForkServer::reap_gone_server() {
   return "is gone";
 }
 
+void ForkServer::started(std::uint32_t w, pid_t pid) {
+  worker_pids_.at(w) = pid;
+  // ENOSYS (before Linux 5.3), ESRCH (it ended and was reaped already): no pidfd, nothing to watch.
+  worker_pidfds_.at(w) = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+}
+
 void ForkServer::kill_worker(std::uint32_t worker, pid_t pid) noexcept {
   if (sock_) (void)send_msg(sock_.get(), Message{MsgType::kill, worker, pid, 0, 0});
 }
@@ -209,7 +217,7 @@ pid_t ForkServer::respawn(std::uint32_t worker) {
     } else if (m->type == MsgType::spawn_failed && m->worker == worker) {
       throw Error(ErrorCode::io, spawn_failure(worker, m->status));
     } else if (m->type == MsgType::spawned && m->worker == worker) {
-      worker_pids_.at(worker) = m->pid;
+      started(worker, m->pid);
       return m->pid;
     }
   }

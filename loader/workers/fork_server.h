@@ -61,6 +61,12 @@ class ForkServer {
 
   pid_t pid() const noexcept { return pid_; }
   const std::vector<pid_t>& worker_pids() const noexcept { return worker_pids_; }
+  // A pidfd of worker `worker`'s process, taken when its start was reported (the server's child
+  // then: its pid cannot have been given to another process), or -1 (a kernel without pidfds).
+  // Readable once the process ended, whoever reaps it: what watches workers the server left.
+  int worker_pidfd(std::uint32_t worker) const noexcept {
+    return worker < worker_pidfds_.size() ? worker_pidfds_[worker].get() : -1;
+  }
 
   // Readable when an exit report is waiting or the server is gone; for poll().
   int report_fd() const noexcept { return sock_.get(); }
@@ -101,6 +107,9 @@ class ForkServer {
   pid_t launched_pid_ = -1;  // pid_ as it was, for messages after the server is reaped
   UniqueFd sock_;
   std::vector<pid_t> worker_pids_;
+  std::vector<UniqueFd> worker_pidfds_;
+  // Records worker `w`'s process `pid`, and takes its pidfd.
+  void started(std::uint32_t w, pid_t pid);
   std::deque<WorkerExit> exits_;  // reported while waiting for a respawn
   bool shut_down_ = false;
 };

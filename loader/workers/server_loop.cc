@@ -65,7 +65,7 @@ class Server {
     // Only the parent knows whether a pid is still its child's: an unreaped worker's pid (a zombie
     // at worst) cannot have been given to another process.
     if (m.type == MsgType::kill && m.worker < workers_.size() && m.pid > 0 && workers_[m.worker] == m.pid) {
-      ::kill(m.pid, SIGKILL);
+      (void)Env::get().kill(m.pid, SIGKILL);
     }
   }
 

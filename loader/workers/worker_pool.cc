@@ -100,21 +100,22 @@ WorkerPool::Wake WorkerPool::wait(std::chrono::milliseconds timeout) {
   return Wake::activity;
 }
 
-void WorkerPool::bury_workers() noexcept {
-  const std::vector<pid_t> pids = server_->worker_pids();
+std::vector<pid_t> WorkerPool::bury_workers() noexcept {
+  std::vector<pid_t> alive;
   server_->shutdown(std::chrono::milliseconds(0));  // reaps the dead server
   const auto deadline = deadline_in(std::chrono::seconds(10));
-  for (pid_t pid : pids) {
-    if (pid <= 0) continue;
-    // Not our children (the server's): watched through a pidfd, readable once the process ended.
-    UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-    if (!fd) continue;  // ESRCH: gone already
-    pollfd p{fd.get(), POLLIN, 0};
+  for (std::uint32_t w = 0; w < num_workers_; ++w) {
+    // Not our children (the server's): watched through the pidfd taken when each started, never
+    // one opened now by a pid that an ended, reaped worker may have left to another process.
+    const int fd = server_->worker_pidfd(w);
+    if (fd < 0) continue;
+    pollfd p{fd, POLLIN, 0};
     if (poll_until(&p, 1, deadline) > 0) continue;
-    (void)::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);  // the deadline passed
+    (void)::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);  // the deadline passed
     p.revents = 0;
-    (void)poll_until(&p, 1, deadline_in(std::chrono::seconds(1)));
+    if (poll_until(&p, 1, deadline_in(std::chrono::seconds(1))) <= 0) alive.push_back(server_->worker_pids()[w]);
   }
+  return alive;
 }
 
 void WorkerPool::retire_channel(std::uint32_t worker) noexcept {

@@ -77,9 +77,10 @@ class WorkerPool {
   // a new one inherits nothing of this process's threads. A forked one would be forked from this
   // multi-threaded process, so it is not replaced.
   bool can_restart_server() const noexcept { return exec_.has_value(); }
-  // After the fork server died: waits (up to 10 s, then SIGKILL) until its workers, which
-  // PR_SET_PDEATHSIG kills, are gone, so that none still writes into a slot. Never throws.
-  void bury_workers() noexcept;
+  // After the fork server died: waits (up to 10 s, then SIGKILL and 1 s more) until its workers,
+  // which PR_SET_PDEATHSIG kills, are gone, so that none still writes into a slot. Returns the pids
+  // of those still there (asleep in the kernel: their slots must not be reused). Never throws.
+  std::vector<pid_t> bury_workers() noexcept;
   // Starts a new fork server and workers, with empty task rings. Throws stoker::Error.
   void restart_server();
 

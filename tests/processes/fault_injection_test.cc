@@ -21,6 +21,7 @@
 #include "stoker/digest.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
+#include "tests/support/hang_op.h"
 #include "tests/support/test_data.h"
 
 namespace stoker::test {
@@ -39,6 +40,7 @@ class FaultEnv : public detail::Env, public formats::LmdbCalls {
   std::function<int(const MDB_val& key)> mdb_error;             // 0: pass through
   std::function<std::size_t(const MDB_val& key)> value_size;    // a size to report; 0: the value's
   std::function<void(std::byte* slot)> corrupt_slot;            // a worker that went wrong
+  bool kill_ignored = false;                                    // SIGKILL does not end a worker (asleep in the kernel)
 
   int posix_fallocate(int fd, off_t offset, off_t len) override {
     if (int e = fallocate_error ? fallocate_error(++fallocates_) : 0) return e;
@@ -59,6 +61,7 @@ class FaultEnv : public detail::Env, public formats::LmdbCalls {
     }
     return Env::fork();
   }
+  int kill(pid_t pid, int sig) override { return kill_ignored ? 0 : Env::kill(pid, sig); }
   void filled_slot(std::byte* slot, std::size_t) override {
     if (corrupt_slot) corrupt_slot(slot);
   }
@@ -270,6 +273,27 @@ TEST_F(Faults, AnLmdbWrittenWhileTheLoaderReadsItIsAnErrorNotAMix) {
   EXPECT_THAT(error, AnyOf(HasSubstr("d.lmdb: the database was written while it was read (its last transaction was"),
                            HasSubstr("d.lmdb: the dataset was replaced or changed since the loader opened it (")));
   EXPECT_LT(n, 120u);
+}
+
+// A stuck worker that SIGKILL does not end (asleep in the kernel, on a hung NFS server: played by a
+// fork server whose kill does nothing) may still write its slots: after the grace the loader stops,
+// saying so, instead of giving them to another worker or waiting for its end forever.
+TEST_F(Faults, AKilledWorkerThatDoesNotEndStopsTheLoaderInsteadOfReusingItsSlots) {
+  SKIP_UNLESS_FORKED_WORKERS();
+  env_.kill_ignored = true;
+  ::setenv(kHangMarkerEnv, tmp_.path("hung").c_str(), 1);
+  Options o = options("d.lmdb", 1);
+  o.timeout = std::chrono::milliseconds(300);
+  o.pipeline = "label=hang_once(35)";  // batch 1
+  Loader loader(o);
+  std::uint64_t delivered = 0;
+  const Caught e = run_until_error(loader, &delivered);
+  ::unsetenv(kHangMarkerEnv);
+  EXPECT_EQ(e.code, ErrorCode::worker_stuck) << e.message;
+  EXPECT_THAT(e.message, HasSubstr("made no progress for"));
+  EXPECT_THAT(e.message, HasSubstr("and was killed, but 10 s later it has not ended"));
+  EXPECT_THAT(e.message, HasSubstr("so they are not given to another worker and the loader cannot continue"));
+  EXPECT_EQ(delivered, 20u) << "batch 0, and nothing of the slots the worker may still write";
 }
 
 TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
