@@ -1,0 +1,49 @@
+"""The package as pip installed it (tools/install-deps.sh puts it in the project's .venv), not the
+build tree's that the other tests import: it is built apart (scikit-build-core, Release), so a
+package that imports but delivers nothing, or other data, is found here rather than by a user."""
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+SCRIPT = r"""
+import sys
+import numpy as np
+import stoker
+print(stoker.__file__)
+path = sys.argv[1]
+for workers in (0, 2):
+    loader = stoker.Loader(path, batch_size=7, num_workers=workers, shuffle=True, seed=3, framework="numpy")
+    loader.set_epoch(1)
+    seen = []
+    for batch in loader:
+        assert (batch["x"] == batch["label"][:, None] * 2).all(), "contents"
+        seen.extend(batch["label"].tolist())
+    assert sorted(seen) == list(range(50)), f"{workers} workers: {len(seen)} samples"
+    assert len(loader) == 8
+    loader.close()
+print("ok")
+"""
+
+
+def installed_env():
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "STOKER_WORKER")}
+    return env
+
+
+def test_the_installed_package_delivers_every_sample_with_and_without_workers(tmp_path):
+    env = installed_env()
+    where = subprocess.run([sys.executable, "-c", "import stoker; print(stoker.__file__)"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    if where.returncode != 0 or "site-packages" not in where.stdout:
+        pytest.skip("no stoker package is installed in this interpreter (tools/install-deps.sh installs one)")
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as f:
+        f["label"] = np.arange(50, dtype=np.int64)
+        f["x"] = (np.arange(50, dtype=np.int64)[:, None] * 2).repeat(3, axis=1)
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path)], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
