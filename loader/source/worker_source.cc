@@ -98,6 +98,10 @@ void WorkerSource::restart_fork_server(const std::string& death) {
                      death, alive.size() == 1 ? "" : "s", fmt::join(alive, ", ")));
   }
   collect();
+  // Every worker of the dead server is gone (buried above): none that we killed will report its
+  // exit, and a new worker may be given an old one's pid.
+  for (auto& [pid, k] : killed_) deaths_.push_back(std::move(k.why));
+  killed_.clear();
   std::vector<std::vector<std::uint32_t>> pending(workers_.size());
   std::size_t batches = 0;
   for (std::uint32_t w = 0; w < workers_.size(); ++w) {
@@ -174,14 +178,16 @@ void WorkerSource::check_exits() {
 }
 
 void WorkerSource::kill_worker(std::uint32_t w, std::string why) {
-  if (killed_.emplace(workers_.pid(w), Killed{std::move(why), Clock::now()}).second) workers_.kill(w);
+  if (killed_.emplace(workers_.pid(w), Killed{std::move(why), w, Clock::now()}).second) workers_.kill(w);
 }
 
 void WorkerSource::check_killed_have_ended(Clock::time_point now) {
   for (auto& [pid, k] : killed_) {
-    k.waited += std::min<Clock::duration>(now - k.last_look, std::chrono::seconds(1));
+    k.waited += std::min<Clock::duration>(now - k.last_look, ProgressWatch::kMaxStep);
     k.last_look = now;
-    if (k.waited < kKillGrace) continue;
+    // Ended, and only its report is late (the fork server busy, or stopped): not a worker that
+    // does not end.
+    if (k.waited < kKillGrace || workers_.has_ended(k.worker)) continue;
     fail(ErrorCode::worker_stuck,
          fmt::format("stoker: {}, but {} s later it has not ended: a process asleep in the kernel (state D: a read "
                      "hung on an unreachable network file system, say) ends only when its system call returns, and "

@@ -91,10 +91,11 @@ class WorkerSource final : public SlotSource {
   // Killed by us (stuck, a malformed slot), until its exit report: why, and since when. A worker
   // not ended kKillGrace after its SIGKILL (asleep in the kernel: a read on a dead NFS server) may
   // still write its slots, which are therefore never given to another: the loader stops instead.
-  // Its time counts as the progress watch's does, in looks at most a second apart: a job suspended
-  // meanwhile (SIGSTOP, docker pause) is not a worker that does not end.
+  // Its time counts as the progress watch's does, in looks at most ProgressWatch::kMaxStep apart:
+  // a job suspended meanwhile (SIGSTOP, docker pause) is not a worker that does not end.
   struct Killed {
     std::string why;
+    std::uint32_t worker = 0;
     std::chrono::steady_clock::time_point last_look;
     std::chrono::steady_clock::duration waited{};
   };

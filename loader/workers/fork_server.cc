@@ -194,8 +194,16 @@ std::string ForkServer::reap_gone_server() {
 
 void ForkServer::started(std::uint32_t w, pid_t pid) {
   worker_pids_.at(w) = pid;
-  // ENOSYS (before Linux 5.3), ESRCH (it ended and was reaped already): no pidfd, nothing to watch.
   worker_pidfds_.at(w) = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (worker_pidfds_[w] || errno == ESRCH || errno == ENOSYS) return;
+  // ESRCH: it ended, and was reaped, already (its exit report follows); ENOSYS: a kernel before
+  // Linux 5.3, where a worker the fork server left is not watched (docs/faults.md). Else (EMFILE):
+  // said, not ignored.
+  throw Error(ErrorCode::io,
+              fmt::format("stoker: pidfd_open of worker {} (pid {}): {}{}", w, pid, std::strerror(errno),
+                          errno == EMFILE ? " (each worker needs a few descriptors in this process: raise the limit, "
+                                            "ulimit -n, or use fewer workers)"
+                                          : ""));
 }
 
 void ForkServer::kill_worker(std::uint32_t worker, pid_t pid) noexcept {

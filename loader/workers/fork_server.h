@@ -61,9 +61,10 @@ class ForkServer {
 
   pid_t pid() const noexcept { return pid_; }
   const std::vector<pid_t>& worker_pids() const noexcept { return worker_pids_; }
-  // A pidfd of worker `worker`'s process, taken when its start was reported (the server's child
-  // then: its pid cannot have been given to another process), or -1 (a kernel without pidfds).
-  // Readable once the process ended, whoever reaps it: what watches workers the server left.
+  // A pidfd of worker `worker`'s process, taken as its start is reported (the server's child, unless
+  // it ended and was reaped in the instant between: a pid is given again only after the kernel
+  // went through the others), or -1 (a kernel before Linux 5.3, or it ended already). Readable once
+  // the process ended, whoever reaps it: what watches workers the server left.
   int worker_pidfd(std::uint32_t worker) const noexcept {
     return worker < worker_pidfds_.size() ? worker_pidfds_[worker].get() : -1;
   }

@@ -102,20 +102,36 @@ WorkerPool::Wake WorkerPool::wait(std::chrono::milliseconds timeout) {
 
 std::vector<pid_t> WorkerPool::bury_workers() noexcept {
   std::vector<pid_t> alive;
+  alive.reserve(num_workers_);
   server_->shutdown(std::chrono::milliseconds(0));  // reaps the dead server
-  const auto deadline = deadline_in(std::chrono::seconds(10));
-  for (std::uint32_t w = 0; w < num_workers_; ++w) {
-    // Not our children (the server's): watched through the pidfd taken when each started, never
-    // one opened now by a pid that an ended, reaped worker may have left to another process.
-    const int fd = server_->worker_pidfd(w);
-    if (fd < 0) continue;
-    pollfd p{fd, POLLIN, 0};
-    if (poll_until(&p, 1, deadline) > 0) continue;
-    (void)::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);  // the deadline passed
-    p.revents = 0;
-    if (poll_until(&p, 1, deadline_in(std::chrono::seconds(1))) <= 0) alive.push_back(server_->worker_pids()[w]);
+  // Not our children (the server's): watched through the pidfds taken when each started, never
+  // ones opened now by pids that ended, reaped workers may have left to other processes. Up to
+  // 10 s for all to end; then SIGKILL to those left, and 1 s more for all of them.
+  std::vector<std::uint32_t> left;
+  for (const auto& [wait, kill] :
+       {std::pair{std::chrono::seconds(10), true}, std::pair{std::chrono::seconds(1), false}}) {
+    left.clear();
+    const auto deadline = deadline_in(wait);
+    for (std::uint32_t w = 0; w < num_workers_; ++w) {
+      const int fd = server_->worker_pidfd(w);
+      if (fd < 0) continue;
+      pollfd p{fd, POLLIN, 0};
+      if (poll_until(&p, 1, deadline) <= 0) left.push_back(w);
+    }
+    if (left.empty()) break;
+    for (const std::uint32_t w : left) {
+      if (kill) (void)::syscall(SYS_pidfd_send_signal, server_->worker_pidfd(w), SIGKILL, nullptr, 0);
+    }
   }
+  for (const std::uint32_t w : left) alive.push_back(server_->worker_pids()[w]);
   return alive;
+}
+
+bool WorkerPool::has_ended(std::uint32_t w) const noexcept {
+  const int fd = server_ ? server_->worker_pidfd(w) : -1;
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
 }
 
 void WorkerPool::retire_channel(std::uint32_t worker) noexcept {

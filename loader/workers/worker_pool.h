@@ -81,6 +81,9 @@ class WorkerPool {
   // which PR_SET_PDEATHSIG kills, are gone, so that none still writes into a slot. Returns the pids
   // of those still there (asleep in the kernel: their slots must not be reused). Never throws.
   std::vector<pid_t> bury_workers() noexcept;
+  // Whether worker `w`'s current process has ended (its pidfd is readable), whether or not its exit
+  // was reported; false where that cannot be known (no pidfd).
+  bool has_ended(std::uint32_t w) const noexcept;
   // Starts a new fork server and workers, with empty task rings. Throws stoker::Error.
   void restart_server();
 

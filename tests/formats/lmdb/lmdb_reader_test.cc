@@ -205,12 +205,13 @@ TEST(LmdbReader, ACountOfEntriesTheFileCannotHoldIsRefusedBeforeAnyAllocation) {
                          std::vector<std::byte>(4, std::byte{7}));
   }
   write_plain_lmdb(path, records);
-  // Both meta pages (at 0 and 4096): the main database's md_entries, after the page header (16),
-  // magic, version, address, map size (24) and the free list's MDB_db (48), at +32 in its MDB_db.
+  // Both meta pages (the first two pages): the main database's md_entries, after the page header
+  // (16), magic, version, address, map size (24) and the free list's MDB_db (48), at +32 in its MDB_db.
   const std::uint64_t claim = std::uint64_t{1} << 40;
+  const auto page = static_cast<std::streamoff>(::sysconf(_SC_PAGESIZE));
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    for (const std::streamoff meta : {0, 4096}) {
+    for (const std::streamoff meta : {std::streamoff{0}, page}) {
       f.seekp(meta + 16 + 24 + 48 + 32);
       f.write(reinterpret_cast<const char*>(&claim), sizeof claim);
     }
