@@ -140,6 +140,8 @@ struct LmdbReader::Impl {
   void check_unchanged() const;
   // The same for the transaction `now` a read sees.
   void check_unchanged(std::uint64_t now) const;
+  // The records of `indices` into `out`, in the read transaction (renewed).
+  void read_records(std::span<const std::uint64_t> indices, std::span<const FieldOut> out);
 };
 
 void LmdbReader::Impl::check_unchanged() const {
@@ -337,6 +339,67 @@ void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
   mdb_txn_reset(m.txn);
 }
 
+void LmdbReader::Impl::read_records(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
+  Impl& m = *this;
+  if (m.templated) {
+    for (std::size_t f = 0; f < m.selected.fields.size(); ++f)
+      m.templated->read(m.txn, m.samples, m.full_index[f], indices, out[f]);
+    return;
+  }
+  const std::size_t nf = m.selected.fields.size();
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    char keybuf[24];
+    MDB_val key = m.key_of(indices[k], keybuf), val;
+    int rc = LmdbCalls::get().mdb_get(m.txn, m.samples, &key, &val);
+    if (rc == MDB_NOTFOUND) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
+    }
+    if (rc != MDB_SUCCESS)
+      check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
+    const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
+    if (m.plain) {
+      if (!m.npy) {
+        if (rec.size() > kMaxSampleBytes) throw Error(ErrorCode::dataset, m.too_large(indices[k], rec.size()));
+        std::byte* at = out[0].bytes->append(rec.size());
+        if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
+        continue;
+      }
+      if (rec.size() != m.npy->header_bytes + m.npy->data_bytes ||
+          std::memcmp(rec.data(), m.npy_prefix.data(), m.npy_prefix.size()) != 0) {
+        std::string why;
+        try {
+          if (!looks_like_npy(rec)) throw Error(ErrorCode::dataset, "it is not a .npy array");
+          const NpyHeader h = parse_npy_header(rec);
+          why = h.header_bytes + h.data_bytes != rec.size()
+                    ? fmt::format("its .npy header says {} bytes of data, the value holds {}", h.data_bytes,
+                                  rec.size() - std::min(rec.size(), h.header_bytes))
+                    : fmt::format("its .npy header ({}[{}]) differs from sample 0's, which made the field {}",
+                                  dtype_name(h.dtype), fmt::join(h.shape, ","), m.full.fields[0].describe());
+        } catch (const Error& e) {
+          why = e.what();
+        }
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
+      }
+      std::memcpy(out[0].fixed + k * m.npy->data_bytes, rec.data() + m.npy->header_bytes, m.npy->data_bytes);
+      continue;
+    }
+    if (m.layout->variable() || rec.size() != m.layout->fixed_part()) {
+      if (std::string why = m.layout->check(rec); !why.empty()) {
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
+      }
+    }
+    for (std::size_t f = 0; f < nf; ++f) {
+      const std::span<const std::byte> src = m.layout->field(rec, m.full_index[f]);
+      std::byte* dst =
+          m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
+      if (!src.empty()) std::memcpy(dst, src.data(), src.size());
+    }
+  }
+}
+
 void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const FieldOut> out) {
   Impl& m = *impl_;
   m.check_unchanged();
@@ -349,67 +412,8 @@ void LmdbReader::read(std::span<const std::uint64_t> indices, std::span<const Fi
     ~Reset() { mdb_txn_reset(t); }
   } reset{m.txn};
   m.check_unchanged(mdb_txn_id(m.txn));  // a commit between the two
-  const auto read_records = [&] {
-    if (m.templated) {
-      for (std::size_t f = 0; f < m.selected.fields.size(); ++f)
-        m.templated->read(m.txn, m.samples, m.full_index[f], indices, out[f]);
-      return;
-    }
-    const std::size_t nf = m.selected.fields.size();
-    for (std::size_t k = 0; k < indices.size(); ++k) {
-      char keybuf[24];
-      MDB_val key = m.key_of(indices[k], keybuf), val;
-      int rc = LmdbCalls::get().mdb_get(m.txn, m.samples, &key, &val);
-      if (rc == MDB_NOTFOUND) {
-        throw Error(ErrorCode::dataset,
-                    fmt::format("{}: sample {} (key {}) is missing", m.path, indices[k], m.key_text(indices[k])));
-      }
-      if (rc != MDB_SUCCESS)
-        check_mdb(rc, fmt::format("{}: reading sample {}", m.path, indices[k]));  // hot path: format only on failure
-      const std::span<const std::byte> rec(static_cast<const std::byte*>(val.mv_data), val.mv_size);
-      if (m.plain) {
-        if (!m.npy) {
-          if (rec.size() > kMaxSampleBytes) throw Error(ErrorCode::dataset, m.too_large(indices[k], rec.size()));
-          std::byte* at = out[0].bytes->append(rec.size());
-          if (!rec.empty()) std::memcpy(at, rec.data(), rec.size());
-          continue;
-        }
-        if (rec.size() != m.npy->header_bytes + m.npy->data_bytes ||
-            std::memcmp(rec.data(), m.npy_prefix.data(), m.npy_prefix.size()) != 0) {
-          std::string why;
-          try {
-            if (!looks_like_npy(rec)) throw Error(ErrorCode::dataset, "it is not a .npy array");
-            const NpyHeader h = parse_npy_header(rec);
-            why = h.header_bytes + h.data_bytes != rec.size()
-                      ? fmt::format("its .npy header says {} bytes of data, the value holds {}", h.data_bytes,
-                                    rec.size() - std::min(rec.size(), h.header_bytes))
-                      : fmt::format("its .npy header ({}[{}]) differs from sample 0's, which made the field {}",
-                                    dtype_name(h.dtype), fmt::join(h.shape, ","), m.full.fields[0].describe());
-          } catch (const Error& e) {
-            why = e.what();
-          }
-          throw Error(ErrorCode::dataset,
-                      fmt::format("{}: sample {} (key {}): {}", m.path, indices[k], m.key_text(indices[k]), why));
-        }
-        std::memcpy(out[0].fixed + k * m.npy->data_bytes, rec.data() + m.npy->header_bytes, m.npy->data_bytes);
-        continue;
-      }
-      if (m.layout->variable() || rec.size() != m.layout->fixed_part()) {
-        if (std::string why = m.layout->check(rec); !why.empty()) {
-          throw Error(ErrorCode::dataset,
-                      fmt::format("{}: sample {} (key {:016x}) {}", m.path, indices[k], indices[k], why));
-        }
-      }
-      for (std::size_t f = 0; f < nf; ++f) {
-        const std::span<const std::byte> src = m.layout->field(rec, m.full_index[f]);
-        std::byte* dst =
-            m.selected.fields[f].is_bytes() ? out[f].bytes->append(src.size()) : out[f].fixed + k * src.size();
-        if (!src.empty()) std::memcpy(dst, src.data(), src.size());
-      }
-    }
-  };
   try {
-    read_records();
+    m.read_records(indices, out);
   } catch (...) {
     // A record missing or damaged (a size that cannot be allocated, say) because the database was
     // written meanwhile: said as that.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "loader/plan/quasi_random.h"
@@ -20,7 +21,7 @@ class EpochOrder {
  public:
   EpochOrder() = default;  // sequential
   explicit EpochOrder(FeistelPermutation random) noexcept : order_(Order::random), random_(random) {}
-  explicit EpochOrder(QuasiRandomOrder quasi) noexcept : order_(Order::quasi_random), quasi_(quasi) {}
+  explicit EpochOrder(QuasiRandomOrder quasi) noexcept : order_(Order::quasi_random), quasi_(std::move(quasi)) {}
 
   // REQUIRES: pos < N.
   std::uint64_t operator()(std::uint64_t pos) const noexcept {
