@@ -6,7 +6,12 @@
 namespace stoker::detail {
 
 TaskTable::TaskTable(std::uint32_t depth, std::uint32_t num_workers)
-    : depth_(depth), tasks_(depth), outstanding_(num_workers, 0), active_workers_(num_workers), active_depth_(depth) {
+    : depth_(depth),
+      tasks_(depth),
+      outstanding_(num_workers, 0),
+      unfinished_(num_workers, 0),
+      active_workers_(num_workers),
+      active_depth_(depth) {
   assert(depth > 0);
 }
 
@@ -14,6 +19,7 @@ void TaskTable::start(std::uint64_t first, std::uint64_t end) {
   assert(in_flight() == 0);
   received_ = issued_ = first;
   end_ = end;
+  next_turn_ = 0;
 }
 
 void TaskTable::set_active(std::uint32_t workers, std::uint32_t depth) noexcept {
@@ -22,8 +28,13 @@ void TaskTable::set_active(std::uint32_t workers, std::uint32_t depth) noexcept 
 }
 
 std::uint32_t TaskTable::least_loaded_worker() const noexcept {
-  const auto end = outstanding_.begin() + active_workers_;
-  return static_cast<std::uint32_t>(std::min_element(outstanding_.begin(), end) - outstanding_.begin());
+  const std::uint32_t workers = active_workers_;
+  std::uint32_t best = next_turn_ % workers;
+  for (std::uint32_t k = 1; k < workers; ++k) {
+    const std::uint32_t w = (next_turn_ + k) % workers;
+    if (unfinished_[w] < unfinished_[best]) best = w;
+  }
+  return best;
 }
 
 std::uint32_t TaskTable::worker_for_next() const noexcept {
@@ -40,12 +51,16 @@ std::uint64_t TaskTable::issue(std::uint32_t slot, std::uint32_t worker) {
   assert(can_issue() && worker < outstanding_.size());
   tasks_[issued_ % depth_] = Task{slot, worker, false};
   ++outstanding_[worker];
+  ++unfinished_[worker];
+  next_turn_ = worker + 1;
   return issued_++;
 }
 
 bool TaskTable::mark_arrived(std::uint64_t batch) noexcept {
   if (batch < received_ || batch >= issued_) return false;
-  tasks_[batch % depth_].arrived = true;
+  Task& task = tasks_[batch % depth_];
+  if (!task.arrived) --unfinished_[task.worker];
+  task.arrived = true;
   return true;
 }
 
@@ -53,6 +68,7 @@ TaskTable::Task TaskTable::receive() {
   assert(in_flight() > 0);
   Task t = tasks_[received_ % depth_];
   --outstanding_[t.worker];
+  if (!t.arrived) --unfinished_[t.worker];
   ++received_;
   return t;
 }

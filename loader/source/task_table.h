@@ -5,7 +5,8 @@
 // send_idx/rcvd_idx protocol. Invariants:
 //   first <= received <= issued <= end, and issued - received <= depth;
 //   batch t, for received <= t < issued, lives in entry t % depth;
-//   outstanding(w) is the number of those entries whose worker is w.
+//   outstanding(w) is the number of those entries whose worker is w, unfinished(w) the number of
+//   them that have not arrived yet (the work w has left).
 // Not synchronised: the consumer thread's.
 #pragma once
 
@@ -40,7 +41,12 @@ class TaskTable {
   // choice); batches already given to other workers complete as usual.
   void set_active(std::uint32_t workers, std::uint32_t depth) noexcept;
 
-  // The worker with the fewest batches in flight (the lowest such index).
+  // The worker with the least work left: the fewest batches given to it that have not arrived.
+  // Batches that arrived and wait to be received in order are done work, not load. Counting them
+  // starves a worker whenever the window is not a multiple of the workers (its depth less the
+  // batches the training loop holds): the worker that is ahead gets nothing while the one behind
+  // holds the batch everyone waits for (2 workers and 7 batches in flight lost an eighth of the
+  // throughput). Ties go round-robin, from the worker after the one chosen last.
   std::uint32_t least_loaded_worker() const noexcept;
   // Where batch next_to_issue() goes. With an affinity span S > 0, batches come in runs of S that
   // share their data (a quasi-random window's chunks): run k prefers worker k % workers, so that
@@ -65,6 +71,7 @@ class TaskTable {
   // The first in-flight batch `worker` has not delivered yet, if any (what it died holding).
   std::optional<std::uint64_t> pending_of(std::uint32_t worker) const noexcept;
   std::uint32_t outstanding(std::uint32_t worker) const noexcept { return outstanding_[worker]; }
+  std::uint32_t unfinished(std::uint32_t worker) const noexcept { return unfinished_[worker]; }
   // The slots of every in-flight batch `worker` has not delivered, in batch order.
   std::vector<std::uint32_t> pending_slots_of(std::uint32_t worker) const;
 
@@ -72,6 +79,8 @@ class TaskTable {
   std::uint32_t depth_;
   std::vector<Task> tasks_;
   std::vector<std::uint32_t> outstanding_;
+  std::vector<std::uint32_t> unfinished_;
+  std::uint32_t next_turn_ = 0;  // where a tie's round-robin starts: after the last worker chosen
   std::uint64_t received_ = 0, issued_ = 0, end_ = 0;
   std::uint64_t affinity_span_ = 0;
   std::uint32_t active_workers_, active_depth_;

@@ -34,6 +34,7 @@ void WorkerSource::fail(ErrorCode code, const std::string& message) {
 }
 
 void WorkerSource::issue() {
+  collect();  // what has arrived is no longer load (TaskTable::least_loaded_worker)
   while (tasks_.can_issue()) {
     // An automatic depth is a ring of that many slots, as a fixed one is: the batches the training
     // loop holds take their share of it (a larger share of the reserved ring in rotation is slower:

@@ -46,6 +46,41 @@ TEST(TaskTable, ReceivesInIssueOrderWhateverTheArrivalOrder) {
   EXPECT_EQ(t.outstanding(0) + t.outstanding(1), 0u);
 }
 
+TEST(TaskTable, ArrivedBatchesAreNotLoad) {
+  TaskTable t(4, 2);
+  t.start(0, 10);
+  for (std::uint32_t s = 0; t.can_issue(); ++s) t.issue(s, t.least_loaded_worker());  // workers 0, 1, 0, 1
+  // Worker 1 is ahead: batches 1 and 3 arrived, and wait behind batch 0.
+  t.mark_arrived(1);
+  t.mark_arrived(3);
+  t.mark_arrived(0);
+  t.receive();
+  EXPECT_EQ(t.outstanding(0), 1u);
+  EXPECT_EQ(t.outstanding(1), 2u);
+  EXPECT_EQ(t.unfinished(0), 1u);
+  EXPECT_EQ(t.unfinished(1), 0u);
+  EXPECT_EQ(t.least_loaded_worker(), 1u);  // idle, though two of its batches are in the window
+  t.issue(4, 1);
+  EXPECT_EQ(t.unfinished(1), 1u);
+  EXPECT_FALSE(t.mark_arrived(0));  // received already: no change
+  t.mark_arrived(1);                // a repeated report counts once
+  EXPECT_EQ(t.unfinished(1), 1u);
+}
+
+TEST(TaskTable, WorkersWithEqualWorkLeftTakeTurns) {
+  TaskTable t(8, 3);
+  t.start(0, 100);
+  std::vector<std::uint32_t> workers;
+  for (std::uint32_t s = 0; s < 6; ++s) {
+    const std::uint32_t w = t.least_loaded_worker();
+    workers.push_back(w);
+    t.issue(s, w);
+    t.mark_arrived(s);  // each finishes at once: every choice is a tie
+    t.receive();
+  }
+  EXPECT_EQ(workers, (std::vector<std::uint32_t>{0, 1, 2, 0, 1, 2}));
+}
+
 TEST(TaskTable, StaleArrivalsAreRejected) {
   TaskTable t(2, 1);
   t.start(5, 9);                    // a resumed epoch starts mid-way
