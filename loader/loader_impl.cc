@@ -241,7 +241,13 @@ bool LoaderImpl::wait_ready(std::uint64_t generation, std::chrono::milliseconds 
   const auto until = Clock::now() + within;
   if (feeder_) return feeder_->wait_ready(generation, until);
   if (generation != generation_ || handed_out_ == plan_.num_batches) return true;  // next() answers at once
-  return source_->wait_filled(until);
+  const auto t0 = Clock::now();
+  const bool ready = source_->wait_filled(until);
+  // Waiting here is waiting for data, as in next(): a consumer that waits in slices (the Python
+  // package, to see Ctrl-C) stalls as much as one that calls next() at once.
+  std::lock_guard lock(stats_mu_);
+  stats_.wait_seconds += seconds_since(t0);
+  return ready;
 }
 
 LoaderState LoaderImpl::state() const {

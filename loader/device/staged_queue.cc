@@ -61,16 +61,23 @@ std::optional<StagedQueue::Item> StagedQueue::pop(std::uint64_t generation, std:
 
 bool StagedQueue::wait_ready(std::uint64_t generation, const std::function<bool()>& all_held,
                              std::chrono::steady_clock::time_point until) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
-  for (;;) {
-    if (generation != generation_ || failed_) return true;
-    for (const Item& item : queue_) {
-      if (item.generation == generation) return true;
+  const bool ready = [&] {
+    for (;;) {
+      if (generation != generation_ || failed_) return true;
+      for (const Item& item : queue_) {
+        if (item.generation == generation) return true;
+      }
+      if (!active_ && !request_ && !staging_) return true;
+      if (all_held()) return true;
+      if (cv_.wait_until(lock, until) == std::cv_status::timeout) return false;
     }
-    if (!active_ && !request_ && !staging_) return true;
-    if (all_held()) return true;
-    if (cv_.wait_until(lock, until) == std::cv_status::timeout) return false;
-  }
+  }();
+  // Time spent here is the training loop waiting for data, as in next(): a consumer that waits in
+  // slices (the Python package, to see Ctrl-C) stalls as much as one that calls next() at once.
+  user_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ready;
 }
 
 StagedQueue::Work StagedQueue::next_work(const std::function<bool()>& buffer_free) {

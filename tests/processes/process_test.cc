@@ -202,9 +202,13 @@ TEST_F(Processes, AStoppedWorkerIsNotStuckHoweverLongItStaysStopped) {
   }
   // Ten times the timeout in which the consumer waits for it and looks, and it stays stopped.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
+  std::uint64_t waits = 0;
   while (std::chrono::steady_clock::now() < until) {
     ASSERT_FALSE(epoch.wait(std::chrono::milliseconds(100)));
+    ++waits;
   }
+  // Each of those waits lasted its 100 ms, and the stall says so.
+  EXPECT_GE(loader.stats().wait_seconds, 0.1 * static_cast<double>(waits));
   ASSERT_EQ(0, ::kill(worker, SIGCONT));
   while (epoch.next()) ++delivered;
   EXPECT_EQ(delivered, 200u);

@@ -173,7 +173,9 @@ TEST_F(EmulatedDevice, WaitSaysWhetherNextWouldWaitThroughTheStagingThread) {
     ASSERT_TRUE(epoch.next());
     ++delivered;
   }
+  const double waited = loader.stats().wait_seconds;
   EXPECT_FALSE(epoch.wait(std::chrono::milliseconds(50)));
+  EXPECT_GE(loader.stats().wait_seconds - waited, 0.05);  // that wait is the training loop's stall
   ASSERT_EQ(0, ::kill(loader.worker_pids().at(0), SIGCONT));
   for (;;) {
     while (!epoch.wait(std::chrono::milliseconds(50))) {
