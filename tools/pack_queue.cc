@@ -97,7 +97,12 @@ PrepareQueue::Prepared PrepareQueue::wait(std::uint64_t item) {
   if (!ready(item)) {
     wait_from_ = item;
     wait_to_ = std::min<std::uint64_t>(item + kWakeEvery, plan_.items.size());
-    filled_.wait(lock, [&] { return wanted_ready(); });
+    // The files after `item` are waited for a while only: one of them may not come for long (a
+    // FIFO, a stalled network mount), and the ones before it are stored meanwhile.
+    if (!filled_.wait_for(lock, kHoldAtMost, [&] { return wanted_ready(); })) {
+      wait_to_ = item + 1;
+      filled_.wait(lock, [&] { return ready(item); });
+    }
     wait_from_ = UINT64_MAX;
     wait_to_ = 0;
   }

@@ -5,9 +5,11 @@
 //
 // Files are small (tens of microseconds each), so a wake-up per file would cost as much as the
 // file: the consumer sleeps until kWakeEvery files in a row are ready (or the plan's end), and the
-// threads that wait for room are woken once every kWakeEvery files given back.
+// threads that wait for room are woken once every kWakeEvery files given back. A file ready waits
+// at most kHoldAtMost for the ones after it, which may be slow to come or never come.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -24,6 +26,7 @@ namespace stoker::tools {
 class PrepareQueue {
  public:
   static constexpr std::uint64_t kWakeEvery = 8;
+  static constexpr std::chrono::milliseconds kHoldAtMost{2};
 
   // Prepares items [first, plan.items.size()) with `threads` threads.
   PrepareQueue(const PackPlan& plan, const ImageRules& rules, unsigned threads, std::uint64_t first);
