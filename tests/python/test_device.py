@@ -30,3 +30,21 @@ def test_cuda_tensors_are_on_the_gpu_and_ordered_on_torch_s_stream(data):
     assert loader.stats()["gpu_steps"] > 0
     copied = next(iter(stoker.Loader(data["fixed"], batch_size=16, device="cuda", copy=True)))
     assert copied["image"].is_cuda
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_a_consumer_s_stream_given_through_dlpack_sees_the_copied_batch(data):
+    """Another framework takes the tensors with __dlpack__(stream=its stream): torch orders that
+    stream after its current one, which stoker ordered after the batch's copy."""
+    cupy = pytest.importorskip("cupy")
+    want = collect(stoker.Loader(data["fixed"], batch_size=16, num_workers=1, framework="numpy"))
+    loader = stoker.Loader(data["fixed"], batch_size=16, num_workers=1, device="cuda")
+    consumer = cupy.cuda.Stream(non_blocking=True)
+    got = []
+    with consumer:
+        it = iter(loader)
+        for batch in it:
+            arrays = {k: cupy.from_dlpack(v) for k, v in batch.items()}  # calls v.__dlpack__(stream=...)
+            # A kernel on the consumer's stream reads the batch, then the host reads its output.
+            got.append((list(it.indices), {k: cupy.asnumpy(a.copy(), stream=consumer) for k, a in arrays.items()}))
+    same(got, want)
