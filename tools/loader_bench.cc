@@ -64,7 +64,7 @@ struct Args {
   std::string state_out;
   std::string resume;
   std::string shm_backing = "auto";
-  std::string staging = "pinned";
+  std::string staging = "auto";
   double timeout_s = 300;
   std::uint32_t max_respawns = 3;
   int worker_oom_score_adj = 500;
@@ -392,7 +392,9 @@ void bench(const std::string& path, const Args& args) {
                                                   : stoker::ShmBacking::automatic;
   if (args.shard_from_env) o.shard = stoker::Shard::from_env();
   o.device = stoker::Device::parse(args.device);
-  o.staging = args.staging == "registered" ? stoker::Staging::registered_shm : stoker::Staging::pinned_copy;
+  o.staging = args.staging == "registered" ? stoker::Staging::registered_shm
+              : args.staging == "pinned"   ? stoker::Staging::pinned_copy
+                                           : stoker::Staging::automatic;
   Loader loader(o);
   std::unique_ptr<DeviceLoop> device;
   if (o.device.staged()) device = std::make_unique<DeviceLoop>(o.device);
@@ -537,9 +539,10 @@ void add_output_options(CLI::App& app, Args& args) {
       ->check(stoker::tools::device_name())
       ->capture_default_str();
   app.add_option("--staging", args.staging,
-                 "CUDA staging: pinned (copy into pinned buffers) or registered (copy "
-                 "straight from page-locked shared memory)")
-      ->check(CLI::IsMember({"pinned", "registered"}))
+                 "CUDA staging: pinned (copy into pinned buffers), registered (copy "
+                 "straight from page-locked shared memory), or auto (registered where the "
+                 "slots can be page-locked, else pinned)")
+      ->check(CLI::IsMember({"auto", "pinned", "registered"}))
       ->capture_default_str();
   app.add_option("--step-ms", args.step_ms,
                  "Simulate a training step of T ms per batch (a sleep on the CPU, a "

@@ -152,7 +152,7 @@ struct Options {
   // GPU `prefetch_to_device` batches ahead of the training loop.
   Device device = Device::cpu();
   std::size_t prefetch_to_device = 2;
-  Staging staging = Staging::pinned_copy;
+  Staging staging = Staging::automatic;
 
   // Receives one-line warnings (e.g. a lowered ring depth). Default: stderr, prefixed "stoker: ".
   std::function<void(std::string_view)> on_warning;

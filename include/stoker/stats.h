@@ -43,8 +43,8 @@ struct Stats {
   double gpu_wait_seconds = 0;
   double gpu_span_seconds = 0;  // compute stream time covered by those measurements
   std::uint64_t gpu_steps = 0;  // steps measured (Batch::ready_on calls resolved)
-  // The staging in use: Options::staging, or pinned_copy where registered_shm fell back because
-  // the slots could not be page-locked (a warning said so once).
+  // The staging in use, never automatic: Options::staging, or pinned_copy where the slots could
+  // not be page-locked (for registered_shm a warning said so once).
   Staging staging = Staging::pinned_copy;
 };
 STOKER_API std::ostream& operator<<(std::ostream& os, const Stats& s);

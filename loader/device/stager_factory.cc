@@ -7,9 +7,11 @@ namespace stoker::detail {
 
 std::unique_ptr<Stager> make_stager(Staging staging, DeviceBufferPool& pool, std::byte* slots, std::size_t bytes,
                                     const std::function<void(const std::string&)>& warn) {
-  if (staging == Staging::registered_shm) {
+  if (staging != Staging::pinned_copy) {
     if (auto registered = RegisteredStager::try_create(pool, slots, bytes)) return registered;
-    warn("cannot page-lock the shared-memory slots; staging through pinned buffers instead");
+    // Asked for by name, its absence is news; the default takes what the platform allows.
+    if (staging == Staging::registered_shm)
+      warn("cannot page-lock the shared-memory slots; staging through pinned buffers instead");
   }
   return std::make_unique<PinnedStager>(pool);
 }

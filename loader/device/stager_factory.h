@@ -12,8 +12,8 @@
 
 namespace stoker::detail {
 
-// The stager for `staging`: registered_shm page-locks [slots, slots + bytes) and falls back to
-// pinned_copy, calling warn() once, where the platform refuses.
+// The stager for `staging`: registered_shm and automatic page-lock [slots, slots + bytes) and fall
+// back to pinned_copy where the platform refuses, registered_shm calling warn() once.
 std::unique_ptr<Stager> make_stager(Staging staging, DeviceBufferPool& pool, std::byte* slots, std::size_t bytes,
                                     const std::function<void(const std::string&)>& warn);
 

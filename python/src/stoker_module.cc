@@ -64,7 +64,7 @@ struct WarningQueue {
 // The Options a Python Loader fills in, with enums as their Python spelling.
 struct PyOptions {
   std::string source, format = "auto", group, pipeline, order = "sequential", shm_backing = "auto", device = "cpu",
-                      staging = "pinned_copy";
+                      staging = "auto";
   std::vector<std::string> fields, sources;
   std::size_t max_open_shards = 64;
   std::string lmdb_keys, lmdb_count_key;
@@ -134,12 +134,14 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   o.shutdown_grace = std::chrono::milliseconds(std::llround(p.shutdown_grace_s * 1000.0));
   o.device = stoker::Device::parse(p.device);
   o.prefetch_to_device = p.prefetch_to_device;
-  if (p.staging == "pinned_copy") {
+  if (p.staging == "auto") {
+    o.staging = stoker::Staging::automatic;
+  } else if (p.staging == "pinned_copy") {
     o.staging = stoker::Staging::pinned_copy;
   } else if (p.staging == "registered_shm") {
     o.staging = stoker::Staging::registered_shm;
   } else {
-    bad("staging", p.staging, "'pinned_copy', 'registered_shm'");
+    bad("staging", p.staging, "'auto', 'pinned_copy', 'registered_shm'");
   }
   o.on_warning = [warnings](std::string_view w) { warnings->push(w); };
   return o;

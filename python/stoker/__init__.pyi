@@ -43,7 +43,7 @@ class Loader:
         shm_backing: Literal["auto", "dev_shm", "memfd"] = "auto",
         shutdown_grace: float = 2.0,
         prefetch_to_device: int = 2,
-        staging: Literal["pinned_copy", "registered_shm"] = "pinned_copy",
+        staging: Literal["auto", "pinned_copy", "registered_shm"] = "auto",
         worker_oom_score_adj: int = 500,
         max_image_pixels: int = 89478485,
         max_open_shards: int = 64,

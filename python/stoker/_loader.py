@@ -166,7 +166,7 @@ class Loader:
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
         the out-of-memory killer takes a worker, which is replaced, before the trainer.
       format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
-        prefetch_to_device, staging ("pinned_copy", "registered_shm"): as in stoker::Options.
+        prefetch_to_device, staging ("auto", "pinned_copy", "registered_shm"): as in stoker::Options.
 
     The iterator's ``indices`` are the dataset indices of the samples of the batch it returned
     last (``it = iter(loader); for batch in it: it.indices``), for data kept elsewhere by index.
@@ -180,7 +180,7 @@ class Loader:
                  order=None, fields=None, group="", pipeline=None, drop_last=False, device="cpu",
                  shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
-                 prefetch_to_device=2, staging="pinned_copy", worker_oom_score_adj=500,
+                 prefetch_to_device=2, staging="auto", worker_oom_score_adj=500,
                  max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,

@@ -14,7 +14,9 @@
 
 #include "formats/lmdb/lmdb_env.h"
 #include "loader/device/device_backend.h"
+#include "loader/device/device_buffer_pool.h"
 #include "loader/device/emulated_device.h"
+#include "loader/device/stager_factory.h"
 #include "loader/plan/shuffle.h"
 #include "stoker/loader.h"
 #include "tests/support/test_data.h"
@@ -61,7 +63,8 @@ class EmulatedDevice : public ::testing::Test {
 };
 
 TEST_F(EmulatedDevice, BatchesArriveInOrderWithExactContentsThroughEitherStaging) {
-  for (Staging staging : {Staging::pinned_copy, Staging::registered_shm}) {
+  EXPECT_EQ(Options{}.staging, Staging::automatic);
+  for (Staging staging : {Staging::pinned_copy, Staging::registered_shm, Staging::automatic}) {
     for (std::size_t workers : {0, 2}) {
       SCOPED_TRACE(testing::Message() << "staging " << static_cast<int>(staging) << " workers " << workers);
       Loader loader(options(workers, staging));
@@ -80,7 +83,70 @@ TEST_F(EmulatedDevice, BatchesArriveInOrderWithExactContentsThroughEitherStaging
       Stats s = loader.stats();
       EXPECT_EQ(s.h2d_bytes, 2u * 200 * schema_.bytes_per_sample());
       EXPECT_EQ(s.gpu_steps, 26u);  // every ready_on resolved
+      // The emulated device page-locks anything: the default takes the registered path.
+      EXPECT_EQ(s.staging, staging == Staging::pinned_copy ? Staging::pinned_copy : Staging::registered_shm);
     }
+  }
+}
+
+// A device that refuses to page-lock host memory (a container's limit, an unsupported mapping),
+// otherwise the emulated one.
+class RefusesToPageLock final : public detail::DeviceBackend {
+ public:
+  RefusesToPageLock() : inner_(detail::make_device_backend(Device::emulated())) {}
+  const Device& device() const override { return inner_->device(); }
+  void bind_thread() override { inner_->bind_thread(); }
+  void* alloc_pinned(std::size_t bytes) override { return inner_->alloc_pinned(bytes); }
+  void free_pinned(void* p) noexcept override { inner_->free_pinned(p); }
+  std::byte* alloc_device(std::size_t bytes) override { return inner_->alloc_device(bytes); }
+  void free_device(std::byte* p) noexcept override { inner_->free_device(p); }
+  bool register_host(void*, std::size_t) override { return false; }
+  void unregister_host(void*) noexcept override {}
+  detail::StreamHandle create_stream() override { return inner_->create_stream(); }
+  void destroy_stream(detail::StreamHandle s) noexcept override { inner_->destroy_stream(s); }
+  detail::EventHandle create_event(bool timing) override { return inner_->create_event(timing); }
+  void destroy_event(detail::EventHandle e) noexcept override { inner_->destroy_event(e); }
+  void copy_to_device_async(std::byte* dst, const void* src, std::size_t bytes, detail::StreamHandle s) override {
+    inner_->copy_to_device_async(dst, src, bytes, s);
+  }
+  void copy_to_host(void* dst, const std::byte* src, std::size_t bytes) override {
+    inner_->copy_to_host(dst, src, bytes);
+  }
+  void record(detail::EventHandle e, detail::StreamHandle s) override { inner_->record(e, s); }
+  void stream_wait(detail::StreamHandle s, detail::EventHandle e) override { inner_->stream_wait(s, e); }
+  bool query(detail::EventHandle e) override { return inner_->query(e); }
+  void synchronize(detail::EventHandle e) override { inner_->synchronize(e); }
+  double elapsed_seconds(detail::EventHandle a, detail::EventHandle b) override {
+    return inner_->elapsed_seconds(a, b);
+  }
+
+ private:
+  std::unique_ptr<detail::DeviceBackend> inner_;
+};
+
+TEST(StagerChoice, TheDefaultFallsBackQuietlyAndRegisteredByNameSaysSo) {
+  const Schema schema = small_schema(10);
+  std::vector<std::byte> slots(4096);
+  for (Staging staging : {Staging::automatic, Staging::registered_shm, Staging::pinned_copy}) {
+    SCOPED_TRACE(testing::Message() << "staging " << static_cast<int>(staging));
+    auto pool = std::make_shared<detail::DeviceBufferPool>(std::make_unique<RefusesToPageLock>(), schema, 4, 2);
+    std::vector<std::string> warnings;
+    auto stager = detail::make_stager(staging, *pool, slots.data(), slots.size(),
+                                      [&](const std::string& w) { warnings.push_back(w); });
+    EXPECT_EQ(stager->kind(), Staging::pinned_copy);
+    if (staging == Staging::registered_shm) {
+      ASSERT_EQ(warnings.size(), 1u);
+      EXPECT_THAT(warnings[0], HasSubstr("cannot page-lock the shared-memory slots"));
+    } else {
+      EXPECT_TRUE(warnings.empty()) << warnings.front();
+    }
+  }
+  // Where the device page-locks them, both registered stagings take the registered path.
+  for (Staging staging : {Staging::automatic, Staging::registered_shm}) {
+    auto pool =
+        std::make_shared<detail::DeviceBufferPool>(detail::make_device_backend(Device::emulated()), schema, 4, 2);
+    auto stager = detail::make_stager(staging, *pool, slots.data(), slots.size(), [](const std::string&) {});
+    EXPECT_EQ(stager->kind(), Staging::registered_shm);
   }
 }
 
