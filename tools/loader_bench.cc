@@ -23,6 +23,7 @@
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "stoker/state.h"
+#include "tools/atomic_output.h"
 #include "tools/cli.h"
 #include "tools/synthetic_data.h"
 
@@ -431,6 +432,16 @@ std::function<void(std::uint64_t)> progress_for(const std::string& what, std::ui
   };
 }
 
+// Writes one dataset into PATH.partial, then moves it over PATH: a run stopped half-way leaves no
+// half dataset under PATH (which a later run would take as made), and one already there is replaced
+// whole, not appended to (the LMDB writer resumes a database it finds).
+void write_whole(const std::string& path, const std::function<void(const std::string&)>& write) {
+  const std::string partial = path + ".partial";
+  std::filesystem::remove(partial);  // a stopped run's
+  write(partial);
+  stoker::tools::move_into_place(partial, path);
+}
+
 void make_data(const std::string& dir, bool quiet) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
@@ -448,21 +459,29 @@ void make_data(const std::string& dir, bool quiet) {
       return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n);
     };
     if (!fs::exists(p(".h5"))) {
-      stoker::tools::write_synthetic_hdf5(p(".h5"), schema, {Layout::chunked, s.chunk, 0}, prog(p(".h5")));
+      write_whole(p(".h5"), [&](const std::string& to) {
+        stoker::tools::write_synthetic_hdf5(to, schema, {Layout::chunked, s.chunk, 0}, prog(p(".h5")));
+      });
     }
     if (std::string(s.name) == "small" && !fs::exists(p("-gzip.h5"))) {
-      stoker::tools::write_synthetic_hdf5(p("-gzip.h5"), schema, {Layout::chunked, s.chunk, 4}, prog(p("-gzip.h5")));
+      write_whole(p("-gzip.h5"), [&](const std::string& to) {
+        stoker::tools::write_synthetic_hdf5(to, schema, {Layout::chunked, s.chunk, 4}, prog(p("-gzip.h5")));
+      });
     }
-    if (!fs::exists(p(".lmdb"))) stoker::tools::write_synthetic_lmdb(p(".lmdb"), schema, prog(p(".lmdb")));
+    if (!fs::exists(p(".lmdb"))) {
+      write_whole(p(".lmdb"),
+                  [&](const std::string& to) { stoker::tools::write_synthetic_lmdb(to, schema, prog(p(".lmdb"))); });
+    }
   }
 }
 
 // The demo dataset: image u8[3,32,32] and label i64, as DIR/demo.h5 (chunked) and DIR/demo.lmdb.
 void write_demo(const std::string& dir, std::uint64_t samples) {
   auto schema = stoker::tools::image_schema(samples, 32);
-  stoker::tools::write_synthetic_hdf5(dir + "/demo.h5", schema,
-                                      {stoker::formats::Hdf5WriteOptions::Layout::chunked, 256, 0});
-  stoker::tools::write_synthetic_lmdb(dir + "/demo.lmdb", schema);
+  write_whole(dir + "/demo.h5", [&](const std::string& to) {
+    stoker::tools::write_synthetic_hdf5(to, schema, {stoker::formats::Hdf5WriteOptions::Layout::chunked, 256, 0});
+  });
+  write_whole(dir + "/demo.lmdb", [&](const std::string& to) { stoker::tools::write_synthetic_lmdb(to, schema); });
 }
 
 // What to read and how the loader sees it.

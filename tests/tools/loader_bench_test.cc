@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -292,6 +293,22 @@ TEST(LoaderBenchDemo, RunsOutOfTheBoxOnGeneratedData) {
   EXPECT_THAT(r.out, HasSubstr("demo.h5"));
   EXPECT_THAT(r.out, HasSubstr("demo.lmdb"));
   EXPECT_THAT(r.out, HasSubstr("samples/s"));
+}
+
+TEST(LoaderBenchDemo, MakingTheDemoAgainReplacesItWhole) {
+  TempDir tmp;
+  const std::string dir = tmp.path("demo");
+  for (const char* samples : {"700", "500"}) {
+    RunResult made = run_program({kBench, "--make-demo", dir, "--demo-samples", samples});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    for (const char* file : {"demo.h5", "demo.lmdb"}) {
+      auto epochs = bench_json({"--data", dir + "/" + file, "--epochs", "1"});
+      ASSERT_EQ(epochs.size(), 1u) << file;
+      EXPECT_EQ(epochs[0]["samples"], std::stoi(samples)) << file;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/demo.lmdb.partial"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/demo.h5.partial"));
 }
 
 }  // namespace
