@@ -70,12 +70,12 @@ fi
 # (content and order digests, read back from device memory), through a simulated step.
 device=cuda
 for ((i = 1; i < $#; ++i)); do [[ ${!i} == --device ]] && j=$((i + 1)) && device=${!j}; done
-bench=("$bundle/bin/loader-bench")
+bench=$bundle/bin/loader-bench
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-"${bench[@]}" --make-demo "$scratch/demo" --demo-samples 20000 >/dev/null
+"$bench" --make-demo "$scratch/demo" --demo-samples 20000 >/dev/null
 digests=()
 for dev in cpu "$device"; do
-  if out=$("${bench[@]}" --data "$scratch/demo/demo.lmdb" --shuffle --seed 5 --epochs 2 --step-ms 1 --digest \
+  if out=$("$bench" --data "$scratch/demo/demo.lmdb" --shuffle --seed 5 --epochs 2 --step-ms 1 --digest \
     --device "$dev"); then
     echo "$out"
     digests+=("$(grep -o 'content_digest [0-9a-f]*.*order_digest [0-9a-f]*' <<<"$out" | tail -n 1)")
@@ -90,8 +90,7 @@ fi
 json=()
 [[ -n ${OUT:-} ]] && json=(--json-out "$OUT/gpu-check.json")
 check_rc=0
-"$bundle/bin/stoker-gpu-check" "${json[@]}" "$@" ||
-  check_rc=$?
+"$bundle/bin/stoker-gpu-check" "${json[@]}" "$@" || check_rc=$?
 if ((${#failed[@]})); then
   echo "check.sh: failed: ${failed[*]}" >&2
   exit 1
