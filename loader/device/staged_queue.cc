@@ -40,7 +40,9 @@ std::optional<StagedQueue::Item> StagedQueue::pop(std::uint64_t generation, std:
     }
     if (!queue_.empty()) break;
     if (!active_ && !request_ && !staging_) return std::nullopt;  // the epoch is over
-    if (all_held()) {
+    // While the staging thread is filling a buffer it will push something (its batch, the end, an
+    // error), so waiting ends; its new batch already counts as held before it is queued.
+    if (!staging_ && all_held()) {
       throw Error(
           ErrorCode::slots_held,
           fmt::format(
@@ -70,7 +72,7 @@ bool StagedQueue::wait_ready(std::uint64_t generation, const std::function<bool(
         if (item.generation == generation) return true;
       }
       if (!active_ && !request_ && !staging_) return true;
-      if (all_held()) return true;
+      if (!staging_ && all_held()) return true;  // as in pop()
       if (cv_.wait_until(lock, until) == std::cv_status::timeout) return false;
     }
   }();

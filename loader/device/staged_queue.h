@@ -40,9 +40,9 @@ class StagedQueue {
   std::uint64_t request(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip, std::deque<Item>& stale);
 
   // User's thread. The next item of `generation`, or nullopt when its epoch is over. Items of
-  // other generations go to `stale`. `all_held()` is asked while nothing is queued: when every
-  // device buffer is held by live batches nothing can be staged, and pop throws instead of waiting
-  // forever. Throws when `generation` is not the newest.
+  // other generations go to `stale`. `all_held()` is asked while nothing is queued and the staging
+  // thread is not staging: when every device buffer is then held by live batches nothing can be
+  // staged, and pop throws instead of waiting forever. Throws when `generation` is not the newest.
   std::optional<Item> pop(std::uint64_t generation, std::size_t num_buffers, const std::function<bool()>& all_held,
                           std::deque<Item>& stale);
 
