@@ -30,6 +30,7 @@ LoaderDesign design_loader(const Options& o, unsigned hardware_threads) {
   const std::uint32_t cores = std::clamp<std::uint32_t>(hardware_threads, 1, 16);
   d.num_workers = d.auto_workers ? cores : static_cast<std::uint32_t>(o.num_workers);
   d.prefetch = d.auto_prefetch ? kAutoMaxPrefetch : static_cast<std::uint32_t>(o.prefetch);
+  d.held_slots = o.device.staged() ? 0 : static_cast<std::uint32_t>(o.held_batches);
   return d;
 }
 
@@ -45,7 +46,7 @@ std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& d, std::uint32
   if (!d.auto_workers && !d.auto_prefetch) return std::nullopt;
   AutoTuner::Limits limits;
   limits.max_workers = d.num_workers;
-  limits.max_depth = depth;
+  limits.max_depth = depth - d.held_slots;  // the ring holds at least num_workers more (RingRequest::least)
   limits.tune_workers = d.auto_workers;
   limits.tune_prefetch = d.auto_prefetch;
   limits.start_workers = d.auto_workers ? 1 : d.num_workers;

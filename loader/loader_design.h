@@ -22,6 +22,9 @@ struct LoaderDesign {
   // Batches per worker the ring is sized for: Options::prefetch, or for kAuto the deepest the
   // tuner may use. Without workers: the number of batch buffers.
   std::uint32_t prefetch = 0;
+  // Slots beyond those the training loop's kept batches hold (Options::held_batches); none on a
+  // staged device, whose kept batches hold device buffers and whose staging thread lets each slot go.
+  std::uint32_t held_slots = 0;
   bool auto_workers = false;
   bool auto_prefetch = false;
 };
@@ -34,7 +37,8 @@ LoaderDesign design_loader(const Options& options, unsigned hardware_threads);
 std::uint64_t affinity_span(const LoaderDesign& design, std::uint64_t group, std::uint32_t world_size,
                             std::size_t batch_size);
 
-// The auto-tuner's limits over a ring of `depth` slots; nullopt when nothing is automatic.
+// The auto-tuner's limits over a ring of `depth` slots, `design.held_slots` of them kept for the
+// training loop; nullopt when nothing is automatic.
 std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& design, std::uint32_t depth);
 
 // Throws stoker::Error (ErrorCode::invalid_option) when `delivered` has bytes fields and the device

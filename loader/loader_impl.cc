@@ -137,14 +137,14 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
 }
 
 void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
-  const std::uint32_t depth = design_.prefetch;
+  const std::uint32_t depth = design_.prefetch + design_.held_slots;
   slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
   source_ = std::make_unique<InlineSource>(
       slots_, BatchFiller(LazyReader(std::move(scanned.reader), opt_.source), std::move(scanned.pipelines)));
 }
 
 void LoaderImpl::start_workers(const SegmentLayout& layout) {
-  const RingRequest request{design_.num_workers, design_.prefetch, opt_.shm_fraction};
+  const RingRequest request{design_.num_workers, design_.prefetch, design_.held_slots, opt_.shm_fraction};
   ReservedRing ring = reserve_ring(
       layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget, local_ranks()), opt_.shm_backing);
   for (const auto& w : ring.warnings) warn(w);
@@ -168,7 +168,7 @@ void LoaderImpl::start_workers(const SegmentLayout& layout) {
   }
   workers->set_affinity_span(affinity_span(design_, sampler_.group(), opt_.shard.world_size, opt_.batch_size));
   if (const auto limits = tuner_limits(design_, ring.depth))
-    workers->set_auto_tuner(std::make_unique<AutoTuner>(*limits));
+    workers->set_auto_tuner(std::make_unique<AutoTuner>(*limits), design_.held_slots);
   workers_ = workers.get();
   source_ = std::move(workers);
 }

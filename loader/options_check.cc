@@ -31,6 +31,9 @@ void check_options(const Options& o) {
   if (o.prefetch > 1024 && o.prefetch != kAuto) {
     throw Error(ErrorCode::invalid_option, fmt::format("options: prefetch {} is more than 1024", o.prefetch));
   }
+  if (o.held_batches > 1024) {
+    throw Error(ErrorCode::invalid_option, fmt::format("options: held_batches {} is more than 1024", o.held_batches));
+  }
   if (o.prefetch == kAuto && o.num_workers == 0) {
     throw Error(ErrorCode::invalid_option,
                 "options: prefetch is kAuto but num_workers is 0: automatic prefetch tunes worker processes");

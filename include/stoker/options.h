@@ -106,6 +106,15 @@ struct Options {
   // the training loop waits and it helps. Stats::auto_tuning says what was chosen.
   std::size_t prefetch = 2;
 
+  // Batches the training loop keeps while it asks for the next one. The ring holds this many slots
+  // beyond num_workers * prefetch, so that batches kept do not shrink the window of batches in
+  // flight (and a loop that keeps its batch while asking for the next never finds every slot
+  // held). 0 suits C++'s `for (Batch& b : loader.epoch(e))`, which lets go of each batch before it
+  // asks for the next; Python's `for batch in loader` keeps its last batch until the next one
+  // arrives, and the Python package's default is 1. On a CUDA device the batches kept hold device
+  // buffers instead: there are prefetch_to_device + max(1, held_batches) of them.
+  std::size_t held_batches = 0;
+
   Order order = Order::sequential;
   // Shorthand for order = random (PyTorch's name): with it, a sequential order means random.
   bool shuffle = false;

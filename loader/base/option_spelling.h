@@ -18,4 +18,9 @@ std::string option_name(std::string_view option);
 // `cpp` is the C++ expression; `text`, the value as the tools and the Python package write it.
 std::string option_setting(std::string_view option, std::string_view cpp, std::string_view text);
 
+// The batches a program keeps alive, and what lets them go, as its language has them: live
+// stoker::Batch objects, or Python batches whose tensors are alive.
+std::string kept_batches();
+std::string let_batches_go();
+
 }  // namespace stoker::detail

@@ -1,5 +1,6 @@
 #include "loader/device/device_feeder.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "loader/device/device_backend.h"
@@ -13,9 +14,11 @@ namespace stoker::detail {
 DeviceFeeder::DeviceFeeder(const Options& options, const Schema& schema, HostSource& source) : source_(source) {
   if (options.prefetch_to_device == 0)
     throw Error(ErrorCode::invalid_option, "options: prefetch_to_device is 0; it must be at least 1");
-  // The queue, plus the batch in the user's hands.
-  pool_ = std::make_shared<DeviceBufferPool>(make_device_backend(options.device), schema, options.batch_size,
-                                             options.prefetch_to_device + 1);
+  // The queue, plus the batches in the user's hands: at least the one being used while the next is
+  // staged.
+  pool_ =
+      std::make_shared<DeviceBufferPool>(make_device_backend(options.device), schema, options.batch_size,
+                                         options.prefetch_to_device + std::max<std::size_t>(1, options.held_batches));
   queue_ = std::make_shared<StagedQueue>(options.prefetch_to_device);
   pool_->set_on_free([weak = std::weak_ptr<StagedQueue>(queue_)] {
     if (auto q = weak.lock()) q->notify();  // batches may outlive the feeder

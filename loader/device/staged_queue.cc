@@ -43,14 +43,9 @@ std::optional<StagedQueue::Item> StagedQueue::pop(std::uint64_t generation, std:
     // While the staging thread is filling a buffer it will push something (its batch, the end, an
     // error), so waiting ends; its new batch already counts as held before it is queued.
     if (!staging_ && all_held()) {
-      throw Error(
-          ErrorCode::slots_held,
-          fmt::format(
-              "stoker: all {} device buffers are held by live stoker::Batch objects, so no batch can be staged: "
-              "destroy "
-              "or release() the batches you no longer need, copy what you want to keep (e.g. stoker::copy_to_tensors), "
-              "or raise {}",
-              num_buffers, option_name("prefetch_to_device")));
+      throw Error(ErrorCode::slots_held,
+                  fmt::format("stoker: all {} device buffers are held by {}, so no batch can be staged: {}",
+                              num_buffers, kept_batches(), let_batches_go()));
     }
     cv_.wait(lock);
   }

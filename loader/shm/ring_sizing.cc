@@ -62,11 +62,15 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
   fixes.push_back("use fewer workers, or smaller batches");
   std::string advice = fmt::format("{}", fmt::join(fixes, "; or "));
   advice[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(advice[0])));
-  return Error(ErrorCode::shm,
-               fmt::format("stoker: not enough shared memory for {} workers: needs {} ({} batch slots of {} plus {} of "
-                           "control), {}. {}",
-                           request.num_workers, format_bytes(needed), least, format_bytes(layout.slot_bytes()),
-                           format_bytes(layout.control_bytes(least)), why, advice));
+  return Error(
+      ErrorCode::shm,
+      fmt::format("stoker: not enough shared memory for {} workers{}: needs {} ({} batch slots of {} plus {} of "
+                  "control), {}. {}",
+                  request.num_workers,
+                  request.held ? fmt::format(" and {} held batches ({})", request.held, option_name("held_batches"))
+                               : std::string(),
+                  format_bytes(needed), least, format_bytes(layout.slot_bytes()),
+                  format_bytes(layout.control_bytes(least)), why, advice));
 }
 
 namespace {
@@ -149,9 +153,10 @@ ReservedRing reserve_ring(const SegmentLayout& layout, const RingRequest& reques
     const std::string fix = raise_advice(memfd ? budget.memory_bound : budget.bound,
                                          layout.segment_bytes(request.wanted()), container_for(layout, request));
     warnings.push_back(fmt::format(
-        "ring lowered from {} to {} batches ({} workers x prefetch {} needs {}; the budget is {}: {}); workers may "
+        "ring lowered from {} to {} batches ({} workers x prefetch {}{} needs {}; the budget is {}: {}); workers may "
         "wait for the training loop{}",
         request.wanted(), depth, request.num_workers, request.prefetch,
+        request.held ? fmt::format(" + {} held", request.held) : std::string(),
         format_bytes(layout.segment_bytes(request.wanted())), format_bytes(memfd ? budget.memory_bytes : budget.bytes),
         memfd ? budget.memory_reason : budget.reason, fix.empty() ? "" : ". To restore it, " + fix));
   }

@@ -1,6 +1,7 @@
 // How deep the shared-memory ring is, and the segment that holds it.
 //
-// The wanted depth is num_workers * prefetch slots; the least is one slot per worker. The segment
+// The wanted depth is num_workers * prefetch slots, and the slots the training loop keeps batches
+// in (Options::held_batches); the least is one slot per worker and the kept ones. The segment
 // lives in /dev/shm when that holds the wanted depth, else (ShmBacking::automatic) in memfd memory,
 // which /dev/shm's size does not limit, when that holds more; either can be forced. The depth is
 // the largest that fits the chosen backing's budget (loader/shm/shm_budget.h) and that the kernel
@@ -26,10 +27,11 @@ namespace stoker::detail {
 struct RingRequest {
   std::uint32_t num_workers = 1;
   std::uint32_t prefetch = 1;
+  std::uint32_t held = 0;     // slots the training loop keeps batches in
   double shm_fraction = 0.5;  // only to suggest a container size
 
-  std::uint32_t wanted() const noexcept { return num_workers * prefetch; }
-  std::uint32_t least() const noexcept { return num_workers; }
+  std::uint32_t wanted() const noexcept { return num_workers * prefetch + held; }
+  std::uint32_t least() const noexcept { return num_workers + held; }
 };
 
 // The deepest ring in [least, wanted] whose segment fits `budget_bytes`; nullopt if none does.

@@ -36,10 +36,11 @@ void WorkerSource::fail(ErrorCode code, const std::string& message) {
 void WorkerSource::issue() {
   collect();  // what has arrived is no longer load (TaskTable::least_loaded_worker)
   while (tasks_.can_issue()) {
-    // An automatic depth is a ring of that many slots, as a fixed one is: the batches the training
-    // loop holds take their share of it (a larger share of the reserved ring in rotation is slower:
-    // its slots stop sharing the caches). One batch is always in flight while a slot is free.
-    if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth()) break;
+    // An automatic depth is a ring of that many slots (and the held ones), as a fixed one is: the
+    // batches the training loop holds beyond Options::held_batches take their share of it (a larger
+    // share of the reserved ring in rotation is slower: its slots stop sharing the caches). One
+    // batch is always in flight while a slot is free.
+    if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth() + held_slots_) break;
     auto s = slots_->acquire();
     if (!s) break;
     digests_[*s] = write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
@@ -262,8 +263,9 @@ void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
   issue();  // workers start on the first batches before the first next()
 }
 
-void WorkerSource::set_auto_tuner(std::unique_ptr<AutoTuner> tuner) {
+void WorkerSource::set_auto_tuner(std::unique_ptr<AutoTuner> tuner, std::uint32_t held_slots) {
   tuner_ = std::move(tuner);
+  held_slots_ = held_slots;
   tasks_.set_active(tuner_->workers(), tuner_->depth());
 }
 

@@ -43,8 +43,9 @@ class WorkerSource final : public SlotSource {
   pid_t server_pid() const noexcept { return workers_.server_pid(); }
   // Batches that share data come in runs of `batches` (0: none): see TaskTable::worker_for_next.
   void set_affinity_span(std::uint64_t batches) noexcept { tasks_.set_affinity_span(batches); }
-  // Let `tuner` choose the active workers and depth from the consumer's waits (Options = kAuto).
-  void set_auto_tuner(std::unique_ptr<AutoTuner> tuner);
+  // Let `tuner` choose the active workers and depth from the consumer's waits (Options = kAuto);
+  // `held_slots` slots of the ring beyond the tuner's depth are the training loop's to keep.
+  void set_auto_tuner(std::unique_ptr<AutoTuner> tuner, std::uint32_t held_slots);
   // The tuner's choice, or nullptr without one.
   const AutoTuner* auto_tuner() const noexcept { return tuner_.get(); }
 
@@ -105,6 +106,7 @@ class WorkerSource final : public SlotSource {
   void check_killed_have_ended(std::chrono::steady_clock::time_point now);
   // Auto-tuning: the tuner and the consumer's current interval.
   std::unique_ptr<AutoTuner> tuner_;
+  std::uint32_t held_slots_ = 0;
   std::chrono::steady_clock::time_point interval_start_{};
   std::uint64_t interval_batches_ = 0;
   double interval_waited_ = 0;

@@ -68,7 +68,7 @@ struct PyOptions {
   std::vector<std::string> fields, sources;
   std::size_t max_open_shards = 64;
   std::string lmdb_keys, lmdb_count_key;
-  std::size_t batch_size = 1, num_workers = 0, prefetch = 2, prefetch_to_device = 2;
+  std::size_t batch_size = 1, num_workers = 0, prefetch = 2, held_batches = 1, prefetch_to_device = 2;
   bool num_workers_auto = false, prefetch_auto = false, shuffle = false, drop_last = false, shard_from_env = false;
   std::uint64_t seed = 0, shm_budget = 0, max_image_pixels = stoker::kDefaultMaxImagePixels;
   std::uint32_t shard_rank = 0, shard_world_size = 1, max_respawns = 3;
@@ -104,6 +104,7 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   o.batch_size = p.batch_size;
   o.num_workers = p.num_workers_auto ? stoker::kAuto : p.num_workers;
   o.prefetch = p.prefetch_auto ? stoker::kAuto : p.prefetch;
+  o.held_batches = p.held_batches;
   if (p.order == "sequential") {
     o.order = stoker::Order::sequential;
   } else if (p.order == "random") {
@@ -443,6 +444,7 @@ NB_MODULE(_core, m) {
       .def_rw("num_workers_auto", &PyOptions::num_workers_auto)
       .def_rw("prefetch", &PyOptions::prefetch)
       .def_rw("prefetch_auto", &PyOptions::prefetch_auto)
+      .def_rw("held_batches", &PyOptions::held_batches)
       .def_rw("order", &PyOptions::order)
       .def_rw("shuffle", &PyOptions::shuffle)
       .def_rw("seed", &PyOptions::seed)

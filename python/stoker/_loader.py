@@ -89,6 +89,7 @@ def _options(cfg):
         o.prefetch_auto = True
     else:
         o.prefetch = _int("prefetch_factor", cfg["prefetch_factor"], 1)
+    o.held_batches = _int("held_batches", cfg["held_batches"], 0, 1024)
     order = cfg["order"]
     if order is not None:
         order = _str("order", order)
@@ -140,6 +141,10 @@ class Loader:
       num_workers: worker processes; 0 loads in this thread; "auto" adds workers while the loop
         waits for data.
       prefetch_factor: batches each worker may have in flight (or "auto").
+      held_batches: batches the loop keeps while it asks for the next; each has a slot of its own
+        beyond num_workers * prefetch_factor. ``for batch in loader`` keeps one (the default);
+        raise it for a loop that keeps more (the held error says so); 0 saves one batch of shared
+        memory for a loop that lets go of each batch (``del batch``) before the next.
       shuffle, seed: a random order drawn from (seed, epoch); ``order`` names it instead:
         "sequential", "random" or "quasi_random" (chunk-sized groups: gzip HDF5 inflated once).
       fields: the fields to deliver, in this order (default: all). group: the HDF5 group.
@@ -181,7 +186,8 @@ class Loader:
                  shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
                  prefetch_to_device=2, staging="auto", worker_oom_score_adj=500,
-                 max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None):
+                 max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None,
+                 held_batches=1):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
@@ -189,7 +195,8 @@ class Loader:
                    copy=copy, format=format, shm_fraction=shm_fraction, shm_backing=shm_backing,
                    shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
                    worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels,
-                   max_open_shards=max_open_shards, lmdb_keys=lmdb_keys, lmdb_count_key=lmdb_count_key)
+                   max_open_shards=max_open_shards, lmdb_keys=lmdb_keys, lmdb_count_key=lmdb_count_key,
+                   held_batches=held_batches)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None

@@ -49,6 +49,21 @@ TEST(LoaderDesign, AutoForksOneWorkerPerCoreUpToSixteenAndStartsSmall) {
   EXPECT_EQ(depth_only->start_workers, 4u);
 }
 
+// Batches the loop keeps have ring slots of their own on the CPU, which the tuner's depth leaves
+// out; on a staged device they hold device buffers, and the ring is the staging thread's.
+TEST(LoaderDesign, HeldBatchesAreSlotsOnTheCpuAndDeviceBuffersOnADevice) {
+  Options o;
+  o.num_workers = kAuto;
+  o.held_batches = 2;
+  const LoaderDesign cpu = design_loader(o, 4);
+  EXPECT_EQ(cpu.held_slots, 2u);
+  const auto limits = tuner_limits(cpu, 4 * 2 + 2);
+  ASSERT_TRUE(limits);
+  EXPECT_EQ(limits->max_depth, 8u);
+  o.device = Device::emulated();
+  EXPECT_EQ(design_loader(o, 4).held_slots, 0u);
+}
+
 TEST(LoaderDesign, ShuffleIsTheRandomOrderAndQuasiRandomKeepsWorkersOnAWindow) {
   Options o;
   o.shuffle = true;

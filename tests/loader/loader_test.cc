@@ -267,6 +267,42 @@ TEST_F(LoaderData, HoldingEverySlotRaisesTheHeldErrorAndReleasingResumes) {
   }
 }
 
+// Options::held_batches: slots beyond num_workers * prefetch (or the buffers without workers) for
+// the batches the loop keeps, so that a loop keeping its last batch while asking for the next runs
+// at prefetch 1, and the held error comes only when more than that are kept.
+TEST_F(LoaderData, HeldBatchesHaveSlotsOfTheirOwn) {
+  for (std::size_t workers : {0, 2}) {
+    SCOPED_TRACE(testing::Message() << "workers " << workers);
+    Options o = options("d.lmdb", workers, 10);
+    o.prefetch = 1;
+    o.held_batches = 1;
+    Loader loader(o);
+    const std::uint32_t slots = workers ? 3 : 2;
+    EXPECT_EQ(loader.stats().depth, slots);
+    Epoch epoch = loader.epoch(0);
+    std::optional<Batch> last;
+    std::uint64_t seen = 0;
+    while (std::optional<Batch> b = epoch.next()) {  // the last batch kept until the next arrives
+      EXPECT_EQ(b->index(), seen++);
+      check_batch(*b, schema_);
+      last = std::move(b);
+    }
+    EXPECT_EQ(seen, 10u);
+    last.reset();
+    epoch = loader.epoch(1);
+    std::vector<Batch> kept;
+    for (std::uint32_t k = 0; k < slots; ++k) kept.push_back(std::move(*epoch.next()));
+    try {
+      epoch.next();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::slots_held) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr("all " + std::to_string(slots) + " batch slots are held"));
+      EXPECT_THAT(e.what(), HasSubstr("raise Options::held_batches to the number of batches you keep"));
+    }
+  }
+}
+
 TEST_F(LoaderData, BatchesOutliveTheLoader) {
   std::vector<Batch> kept;
   {

@@ -86,3 +86,22 @@ except stoker.Error as e:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["203", "True"]
+
+
+def test_every_cpp_option_is_a_keyword_argument():
+    """Each member of stoker::Options (include/stoker/options.h) is reachable from Python, by
+    PyTorch's name where that differs; on_warning is Python's warnings module."""
+    import inspect
+    import re
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "stoker", "options.h")
+    with open(header) as f:
+        text = f.read()
+    body = text[text.index("struct Options {"):]
+    body = body[:body.index("\n};")]
+    body = re.sub(r"//[^\n]*", "", body)
+    members = re.findall(r"^\s+[\w:<>, ]+?\s(\w+)(?:\s*=[^;]*|\{[^;]*\})?;", body, flags=re.M)
+    assert {"source", "batch_size", "held_batches", "staging"} <= set(members), members
+    python_name = {"sources": "source", "prefetch": "prefetch_factor", "on_warning": None}
+    keywords = inspect.signature(stoker.Loader.__init__).parameters
+    missing = [m for m in members if python_name.get(m, m) is not None and python_name.get(m, m) not in keywords]
+    assert not missing, missing

@@ -176,3 +176,22 @@ def test_loaders_built_in_several_threads_at_once(data):
     assert not errors
     for r in results:
         same(r, want)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_loop_keeps_its_last_batch_in_a_slot_of_its_own(data, workers):
+    """``for batch in loader`` keeps the last batch while it asks for the next: the ring holds a
+    slot for it beyond num_workers * prefetch_factor, so that prefetch_factor=1 runs and, with
+    held_batches=0, the same loop finds every slot held."""
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=workers, prefetch_factor=1, framework="numpy")
+    assert loader.stats()["depth"] == max(workers, 1) + 1
+    labels = [int(x) for batch in loader for x in batch["label"]]
+    assert labels == [k * 3 - 50 for k in range(N)]
+    bare = stoker.Loader(data["fixed"], batch_size=10, num_workers=workers, prefetch_factor=1, held_batches=0,
+                         framework="numpy")
+    with pytest.raises(stoker.Error) as e:
+        for batch in bare:
+            pass
+    assert e.value.code == "slots_held"
+    assert "all 1 batch slots are held by batches whose tensors are alive" in str(e.value)
+    assert "raise held_batches to the number of batches you keep" in str(e.value)

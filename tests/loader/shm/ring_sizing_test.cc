@@ -18,7 +18,7 @@ class RingSizing : public ::testing::Test {
  protected:
   Schema schema_ = test::small_schema(100);
   SegmentLayout layout_{schema_, 16, 2};
-  RingRequest request_{2, 4, 0.5};  // wants 8 slots, needs at least 2
+  RingRequest request_{2, 4, 0, 0.5};  // wants 8 slots, needs at least 2
   ShmBudget budget(std::uint64_t shm, std::uint64_t memory) {
     ShmBudget b;
     b.bytes = shm;
@@ -94,6 +94,32 @@ TEST_F(RingSizing, RefusedOnlyWhenMemoryItselfIsShortWithTheNumbers) {
   EXPECT_EQ(r.backing, ShmBacking::memfd);
   EXPECT_EQ(r.depth, 5u);
   EXPECT_EQ(r.warnings.size(), 2u);
+}
+
+// The slots the training loop keeps its batches in come on top of the workers' window, wanted and
+// least alike: kept batches never shrink the window, nor leave a worker without a slot.
+TEST_F(RingSizing, BatchesTheLoopKeepsHaveSlotsOfTheirOwn) {
+  const RingRequest held{2, 4, 1, 0.5};
+  EXPECT_EQ(held.wanted(), 9u);
+  EXPECT_EQ(held.least(), 3u);
+  ReservedRing whole = reserve_ring(layout_, held, budget(layout_.segment_bytes(9), 1u << 30));
+  EXPECT_EQ(whole.depth, 9u);
+  EXPECT_TRUE(whole.warnings.empty());
+  ReservedRing lowered = reserve_ring(layout_, held, budget(layout_.segment_bytes(5), 1u << 30), ShmBacking::dev_shm);
+  EXPECT_EQ(lowered.depth, 5u);
+  ASSERT_EQ(lowered.warnings.size(), 1u);
+  EXPECT_THAT(lowered.warnings[0],
+              HasSubstr("ring lowered from 9 to 5 batches (2 workers x prefetch 4 + 1 held needs"));
+  try {
+    reserve_ring(layout_, held, budget(layout_.segment_bytes(3) - 1, layout_.segment_bytes(3) - 1));
+    FAIL() << "no refusal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shm) << e.what();
+    EXPECT_THAT(e.what(),
+                HasSubstr("not enough shared memory for 2 workers and 1 held batches (Options::held_batches): "
+                          "needs " +
+                          detail::format_bytes(layout_.segment_bytes(3)) + " (3 batch slots"));
+  }
 }
 
 TEST_F(RingSizing, TheAdviceRaisesWhatHeldTheRingBack) {
