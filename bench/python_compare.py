@@ -6,7 +6,8 @@ usage: .venv/bin/python bench/python_compare.py BUILD_DIR DATA_DIR [--quick]
 BUILD_DIR holds tools/loader-bench and python/stoker (the ordinary build); DATA_DIR gets the
 standard datasets (loader-bench --make-data) when they are missing. Rules, as bench/compare.py's:
   - every side runs the same (workers, prefetch) grid; the best of each side is compared;
-  - two shuffled epochs, the second measured (no start-up, a warm page cache on every side);
+  - shuffled epochs: one to start (no start-up, a warm page cache on every side), then the measured
+    ones, together (an epoch of the 150 KB records takes ~40 ms here: one is too short to time);
   - PyTorch both as its documentation shows (per-sample, files opened lazily in each worker) and in
     the batched style of bench/pytorch_dataloader.py;
   - the consumer loop is the same for stoker and PyTorch: count the samples and the bytes of every
@@ -36,7 +37,7 @@ MIB = 1024 * 1024
 
 
 def consume(iterable, max_batches):
-    """The training loop that does nothing: samples/s and MiB/s of one pass."""
+    """The training loop that does nothing: samples, bytes and seconds of one pass."""
     samples = nbytes = batches = 0
     t0 = time.perf_counter()
     for batch in iterable:
@@ -45,41 +46,45 @@ def consume(iterable, max_batches):
         nbytes += sum(t.numel() * t.element_size() for t in batch.values())
         if max_batches and batches >= max_batches:
             break
-    seconds = time.perf_counter() - t0
-    return samples / seconds, nbytes / seconds / MIB
+    return samples, nbytes, time.perf_counter() - t0
 
 
-def second_epoch(make_iterable, max_batches, set_epoch=None):
-    for epoch in range(2):
+def measured_epochs(make_iterable, max_batches, epochs, set_epoch=None):
+    """samples/s and MiB/s over `epochs` epochs after a first one that is not measured."""
+    samples = nbytes = seconds = 0
+    for epoch in range(1 + epochs):
         if set_epoch:
             set_epoch(epoch)
-        result = consume(make_iterable(), max_batches)
-    return result
+        n, b, s = consume(make_iterable(), max_batches)
+        if epoch:
+            samples, nbytes, seconds = samples + n, nbytes + b, seconds + s
+    return samples / seconds, nbytes / seconds / MIB
 
 
 JPEG_PIPELINE = "data=decode,random_resized_crop(224),flip,to_chw"
 
 
-def run_stoker(path, batch, workers, prefetch, cap, pipeline=None):
+def run_stoker(path, batch, workers, prefetch, cap, epochs, pipeline=None):
     import stoker
     loader = stoker.Loader(path, batch_size=batch, num_workers=workers, prefetch_factor=prefetch, shuffle=True,
                            seed=1, pipeline=pipeline)
     try:
-        return second_epoch(lambda: loader, cap, loader.set_epoch)
+        return measured_epochs(lambda: loader, cap, epochs, loader.set_epoch)
     finally:
         loader.close()
 
 
-def run_bench(bench, path, batch, workers, prefetch, cap, pipeline=None):
+def run_bench(bench, path, batch, workers, prefetch, cap, epochs, pipeline=None):
     cmd = [bench, "--data", path, "--batch-size", str(batch), "--workers", str(workers), "--prefetch", str(prefetch),
-           "--shuffle", "--seed", "1", "--epochs", "2", "--json"]
+           "--shuffle", "--seed", "1", "--epochs", str(1 + epochs), "--json"]
     if pipeline:
         cmd += ["--pipeline", pipeline]
     if cap:
         cmd += ["--max-batches", str(cap)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    row = [json.loads(line) for line in out.splitlines() if line.startswith("{")][1]
-    return row["samples_per_s"], row["mib_per_s"]
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")][1:]
+    seconds = sum(r["seconds"] for r in rows)
+    return sum(r["samples"] for r in rows) / seconds, sum(r["mib_per_s"] * r["seconds"] for r in rows) / seconds
 
 
 def run_torch(path, fmt, style, batch, workers, prefetch, cap):
@@ -96,7 +101,7 @@ def run_torch(path, fmt, style, batch, workers, prefetch, cap):
         loader = DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), batch, drop_last=False),
                             num_workers=workers, **extra)
     try:
-        return second_epoch(lambda: loader, cap)
+        return measured_epochs(lambda: loader, cap, 1)
     finally:
         del loader
 
@@ -186,19 +191,20 @@ def main():
     bench = os.path.join(build, "tools", "loader-bench")
     if not os.path.exists(os.path.join(data, "large.lmdb")):
         subprocess.run([bench, "--make-data", data], check=True)
-    grid = [(1, 2), (2, 4)] if quick else [(0, 2), (1, 2), (1, 4), (2, 2), (2, 4)]
+    grid = [(1, 2), (2, 2), (2, 4)] if quick else [(0, 2), (1, 2), (1, 4), (2, 2), (2, 4)]
     from image_compare import make_db
     photos = os.path.join(data, "photos.lmdb")
-    make_db(photos, 1500 if quick else 3000)
-    # name, file, format, batch size, batches per epoch cap (0: the whole epoch)
+    make_db(photos, 3000)  # 47 batches an epoch: fewer make a row of start-up and noise
+    # name, file, format, batch size, batches per epoch cap (0: the whole epoch), stoker's measured
+    # epochs (PyTorch's: one, it is slower by far)
     datasets = [
-        ("small LMDB", "small.lmdb", "lmdb", 256, 0 if not quick else 150),
-        ("small HDF5", "small.h5", "hdf5", 256, 100 if not quick else 50),
-        ("large LMDB (150 KB)", "large.lmdb", "lmdb", 32, 0 if not quick else 60),
-        ("JPEG pipeline", "photos.lmdb", "jpeg", 64, 0),
+        ("small LMDB", "small.lmdb", "lmdb", 256, 0 if not quick else 150, 2),
+        ("small HDF5", "small.h5", "hdf5", 256, 100 if not quick else 50, 2),
+        ("large LMDB (150 KB)", "large.lmdb", "lmdb", 32, 0, 8 if not quick else 4),
+        ("JPEG pipeline", "photos.lmdb", "jpeg", 64, 0, 2 if not quick else 1),
     ]
     rows = []
-    for name, file, fmt, batch, cap in datasets:
+    for name, file, fmt, batch, cap, epochs in datasets:
         path = os.path.join(data, file)
         warm(path)
         best = {}
@@ -207,12 +213,13 @@ def main():
             if fmt == "jpeg":
                 if workers == 0:
                     continue
-                tries = {"stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap, JPEG_PIPELINE),
-                         "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap, JPEG_PIPELINE),
+                tries = {"stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap, epochs, JPEG_PIPELINE),
+                         "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap, epochs,
+                                                           JPEG_PIPELINE),
                          "PyTorch per-sample": lambda: run_torch_images(path, batch, workers, prefetch)}
             else:
-                tries = {"stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap),
-                         "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap),
+                tries = {"stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap, epochs),
+                         "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap, epochs),
                          "PyTorch per-sample": lambda: run_torch(path, fmt, "per-sample", batch, workers, prefetch,
                                                                  min(cap or 20, 20)),
                          "PyTorch batched": lambda: run_torch(path, fmt, "batched", batch, workers, prefetch, cap)}

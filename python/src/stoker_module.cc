@@ -10,12 +10,14 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,15 +47,19 @@ nb::object& warning_type() {
 struct WarningQueue {
   std::mutex mutex;
   std::vector<std::string> pending;
+  std::atomic<bool> any{false};  // pending is not empty: issue(), after every batch, looks at this only
   void push(std::string_view w) {
     std::lock_guard<std::mutex> lock(mutex);
     pending.emplace_back(w);
+    any.store(true, std::memory_order_release);
   }
   void issue() {
+    if (!any.load(std::memory_order_acquire)) return;
     std::vector<std::string> out;
     {
       std::lock_guard<std::mutex> lock(mutex);
       out.swap(pending);
+      any.store(false, std::memory_order_relaxed);
     }
     for (const std::string& w : out) {
       if (PyErr_WarnEx(warning_type().ptr(), w.c_str(), 2) != 0) throw nb::python_error();
@@ -218,43 +224,60 @@ nb::capsule owning_capsule(T* object) {
   return nb::capsule(object, [](void* p) noexcept { delete static_cast<T*>(p); });
 }
 
+// The keys of a batch's dict: each field's name and, for a bytes field, `name.offsets`, made once.
+struct FieldKeys {
+  std::vector<std::pair<nb::str, nb::str>> keys;  // per field: (name, name.offsets)
+  const std::pair<nb::str, nb::str>& of(std::size_t f, std::string_view name) {
+    while (keys.size() <= f) keys.emplace_back();
+    if (!keys[f].first.is_valid()) {
+      const std::string text(name);
+      keys[f] = {nb::str(text.c_str()), nb::str((text + ".offsets").c_str())};
+    }
+    return keys[f];
+  }
+};
+
 // The batch as {field: array}, field order kept; a bytes field as `name` (u8, flat) and
 // `name.offsets` (i64, B+1). With `copy`, host fields are copied into memory of their own (the
-// GIL released) and the batch released at once.
-nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy) {
+// GIL released) and the batch released at once; device fields are cloned on torch's current
+// stream, which the batch's copy is ordered before.
+nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, FieldKeys& names) {
   auto* holder = new stoker::Batch(std::move(batch));
   nb::capsule owner = owning_capsule(holder);
   nb::dict out;
-  for (const stoker::FieldView& f : holder->fields()) {
+  const std::span<const stoker::FieldView> fields = holder->fields();
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const stoker::FieldView& f = fields[i];
     const bool on_device = f.device.kind == stoker::Device::Kind::cuda;
     const int device_type = on_device ? nb::device::cuda::value : nb::device::cpu::value;
     const int device_id = on_device ? f.device.index : 0;
     const nb::dlpack::dtype dtype = to_dlpack(f.dtype);
     std::vector<std::size_t> shape =
         f.kind == stoker::FieldKind::bytes ? std::vector<std::size_t>{f.bytes} : sizes(f.shape);
-    const std::string name(f.name);
-    if (copy && !on_device) {
+    const auto& [name, offsets_name] = names.of(i, f.name);
+    if (copy && on_device) {
+      out[name] = make_array(fw, f.data, shape, dtype, device_type, device_id, owner).attr("clone")();
+    } else if (copy) {
       auto* bytes = new OwnedBytes{std::make_unique<std::byte[]>(f.bytes > 0 ? f.bytes : 1)};
       nb::capsule own = owning_capsule(bytes);
       {
         nb::gil_scoped_release release;
         if (f.bytes > 0) std::memcpy(bytes->data.get(), f.data, f.bytes);
       }
-      out[name.c_str()] = make_array(fw, bytes->data.get(), shape, dtype, device_type, device_id, own);
+      out[name] = make_array(fw, bytes->data.get(), shape, dtype, device_type, device_id, own);
     } else {
-      out[name.c_str()] = make_array(fw, f.data, shape, dtype, device_type, device_id, owner);
+      out[name] = make_array(fw, f.data, shape, dtype, device_type, device_id, owner);
     }
     if (f.kind == stoker::FieldKind::bytes) {
-      const std::string key = name + ".offsets";
       const std::vector<std::size_t> oshape{f.offsets.size()};
       const nb::dlpack::dtype i64 = to_dlpack(stoker::DType::i64);  // offsets are below 2^63
       if (copy) {
         auto* o = new OwnedBytes{std::make_unique<std::byte[]>(f.offsets.size_bytes())};
         nb::capsule own = owning_capsule(o);
         std::memcpy(o->data.get(), f.offsets.data(), f.offsets.size_bytes());
-        out[key.c_str()] = make_array(fw, o->data.get(), oshape, i64, nb::device::cpu::value, 0, own);
+        out[offsets_name] = make_array(fw, o->data.get(), oshape, i64, nb::device::cpu::value, 0, own);
       } else {
-        out[key.c_str()] = make_array(fw, f.offsets.data(), oshape, i64, nb::device::cpu::value, 0, owner);
+        out[offsets_name] = make_array(fw, f.offsets.data(), oshape, i64, nb::device::cpu::value, 0, owner);
       }
     }
   }
@@ -264,16 +287,27 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy) {
 
 class PyLoader;
 
-// One epoch's batches. Waits in slices of at most 100 ms with the GIL released, checking for
-// signals between them, so that Ctrl-C interrupts a wait promptly.
+// One epoch's batches, as the iterator `for batch in loader` runs. Waits in slices of at most
+// 100 ms with the GIL released, checking for signals between them, so that Ctrl-C interrupts a
+// wait promptly.
 class PyEpoch {
  public:
-  PyEpoch(stoker::Epoch epoch, std::shared_ptr<WarningQueue> warnings, Arrays arrays, bool copy)
-      : epoch_(std::move(epoch)), warnings_(std::move(warnings)), arrays_(std::move(arrays)), copy_(copy) {}
+  // `current_stream`: with a CUDA device, a callable returning the CUstream of torch's current
+  // stream as an integer (None otherwise).
+  PyEpoch(stoker::Epoch epoch, std::shared_ptr<WarningQueue> warnings, Arrays arrays, bool copy,
+          nb::object current_stream)
+      : epoch_(std::move(epoch)),
+        warnings_(std::move(warnings)),
+        arrays_(std::move(arrays)),
+        copy_(copy),
+        current_stream_(std::move(current_stream)) {}
 
-  // The next batch as a dict, or None at the end of the epoch. `stream` is the CUstream the caller's
-  // work runs on (torch's current stream), ordered after a staged batch's copy.
-  nb::object next(std::uintptr_t stream) {
+  // The next batch as a dict; StopIteration at the end of the epoch (and at every call after).
+  nb::dict next() {
+    if (over_) throw nb::stop_iteration();
+    // A staged batch's copy is ordered before the work of the stream the caller runs on now; its
+    // handle reaches Python as an integer (torch's Stream.cuda_stream).
+    const std::uintptr_t stream = current_stream_.is_none() ? 0 : nb::cast<std::uintptr_t>(current_stream_());
     std::optional<stoker::Batch> batch;
     for (;;) {
       bool ready = false;
@@ -283,7 +317,6 @@ class PyEpoch {
         ready = epoch_.wait(std::chrono::milliseconds(100));
         if (ready) {
           batch = epoch_.next();
-          // A stream handle reaches Python as an integer (torch's Stream.cuda_stream).
           if (batch && batch->device().staged())
             batch->ready_on(reinterpret_cast<void*>(stream));  // NOLINT(performance-no-int-to-ptr)
         }
@@ -293,9 +326,13 @@ class PyEpoch {
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
     }
     warnings_->issue();
-    if (!batch) return nb::none();
+    if (!batch) {
+      over_ = true;
+      last_indices_.clear();
+      throw nb::stop_iteration();
+    }
     last_indices_.assign(batch->indices().begin(), batch->indices().end());
-    return batch_to_dict(std::move(*batch), arrays_, copy_);
+    return batch_to_dict(std::move(*batch), arrays_, copy_, keys_);
   }
   const std::vector<std::uint64_t>& last_indices() const { return last_indices_; }
 
@@ -304,13 +341,16 @@ class PyEpoch {
   std::shared_ptr<WarningQueue> warnings_;
   Arrays arrays_;
   bool copy_;
+  nb::object current_stream_;
+  FieldKeys keys_;
+  bool over_ = false;
   std::vector<std::uint64_t> last_indices_;
 };
 
 class PyLoader {
  public:
-  PyLoader(const PyOptions& options, const std::string& framework, bool copy)
-      : warnings_(std::make_shared<WarningQueue>()), copy_(copy) {
+  PyLoader(const PyOptions& options, const std::string& framework, bool copy, nb::object current_stream)
+      : warnings_(std::make_shared<WarningQueue>()), copy_(copy), current_stream_(std::move(current_stream)) {
     if (framework == "torch") {
       arrays_ = arrays_for(Framework::torch);
     } else if (framework == "numpy") {
@@ -327,10 +367,10 @@ class PyLoader {
   }
 
   PyEpoch epoch(std::uint64_t e, std::uint64_t start_batch) {
-    return PyEpoch(get().epoch(e, start_batch), warnings_, arrays_, copy_);
+    return PyEpoch(get().epoch(e, start_batch), warnings_, arrays_, copy_, current_stream_);
   }
   PyEpoch resume(const std::string& state_json) {
-    return PyEpoch(get().epoch(stoker::LoaderState::from_json(state_json)), warnings_, arrays_, copy_);
+    return PyEpoch(get().epoch(stoker::LoaderState::from_json(state_json)), warnings_, arrays_, copy_, current_stream_);
   }
   std::string state_json() const { return get().state().to_json(); }
   std::uint64_t batches_per_epoch() const { return get().batches_per_epoch(); }
@@ -396,6 +436,7 @@ class PyLoader {
   std::unique_ptr<stoker::Loader> loader_;
   Arrays arrays_;
   bool copy_;
+  nb::object current_stream_;
 };
 
 void set_types(nb::object error, nb::object warning) {
@@ -463,12 +504,14 @@ NB_MODULE(_core, m) {
       .def_rw("prefetch_to_device", &PyOptions::prefetch_to_device)
       .def_rw("staging", &PyOptions::staging);
 
-  nb::class_<PyEpoch>(m, "Epoch")
-      .def("next", &PyEpoch::next, nb::arg("stream") = 0)
-      .def_prop_ro("last_indices", &PyEpoch::last_indices);
+  nb::class_<PyEpoch>(m, "Epoch", "One epoch's batches, in order: iterate it.")
+      .def("__iter__", [](nb::handle self) { return self; })
+      .def("__next__", &PyEpoch::next)
+      .def_prop_ro("indices", &PyEpoch::last_indices, "Dataset indices of the samples of the batch last returned.");
 
   nb::class_<PyLoader>(m, "Loader")
-      .def(nb::init<const PyOptions&, const std::string&, bool>())
+      .def(nb::init<const PyOptions&, const std::string&, bool, nb::object>(), nb::arg("options"), nb::arg("framework"),
+           nb::arg("copy"), nb::arg("current_stream").none())
       .def("epoch", &PyLoader::epoch)
       .def("resume", &PyLoader::resume)
       .def("state_json", &PyLoader::state_json)

@@ -204,21 +204,22 @@ class Loader:
         framework = _str("framework", framework)
         if framework not in _FRAMEWORKS:
             raise _bad("framework", f"'{framework}' is not one of 'torch', 'numpy'")
-        self._torch = None
+        current_stream = None
         if framework == "torch":
             try:
                 import torch
             except ImportError as e:
                 raise _bad("framework", f"'torch' needs torch, which is not installed ({e}): pass "
                            "framework='numpy'") from None
-            self._torch = torch
-        self._copy = _bool("copy", copy)
+            if options.device.startswith("cuda"):
+                where = None if options.device == "cuda" else options.device
+                current_stream = lambda: torch.cuda.current_stream(where).cuda_stream  # noqa: E731
+        copy = _bool("copy", copy)
         self._config = cfg
-        self._device = options.device
         self._epoch = 0
         self._pending = None  # a loaded state, resumed by the next iteration
         self._pending_epoch = None  # its epoch, already started
-        self._core = _core.Loader(options, framework, self._copy)
+        self._core = _core.Loader(options, framework, copy, current_stream)
 
     # ---- iteration -------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -237,7 +238,7 @@ class Loader:
                 epoch = self._core.resume(json.dumps(state))
         else:
             epoch = self._core.epoch(self._epoch, 0)
-        return _Iterator(self, epoch)
+        return epoch
 
     def __len__(self) -> int:
         """Batches this rank receives in a whole epoch."""
@@ -324,39 +325,6 @@ def _rebuild(config, epoch, pending):
     loader._epoch = epoch
     loader._pending = pending
     return loader
-
-
-class _Iterator:
-    """One epoch's batches."""
-
-    def __init__(self, loader, epoch):
-        self._loader = loader
-        self._epoch = epoch
-        self._torch = loader._torch
-        self._cuda = loader._device.startswith("cuda")
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._epoch is None:
-            raise StopIteration
-        stream = 0
-        if self._cuda:
-            dev = self._loader._device
-            stream = self._torch.cuda.current_stream(None if dev == "cuda" else dev).cuda_stream
-        batch = self._epoch.next(stream)
-        if batch is None:
-            self._epoch = None
-            raise StopIteration
-        if self._cuda and self._loader._copy:
-            batch = {k: v.clone() for k, v in batch.items()}
-        return batch
-
-    @property
-    def indices(self):
-        """Dataset indices of the samples of the batch last returned."""
-        return self._epoch.last_indices if self._epoch is not None else []
 
 
 def split_bytes(batch: dict, name: str) -> list:
