@@ -86,7 +86,11 @@ void DeviceFeeder::stage_loop() {
     }
     if (!item.batch) pool_->give_back(*buffer);
     std::deque<StagedQueue::Item> abandoned;
-    queue_->push(std::move(item), abandoned);  // `abandoned` is released here, outside the queue's lock
+    queue_->push(std::move(item), abandoned);
+    if (!abandoned.empty()) {
+      abandoned.clear();  // outside the queue's lock: releasing a batch frees its buffer, which notifies
+      queue_->abandoned_released();
+    }
   }
 }
 

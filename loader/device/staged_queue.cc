@@ -110,13 +110,21 @@ void StagedQueue::started(std::uint64_t generation, const std::exception_ptr& er
 void StagedQueue::push(Item item, std::deque<Item>& abandoned) {
   {
     std::lock_guard lock(mu_);
-    staging_ = false;
     if (item.end && item.generation == generation_) active_ = false;
     if (item.generation == generation_) {
+      staging_ = false;
       queue_.push_back(std::move(item));
     } else {
       abandoned.push_back(std::move(item));
     }
+  }
+  cv_.notify_all();
+}
+
+void StagedQueue::abandoned_released() {
+  {
+    std::lock_guard lock(mu_);
+    staging_ = false;
   }
   cv_.notify_all();
 }

@@ -61,9 +61,11 @@ class StagedQueue {
   Work next_work(const std::function<bool()>& buffer_free);
   // The epoch of `generation` started (or failed to: `error`).
   void started(std::uint64_t generation, const std::exception_ptr& error);
-  // Queues what staging produced. An item of an abandoned generation goes to `abandoned`, to be
-  // released outside the lock.
+  // Queues what staging produced; the thread no longer counts as staging. An item of an abandoned
+  // generation goes to `abandoned` instead, to be released outside the lock, and the thread counts
+  // as staging until abandoned_released(): its buffer is held until then.
   void push(Item item, std::deque<Item>& abandoned);
+  void abandoned_released();
 
   // The staging thread cannot go on: every pop(), of any generation, throws `error` from now on.
   void fail(const std::exception_ptr& error);

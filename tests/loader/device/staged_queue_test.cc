@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <thread>
 
 #include "stoker/error.h"
 
@@ -31,12 +32,36 @@ TEST(StagedQueue, ABatchBeingStagedIsWaitedForEvenWhenItsBufferCountsAsHeld) {
     std::deque<Item> popped_stale;
     return queue.pop(generation, 2, every_buffer_held, popped_stale);
   });
+  // Most often pop() is waiting by now; when it is not, it finds the item queued, and the
+  // wait_ready above has already shown that nothing is thrown meanwhile.
+  std::this_thread::sleep_for(50ms);
   std::deque<Item> abandoned;
   queue.push(Item{generation, std::nullopt, nullptr, true}, abandoned);
   std::optional<Item> item = popped.get();
   ASSERT_TRUE(item);
   EXPECT_TRUE(item->end);
   EXPECT_TRUE(abandoned.empty());
+}
+
+// A new epoch was asked for while a batch of the old one was being staged: that batch is given
+// back, not queued, and its buffer counts as held until the staging thread has released it.
+TEST(StagedQueue, AnAbandonedBatchIsBeingStagedUntilItsBufferIsReleased) {
+  StagedQueue queue(1);
+  std::deque<Item> stale;
+  const std::uint64_t old_generation = queue.request(0, 0, 0, stale);
+  ASSERT_EQ(queue.next_work([] { return true; }).kind, StagedQueue::Work::start_epoch);
+  queue.started(old_generation, nullptr);
+  ASSERT_EQ(queue.next_work([] { return true; }).kind, StagedQueue::Work::stage);
+  const std::uint64_t generation = queue.request(1, 0, 0, stale);
+
+  std::deque<Item> abandoned;
+  queue.push(Item{old_generation, std::nullopt, nullptr, true}, abandoned);
+  ASSERT_EQ(abandoned.size(), 1u);
+  EXPECT_FALSE(queue.wait_ready(generation, every_buffer_held, std::chrono::steady_clock::now() + 20ms));
+  abandoned.clear();
+  queue.abandoned_released();
+  EXPECT_TRUE(queue.wait_ready(generation, every_buffer_held, std::chrono::steady_clock::now() + 10s));
+  EXPECT_THROW(queue.pop(generation, 2, every_buffer_held, stale), Error);
 }
 
 // Nothing queued, nothing being staged, every buffer held by the user: waiting would be forever.
