@@ -22,8 +22,9 @@ struct LoaderDesign {
   // Batches per worker the ring is sized for: Options::prefetch, or for kAuto the deepest the
   // tuner may use. Without workers: the number of batch buffers.
   std::uint32_t prefetch = 0;
-  // Slots beyond those the training loop's kept batches hold (Options::held_batches); none on a
-  // staged device, whose kept batches hold device buffers and whose staging thread lets each slot go.
+  // Slots for the batches the training loop keeps (Options::held_batches), on top of the workers'.
+  // None on a staged device: there the kept batches hold device buffers, and the ring's consumer
+  // is the staging thread, which lets each slot go.
   std::uint32_t held_slots = 0;
   bool auto_workers = false;
   bool auto_prefetch = false;

@@ -137,7 +137,8 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
 }
 
 void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
-  const std::uint32_t depth = design_.prefetch + design_.held_slots;
+  // Without workers a batch is loaded when asked for: one buffer for it and those the loop keeps.
+  const std::uint32_t depth = std::max(design_.prefetch, design_.held_slots + 1);
   slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
   source_ = std::make_unique<InlineSource>(
       slots_, BatchFiller(LazyReader(std::move(scanned.reader), opt_.source), std::move(scanned.pipelines)));
@@ -392,7 +393,7 @@ Stats LoaderImpl::stats() const {
   if (workers_) s.respawns = workers_->respawns();
   if (const AutoTuner* t = workers_ ? workers_->auto_tuner() : nullptr) {
     s.workers = t->workers();
-    s.depth = t->depth();
+    s.depth = t->depth() + design_.held_slots;
     s.auto_tuning = t->describe();
   }
   return s;

@@ -101,8 +101,8 @@ struct Options {
   std::size_t num_workers = 0;
 
   // Batches each worker may have in flight (PyTorch's prefetch_factor). The shared-memory ring
-  // holds num_workers * prefetch batches, or fewer when /dev/shm cannot hold that many. With
-  // num_workers = 0 it is the number of batch buffers. kAuto: start at 2 and deepen (up to 4) while
+  // holds num_workers * prefetch batches (and held_batches), or fewer when /dev/shm cannot hold
+  // that many. With num_workers = 0 it is the number of batch buffers. kAuto: start at 2 and deepen (up to 4) while
   // the training loop waits and it helps. Stats::auto_tuning says what was chosen.
   std::size_t prefetch = 2;
 
@@ -111,8 +111,9 @@ struct Options {
   // flight (and a loop that keeps its batch while asking for the next never finds every slot
   // held). 0 suits C++'s `for (Batch& b : loader.epoch(e))`, which lets go of each batch before it
   // asks for the next; Python's `for batch in loader` keeps its last batch until the next one
-  // arrives, and the Python package's default is 1. On a CUDA device the batches kept hold device
-  // buffers instead: there are prefetch_to_device + max(1, held_batches) of them.
+  // arrives, and the Python package's default is 1. Without workers there are max(prefetch,
+  // held_batches + 1) batch buffers. On a CUDA device the batches kept hold device buffers
+  // instead: there are prefetch_to_device + max(1, held_batches) of them.
   std::size_t held_batches = 0;
 
   Order order = Order::sequential;

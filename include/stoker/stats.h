@@ -27,7 +27,9 @@ struct Stats {
   // Shard files the workers opened (a shard set; counted with the batches that opened them). Far
   // more than the number of shards: a random order over more shards than Options::max_open_shards.
   std::uint64_t shard_opens = 0;
-  std::size_t depth = 0;        // batches the ring holds (num_workers * prefetch or fewer)
+  // Batches the ring holds: num_workers * prefetch (or fewer, when lowered to fit) plus
+  // Options::held_batches; with kAuto, the tuner's current choice plus held_batches.
+  std::size_t depth = 0;
   std::uint64_t shm_bytes = 0;  // shared memory reserved
   // Where it is: dev_shm or memfd (automatic: no shared memory, a loader without workers).
   ShmBacking shm_backing = ShmBacking::automatic;

@@ -25,9 +25,7 @@ std::string option_name(std::string_view option) {
       std::replace(flag.begin(), flag.end(), '_', '-');
       return flag;
     }
-    case OptionSpelling::python:
-      // The Python package takes PyTorch's name where the C++ API's is shorter.
-      return option == "prefetch" ? std::string("prefetch_factor") : std::string(option);
+    case OptionSpelling::python: return std::string(option);
     case OptionSpelling::cpp: break;
   }
   return fmt::format("Options::{}", option);
@@ -43,21 +41,24 @@ std::string option_setting(std::string_view option, std::string_view cpp, std::s
 }
 
 std::string kept_batches() {
-  if (option_spelling() == OptionSpelling::python) return "batches whose tensors are alive";
+  switch (option_spelling()) {
+    case OptionSpelling::python: return "batches whose tensors or arrays are alive";
+    case OptionSpelling::command_line: return "batches the program keeps";  // the tools keep none
+    case OptionSpelling::cpp: break;
+  }
   return "live stoker::Batch objects";
 }
 
 std::string let_batches_go() {
-  if (option_spelling() == OptionSpelling::python) {
-    return fmt::format(
-        "delete the batches you no longer need (every tensor of them), pass copy=True for tensors of their own, or "
-        "raise {} to the number of batches you keep",
-        option_name("held_batches"));
+  switch (option_spelling()) {
+    case OptionSpelling::python:
+      return "delete the batches you no longer need (every tensor or array of them), pass copy=True for tensors of "
+             "their own, or raise held_batches to the number of batches you keep";
+    case OptionSpelling::command_line: return "let go of the batches no longer needed";
+    case OptionSpelling::cpp: break;
   }
-  return fmt::format(
-      "destroy or release() the batches you no longer need, copy what you want to keep, or raise {} to the number of "
-      "batches you keep",
-      option_name("held_batches"));
+  return "destroy or release() the batches you no longer need, copy what you want to keep (e.g. "
+         "stoker::copy_to_tensors), or raise Options::held_batches to the number of batches you keep";
 }
 
 }  // namespace detail

@@ -59,7 +59,9 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
     std::string fix = raise_advice(b, needed, container_for(layout, request));
     if (!fix.empty() && std::find(fixes.begin(), fixes.end(), fix) == fixes.end()) fixes.push_back(std::move(fix));
   }
-  fixes.push_back("use fewer workers, or smaller batches");
+  fixes.push_back(request.held ? fmt::format("use fewer workers, fewer held batches ({}), or smaller batches",
+                                             option_name("held_batches"))
+                               : std::string("use fewer workers, or smaller batches"));
   std::string advice = fmt::format("{}", fmt::join(fixes, "; or "));
   advice[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(advice[0])));
   return Error(
@@ -67,7 +69,8 @@ Error ring_refusal(const SegmentLayout& layout, const RingRequest& request, cons
       fmt::format("stoker: not enough shared memory for {} workers{}: needs {} ({} batch slots of {} plus {} of "
                   "control), {}. {}",
                   request.num_workers,
-                  request.held ? fmt::format(" and {} held batches ({})", request.held, option_name("held_batches"))
+                  request.held ? fmt::format(" and {} held batch{} ({})", request.held, request.held == 1 ? "" : "es",
+                                             option_name("held_batches"))
                                : std::string(),
                   format_bytes(needed), least, format_bytes(layout.slot_bytes()),
                   format_bytes(layout.control_bytes(least)), why, advice));
