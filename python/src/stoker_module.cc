@@ -512,8 +512,9 @@ NB_MODULE(_core, m) {
   nb::class_<PyLoader>(m, "Loader")
       .def(nb::init<const PyOptions&, const std::string&, bool, nb::object>(), nb::arg("options"), nb::arg("framework"),
            nb::arg("copy"), nb::arg("current_stream").none())
-      .def("epoch", &PyLoader::epoch)
-      .def("resume", &PyLoader::resume)
+      // An epoch keeps its loader alive: `for batch in stoker.Loader(...)` holds nothing else.
+      .def("epoch", &PyLoader::epoch, nb::keep_alive<0, 1>())
+      .def("resume", &PyLoader::resume, nb::keep_alive<0, 1>())
       .def("state_json", &PyLoader::state_json)
       .def("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def("samples_per_epoch", &PyLoader::samples_per_epoch)

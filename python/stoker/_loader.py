@@ -89,7 +89,7 @@ def _options(cfg):
         o.prefetch_auto = True
     else:
         o.prefetch = _int("prefetch_factor", cfg["prefetch_factor"], 1)
-    o.held_batches = _int("held_batches", cfg["held_batches"], 0, 1024)
+    o.held_batches = _int("held_batches", cfg["held_batches"], 0)
     order = cfg["order"]
     if order is not None:
         order = _str("order", order)
@@ -141,10 +141,12 @@ class Loader:
       num_workers: worker processes; 0 loads in this thread; "auto" adds workers while the loop
         waits for data.
       prefetch_factor: batches each worker may have in flight (or "auto").
-      held_batches: batches the loop keeps while it asks for the next; each has a slot of its own
-        beyond num_workers * prefetch_factor. ``for batch in loader`` keeps one (the default);
-        raise it for a loop that keeps more (the held error says so); 0 saves one batch of shared
-        memory for a loop that lets go of each batch (``del batch``) before the next.
+      held_batches: batches the loop keeps while it asks for the next, which have shared memory of
+        their own beyond num_workers * prefetch_factor batches in flight (without workers: buffers
+        for max(prefetch_factor, held_batches + 1) batches; on a GPU: device buffers). ``for batch
+        in loader`` keeps one (the default); raise it for a loop that keeps more (the error for
+        every batch held says so); 0 saves a batch of shared memory for a loop that lets go of each
+        batch (``del batch``) before it asks for the next.
       shuffle, seed: a random order drawn from (seed, epoch); ``order`` names it instead:
         "sequential", "random" or "quasi_random" (chunk-sized groups: gzip HDF5 inflated once).
       fields: the fields to deliver, in this order (default: all). group: the HDF5 group.
@@ -204,6 +206,9 @@ class Loader:
         framework = _str("framework", framework)
         if framework not in _FRAMEWORKS:
             raise _bad("framework", f"'{framework}' is not one of 'torch', 'numpy'")
+        if framework == "numpy" and options.device.startswith("cuda"):
+            raise _bad("framework", f"'numpy' holds no GPU memory, and device is '{options.device}': pass "
+                       "framework='torch', or device='cpu'")
         current_stream = None
         if framework == "torch":
             try:

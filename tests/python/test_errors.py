@@ -40,6 +40,8 @@ def test_bad_pipeline_text(data):
     (dict(shard=(3, 2)), stoker.Error, "shard"),
     (dict(timeout=-1), stoker.Error, "timeout"),
     (dict(framework="jax"), stoker.Error, "framework"),
+    (dict(framework="numpy", device="cuda"), stoker.Error, "framework='torch', or device='cpu'"),
+    (dict(held_batches=-1), stoker.Error, "held_batches"),
     (dict(shm_backing="disk"), stoker.Error, "shm_backing"),
 ])
 def test_bad_arguments_name_the_argument(data, kwargs, exc, name):
@@ -96,11 +98,14 @@ def test_every_cpp_option_is_a_keyword_argument():
     header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "stoker", "options.h")
     with open(header) as f:
         text = f.read()
-    body = text[text.index("struct Options {"):]
+    body = text[text.index("struct Options {") + len("struct Options {"):]
     body = body[:body.index("\n};")]
     body = re.sub(r"//[^\n]*", "", body)
-    members = re.findall(r"^\s+[\w:<>, ]+?\s(\w+)(?:\s*=[^;]*|\{[^;]*\})?;", body, flags=re.M)
-    assert {"source", "batch_size", "held_batches", "staging"} <= set(members), members
+    # Each declaration is `TYPE NAME`, `TYPE NAME = VALUE` or `TYPE NAME{VALUE}`: its name is the
+    # last word before the initializer.
+    members = [re.search(r"(\w+)\s*(=.*|\{.*\})?$", d.strip(), flags=re.S).group(1)
+               for d in body.split(";") if d.strip()]
+    assert {"source", "batch_size", "held_batches", "timeout", "on_warning"} <= set(members), members
     python_name = {"sources": "source", "prefetch": "prefetch_factor", "on_warning": None}
     keywords = inspect.signature(stoker.Loader.__init__).parameters
     missing = [m for m in members if python_name.get(m, m) is not None and python_name.get(m, m) not in keywords]

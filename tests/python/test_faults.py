@@ -193,5 +193,12 @@ def test_a_loop_keeps_its_last_batch_in_a_slot_of_its_own(data, workers):
         for batch in bare:
             pass
     assert e.value.code == "slots_held"
-    assert "all 1 batch slots are held by batches whose tensors are alive" in str(e.value)
+    assert "all 1 batch slots are held by batches whose tensors or arrays are alive" in str(e.value)
     assert "raise held_batches to the number of batches you keep" in str(e.value)
+
+
+def test_an_iterator_keeps_its_loader_alive(data):
+    """Nothing but the iterator holds the Loader here: its batches still come, every one."""
+    it = iter(stoker.Loader(data["fixed"], batch_size=10, num_workers=1, framework="numpy"))
+    gc.collect()
+    assert sum(len(batch["label"]) for batch in it) == N
