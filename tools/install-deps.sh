@@ -22,6 +22,7 @@ apt_packages=(
   openmpi-bin
   util-linux
   clang clang-format clang-tidy
+  ccache
 )
 
 missing=()

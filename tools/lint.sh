@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The code's two mechanical checks, at zero findings: the format (.clang-format, every tracked C++
-# file) and the lint (.clang-tidy, the library's, the tools' and the Python extension's sources, from BUILD_DIR's
-# compile_commands.json). Prints what is wrong and exits 1 when anything is.
+# file) and the lint (.clang-tidy, the library's, the tools' and the Python extension's sources, from
+# BUILD_DIR's compile_commands.json; a source whose exact input was clean before is not run again:
+# tools/tidy_cached.py). Prints what is wrong and exits 1 when anything is.
 #   tools/lint.sh [BUILD_DIR]        (default: build; configured by the README's commands)
 #   tools/lint.sh --format-only
 set -euo pipefail
@@ -27,11 +28,7 @@ mapfile -t sources < <(git ls-files 'loader/*.cc' 'formats/*.cc' 'tools/*.cc')
 while read -r f; do
   grep -q "\"file\": \"$PWD/$f\"" "$build/compile_commands.json" && sources+=("$f")
 done < <(git ls-files 'python/src/*.cc')
-jobs=$(nproc)
-if ! printf '%s\n' "${sources[@]}" | xargs -P "$jobs" -n 4 clang-tidy -p "$build" --quiet >/tmp/stoker-tidy.$$ 2>&1; then
-  grep -E '(warning|error):' /tmp/stoker-tidy.$$ | sort -u >&2
-  status=1
-fi
-rm -f /tmp/stoker-tidy.$$
+# A source whose exact input was clean before is not run again (tools/tidy_cached.py says how).
+python3 tools/tidy_cached.py "$build" "${sources[@]}" || status=1
 if ((status == 0)); then echo "lint: ${#cxx[@]} files formatted, ${#sources[@]} sources clean under clang-tidy"; fi
 exit $status
