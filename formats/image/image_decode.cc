@@ -27,9 +27,10 @@ namespace {
 constexpr std::uint64_t kMaxPixels = kMaxSampleBytes / 3;
 
 // What libjpeg may allocate for an image's whole-image buffers: a progressive JPEG keeps every
-// DCT coefficient (2 bytes) of each of three full-resolution components, 6 bytes a pixel at most
-// for an RGB image; and a little for the rest.
-constexpr std::uint64_t kJpegBytesPerPixel = 6;
+// DCT coefficient (2 bytes) of each full-resolution component, 6 bytes a pixel at most for a
+// YCbCr, RGB or greyscale image, 8 for a CMYK or YCCK one (four components); and a little for the
+// rest.
+constexpr std::uint64_t kJpegCoefficientBytes = 2;
 constexpr std::uint64_t kJpegFixedBytes = std::uint64_t{32} << 20;
 
 // libjpeg reports errors by calling error_exit, which must not return: it longjmps back to the
@@ -89,10 +90,30 @@ struct JpegRequest {
   // region's edge pixels their neighbours, so that fancy upsampling makes them as a full decode does).
   unsigned x, y, width, height;
   unsigned decode_x, decode_y, decode_width, decode_height;
-  unsigned char* out;  // height x width x 3
-  unsigned char* row;  // one scaled row, output_width x 3
-  long max_memory;     // what libjpeg may allocate for the image's buffers
+  unsigned char* out;         // height x width x 3
+  unsigned char* row;         // one scaled row, output_width x 4 (CMYK) or x 3
+  unsigned long long pixels;  // the image's: what libjpeg may allocate for its buffers
 };
+
+// PIL's CMYK -> RGB (libImaging/Convert.c, cmyk2rgb) of the inverted CMYK that libjpeg gives for
+// a CMYK or YCCK JPEG (PIL reads every 4-component JPEG with raw mode "CMYK;I", Adobe's
+// convention): with c' = 255 - c and k' = 255 - k, R = clip(255 - k' - (c' (255 - k') + 128) / 255)
+// where the division is PIL's MULDIV255, ((t >> 8) + t) >> 8. Byte for byte what
+// Image.open(f).convert("RGB") gives.
+inline unsigned char pil_cmyk_channel(unsigned ink, unsigned k) {
+  const int nk = static_cast<int>(k);  // 255 - (255 - k)
+  const int t = static_cast<int>(255 - ink) * nk + 128;
+  const int v = nk - (((t >> 8) + t) >> 8);
+  return static_cast<unsigned char>(v <= 0 ? 0 : v < 256 ? v : 255);
+}
+
+void cmyk_to_rgb(const unsigned char* cmyk, unsigned char* rgb, unsigned n) {
+  for (unsigned x = 0; x < n; ++x, cmyk += 4, rgb += 3) {
+    rgb[0] = pil_cmyk_channel(cmyk[0], cmyk[3]);
+    rgb[1] = pil_cmyk_channel(cmyk[1], cmyk[3]);
+    rgb[2] = pil_cmyk_channel(cmyk[2], cmyk[3]);
+  }
+}
 
 void use_errors(jpeg_decompress_struct& cinfo, JpegErrors* err) {
   cinfo.err = jpeg_std_error(&err->mgr);
@@ -118,7 +139,8 @@ int jpeg_header(const unsigned char* data, unsigned long size, int* width, int* 
   return 0;
 }
 
-// The decode: 0 on success. C-style: see JpegErrors.
+// The decode: 0 on success, -1 for a corrupt image, -2 for one of a colour space without an RGB
+// conversion. C-style: see JpegErrors.
 int jpeg_decode(const JpegRequest* r, JpegErrors* err) {
   jpeg_decompress_struct cinfo;
   use_errors(cinfo, err);
@@ -128,12 +150,27 @@ int jpeg_decode(const JpegRequest* r, JpegErrors* err) {
   }
   jpeg_create_decompress(&cinfo);
   cinfo.progress = &err->progress;
-  // Bounds the whole-image buffers (a progressive JPEG's coefficients): a JPEG of more components
-  // than an RGB image has is refused rather than given memory its pixel count does not show.
-  cinfo.mem->max_memory_to_use = r->max_memory;
   jpeg_mem_src(&cinfo, r->data, r->size);
   jpeg_read_header(&cinfo, TRUE);
-  cinfo.out_color_space = JCS_RGB;
+  // libjpeg-turbo converts greyscale, YCbCr and RGB to RGB itself; CMYK and YCCK it gives as CMYK
+  // (YCCK converted), which PIL's formula turns into RGB row by row. Anything else (2 components,
+  // or 3 or 4 in a colour space libjpeg cannot tell) neither it nor PIL reads.
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  if (!cmyk && cinfo.jpeg_color_space != JCS_GRAYSCALE && cinfo.jpeg_color_space != JCS_YCbCr &&
+      cinfo.jpeg_color_space != JCS_RGB) {
+    std::snprintf(err->message, sizeof err->message,
+                  "a JPEG of %d colour components in no colour space that converts to RGB (greyscale, YCbCr, RGB, "
+                  "CMYK or YCCK)",
+                  cinfo.num_components);
+    jpeg_destroy_decompress(&cinfo);
+    return -2;
+  }
+  // Bounds the whole-image buffers (a progressive JPEG's coefficients) by the components the
+  // colour space has: a JPEG of more is refused rather than given memory its pixel count does not
+  // show.
+  cinfo.mem->max_memory_to_use =
+      static_cast<long>(kJpegCoefficientBytes * (cmyk ? 4 : 3) * r->pixels + kJpegFixedBytes);
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo.scale_num = static_cast<unsigned>(r->scale_num);
   cinfo.scale_denom = 8;
   jpeg_start_decompress(&cinfo);
@@ -149,8 +186,12 @@ int jpeg_decode(const JpegRequest* r, JpegErrors* err) {
       return -1;
     }
     if (y < r->y) continue;  // the margin above
-    std::memcpy(r->out + static_cast<std::size_t>(y - r->y) * r->width * 3,
-                r->row + static_cast<std::size_t>(skip_x) * 3, static_cast<std::size_t>(r->width) * 3);
+    unsigned char* out = r->out + static_cast<std::size_t>(y - r->y) * r->width * 3;
+    if (cmyk) {
+      cmyk_to_rgb(r->row + static_cast<std::size_t>(skip_x) * 4, out, r->width);
+    } else {
+      std::memcpy(out, r->row + static_cast<std::size_t>(skip_x) * 3, static_cast<std::size_t>(r->width) * 3);
+    }
   }
   // The rows below the region are never decoded.
   jpeg_abort_decompress(&cinfo);
@@ -303,14 +344,13 @@ void decode_region(std::span<const std::byte> data, const ImageInfo& info, const
   r.decode_y = r.y > kMargin ? r.y - kMargin : 0;
   r.decode_width = std::min(r.x + r.width + kMargin, full_w) - r.decode_x;
   r.decode_height = std::min(r.y + r.height + kMargin, full_h) - r.decode_y;
-  detail::fit_scratch(scratch, static_cast<std::size_t>(full_w) * 3);
+  detail::fit_scratch(scratch, static_cast<std::size_t>(full_w) * 4);  // a CMYK row
   r.out = reinterpret_cast<unsigned char*>(out);
   r.row = reinterpret_cast<unsigned char*>(scratch.data());
-  r.max_memory = static_cast<long>(kJpegBytesPerPixel * static_cast<std::uint64_t>(info.width) *
-                                       static_cast<std::uint64_t>(info.height) +
-                                   kJpegFixedBytes);
+  r.pixels = static_cast<unsigned long long>(info.width) * static_cast<unsigned long long>(info.height);
   JpegErrors err;
-  if (jpeg_decode(&r, &err) != 0) throw Error(ErrorCode::dataset, fmt::format("corrupt JPEG: {}", err.message));
+  if (const int rc = jpeg_decode(&r, &err); rc != 0)
+    throw Error(ErrorCode::dataset, fmt::format("{} JPEG: {}", rc == -2 ? "unsupported" : "corrupt", err.message));
 }
 
 }  // namespace stoker::formats

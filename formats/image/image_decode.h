@@ -4,9 +4,10 @@
 // (jpeg_skip_scanlines), the columns outside its iMCUs are not decoded (jpeg_crop_scanline), and
 // when the region will be shrunk anyway the DCT scales it down by n/8 on the way. A full-image,
 // unscaled decode is libjpeg-turbo's default decode (accurate integer IDCT, fancy upsampling):
-// byte for byte what PIL and torchvision produce. A progressive JPEG holds every coefficient of the
-// whole image until its last scan (about 2 bytes per pixel and colour component), whatever the
-// region: there the region saves decoding time, not memory.
+// byte for byte what PIL and torchvision produce; a CMYK or YCCK JPEG becomes the RGB of PIL's
+// convert("RGB") (Adobe's inverted CMYK through PIL's formula, docs/pipeline.md). A progressive
+// JPEG holds every coefficient of the whole image until its last scan (about 2 bytes per pixel and
+// colour component), whatever the region: there the region saves decoding time, not memory.
 #pragma once
 
 #include <cstddef>
@@ -47,10 +48,10 @@ STOKER_TOOLS_API DecodePlan plan_decode(const ImageInfo& info, const Region& reg
 
 // Decodes `region` of the image as `plan` says into `out` (plan.height x plan.width x 3 bytes, u8
 // RGB). `scratch` holds a row (an interlaced PNG: the whole image). Throws stoker::Error with
-// libjpeg's or libspng's reason for a corrupt or truncated image, a JPEG whose warnings mean
-// corruption (an inconsistent progression, bad Huffman codes, missing data), or a progressive JPEG
-// of more than kMaxJpegScans scans (each scan re-reads the whole image: a small file of thousands
-// costs a minute of CPU).
+// libjpeg's or libspng's reason for a corrupt or truncated image, a JPEG of a colour space without
+// an RGB conversion (2 components), a JPEG whose warnings mean corruption (an inconsistent
+// progression, bad Huffman codes, missing data), or a progressive JPEG of more than kMaxJpegScans
+// scans (each scan re-reads the whole image: a small file of thousands costs a minute of CPU).
 inline constexpr int kMaxJpegScans = 500;  // as TurboJPEG's scan limit
 STOKER_TOOLS_API void decode_region(std::span<const std::byte> data, const ImageInfo& info, const Region& region,
                                     const DecodePlan& plan, std::byte* out, std::vector<std::byte>& scratch);
