@@ -19,6 +19,7 @@
 #include "formats/lmdb/lmdb_reader.h"
 #include "loader/base/splitmix64.h"
 #include "loader/device/device_backend.h"
+#include "loader/pipeline/ops/color_adjust.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/shm/shm_segment.h"
 #include "tools/synthetic_data.h"
@@ -267,6 +268,51 @@ void BM_ResizeRgbTo224(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ResizeRgbTo224)->Args({448, 448})->Args({300, 420})->Args({160, 200});
+
+// The validation transform's resize(256),center_crop(224) of a 375 x 500 image (ImageNet's most
+// common size): the resize made whole (256 x 341) then cropped (0), against the crop's window of it
+// only (1), which the pipeline runs when center_crop follows resize.
+void BM_ResizeShorterSideThenCrop224(benchmark::State& state) {
+  const bool window = state.range(0) != 0;
+  const int in_h = 375, in_w = 500, oh = 256, ow = 341;
+  std::vector<std::uint8_t> src(static_cast<std::size_t>(in_h) * in_w * 3),
+      whole(static_cast<std::size_t>(oh) * ow * 3), dst(224 * 224 * 3);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>((i * 131) ^ (i >> 7));
+  stoker::formats::Resizer resizer;
+  const stoker::formats::Resizer::Window crop{16, 58, 224, 224};
+  for (auto _ : state) {
+    if (window) {
+      resizer.run(src.data(), in_h, in_w, 3, static_cast<std::size_t>(in_w) * 3, dst.data(), oh, ow, crop);
+    } else {
+      resizer.run(src.data(), in_h, in_w, 3, static_cast<std::size_t>(in_w) * 3, whole.data(), oh, ow);
+      for (int y = 0; y < 224; ++y) {
+        std::memcpy(&dst[static_cast<std::size_t>(y) * 224 * 3],
+                    &whole[(static_cast<std::size_t>(crop.y + y) * ow + crop.x) * 3], 224 * 3);
+      }
+    }
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ResizeShorterSideThenCrop224)->Arg(0)->Arg(1);
+
+// color_jitter on a 224 x 224 RGB image, torchvision's formulas: brightness, contrast and
+// saturation (0), hue (1), all four (2).
+void BM_ColorJitter224(benchmark::State& state) {
+  std::vector<std::uint8_t> src(224 * 224 * 3), img(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>((i * 131) ^ (i >> 7));
+  stoker::detail::ColorJitterParams p;
+  p.order = {2, 0, 3, 1};
+  if (state.range(0) != 1) p.brightness = 1.2, p.contrast = 0.7, p.saturation = 1.3;
+  if (state.range(0) != 0) p.hue = 0.05;
+  for (auto _ : state) {
+    std::memcpy(img.data(), src.data(), src.size());
+    stoker::detail::color_jitter(img.data(), 224 * 224, 3, p);
+    benchmark::DoNotOptimize(img.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ColorJitter224)->Arg(0)->Arg(1)->Arg(2);
 
 }  // namespace
 

@@ -14,17 +14,17 @@ namespace stoker::formats {
 
 using detail::fit_scratch;
 
-void Resizer::compute(int in, int out, Taps& t) {
+void Resizer::compute(int in, int out, int first_out, int n_out, Taps& t) {
   const double scale = static_cast<double>(in) / out;
   const double filter_scale = std::max(scale, 1.0);
   const double support = 1.0 * filter_scale;  // the bilinear (triangle) filter's support is 1
   t.stride = static_cast<int>(std::ceil(support)) * 2 + 1;
-  fit_scratch(t.first, static_cast<std::size_t>(out));
-  fit_scratch(t.count, static_cast<std::size_t>(out));
-  fit_scratch(t.weights, static_cast<std::size_t>(out) * t.stride);
+  fit_scratch(t.first, static_cast<std::size_t>(n_out));
+  fit_scratch(t.count, static_cast<std::size_t>(n_out));
+  fit_scratch(t.weights, static_cast<std::size_t>(n_out) * t.stride);
   std::fill(t.weights.begin(), t.weights.end(), 0.0f);
-  for (int i = 0; i < out; ++i) {
-    const double center = (i + 0.5) * scale;
+  for (int i = 0; i < n_out; ++i) {
+    const double center = (first_out + i + 0.5) * scale;
     // PIL's own rounding, truncation toward zero of x + 0.5 (also below zero), which the filter
     // must reproduce byte for byte: not lround.
     const int lo = std::max(static_cast<int>(center - support + 0.5), 0);   // NOLINT(bugprone-incorrect-roundings)
@@ -155,9 +155,14 @@ void horizontal_row(const float* in, float* out, int out_w, int c, const int* fi
 }  // namespace
 
 template <class T>
-void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w) {
-  compute(in_w, out_w, horizontal_);
-  compute(in_h, out_h, vertical_);
+void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int full_h, int full_w,
+                       const Window& window) {
+  if (window.height <= 0 || window.width <= 0) return;
+  // From here on the output is the window: its taps are those of the window's rows and columns
+  // in the full resize.
+  compute(in_w, full_w, window.x, window.width, horizontal_);
+  compute(in_h, full_h, window.y, window.height, vertical_);
+  const int out_h = window.height, out_w = window.width;
   const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
   const std::size_t in_row = static_cast<std::size_t>(in_w) * c;
   // Each output row's sum is built up one input row at a time, so that memory is the output's
@@ -170,6 +175,9 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
   fit_scratch(row_, out_row + 1);  // + horizontal_row's slack
   fit_scratch(line_, in_row + 1);
   line_[in_row] = 0.0f;
+  // The columns the window's taps read (all of them unless the window is a part of the width).
+  const std::size_t cols_from = static_cast<std::size_t>(horizontal_.first.front()) * c;
+  const std::size_t cols_to = static_cast<std::size_t>(horizontal_.first.back() + horizontal_.count.back()) * c;
   // Output rows before `open` have had all their input rows. Both ends of the rows' windows grow
   // with y (their centres do, and every window has the filter's width or is cut by the image's
   // edge), so the rows that read input row r are `open` onwards, while their window starts by r.
@@ -177,10 +185,12 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
   for (int r = vertical_.first.front(); r < in_h && open < out_h; ++r) {
     while (open < out_h && vertical_.first[open] + vertical_.count[open] <= r) ++open;
     if (open == out_h || vertical_.first[open] > r) continue;  // a row no output reads
-    // The row as floats first (one vectorised conversion instead of one per tap).
+    // The row as floats first (one vectorised conversion instead of one per tap). The floats
+    // beside the columns read keep what an earlier row left there: the vector code may load one
+    // past a pixel, into a lane it then drops.
     const T* __restrict in = src + static_cast<std::size_t>(r) * src_row;
     float* __restrict line = line_.data();
-    for (std::size_t i = 0; i < in_row; ++i) line[i] = static_cast<float>(in[i]);
+    for (std::size_t i = cols_from; i < cols_to; ++i) line[i] = static_cast<float>(in[i]);
     horizontal_row(line_.data(), row_.data(), out_w, c, horizontal_.first.data(), horizontal_.count.data(),
                    horizontal_.weights.data(), horizontal_.stride);
     const float* __restrict resized = row_.data();
@@ -207,11 +217,21 @@ std::size_t Resizer::scratch_bytes() const noexcept {
 
 void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
                   int out_w) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w);
+  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, Window{0, 0, out_h, out_w});
 }
 
 void Resizer::run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w);
+  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, Window{0, 0, out_h, out_w});
+}
+
+void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
+                  int out_w, const Window& window) {
+  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, window);
+}
+
+void Resizer::run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w,
+                  const Window& window) {
+  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, window);
 }
 
 }  // namespace stoker::formats

@@ -22,6 +22,18 @@ class STOKER_TOOLS_API Resizer {
   void run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
            int out_w);
   void run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w);
+  // Rows [y, y + height) and columns [x, x + width) of an out_h x out_w resize (within it).
+  struct Window {
+    int y = 0, x = 0, height = 0, width = 0;
+  };
+  // Only `window` of the out_h x out_w resize, into dst (window.height x window.width x c,
+  // contiguous): the values that resizing whole and cropping gives, float for float, at the cost
+  // (time, sums and tables) of the window. A crop of a resize costs the crop, however long the
+  // resize's other side.
+  void run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
+           int out_w, const Window& window);
+  void run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w,
+           const Window& window);
   // The memory kept between calls (a test of the bound above).
   std::size_t scratch_bytes() const noexcept;
 
@@ -32,9 +44,11 @@ class STOKER_TOOLS_API Resizer {
     std::vector<float> weights;  // count weights per position, `stride` apart
     int stride = 0;
   };
-  static void compute(int in, int out, Taps& t);
+  // The taps of output positions [first_out, first_out + n) of an in -> out resize.
+  static void compute(int in, int out, int first_out, int n, Taps& t);
   template <class T>
-  void run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w);
+  void run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w,
+                const Window& window);
 
   Taps horizontal_, vertical_;
   std::vector<float> acc_;   // every output row's sum: out_h x out_w x c

@@ -160,7 +160,28 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
       chain->ops.push_back(std::move(bound[i]));
     }
     chain->text = fmt::format("{}={}", fp.field, fmt::join(texts, ","));
-    if (spec.bytes || std::any_of(spec.shape.begin(), spec.shape.end(), [](std::int64_t d) { return d < 0; })) {
+    const auto varies = [](const Spec& s) {
+      return s.bytes || std::any_of(s.shape.begin(), s.shape.end(), [](std::int64_t d) { return d < 0; });
+    };
+    // A resize(S) among the operations whose output varies to the end (it keeps each image's
+    // aspect ratio) is named as the reason; otherwise it is a decode.
+    std::size_t keeps_aspect = outputs.size();
+    for (std::size_t i = outputs.size(); i > 0 && varies(outputs[i - 1]); --i) {
+      if (fp.ops[i - 1].name == "resize" && fp.ops[i - 1].args.size() == 1) {
+        keeps_aspect = i - 1;
+        break;
+      }
+    }
+    if (keeps_aspect < outputs.size()) {
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("pipeline: field '{}', operation {}: '{}' keeps each image's aspect ratio, so the "
+                              "height and width it makes differ per sample, and the pipeline ends in {} while a "
+                              "batch holds one shape: follow it with an operation of a fixed output size "
+                              "(center_crop(H,W), as torchvision's Resize(S) then CenterCrop), or give both sides "
+                              "(resize(H,W))",
+                              fp.field, keeps_aspect + 1, fp.ops[keeps_aspect].text, detail::describe(spec)));
+    }
+    if (varies(spec)) {
       throw Error(
           ErrorCode::invalid_option,
           fmt::format("pipeline: field '{}' ends in {}, whose size differs per sample: end it with an operation "

@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "formats/image/image_decode.h"
 #include "formats/image/resize.h"
 #include "loader/base/scratch.h"
+#include "loader/pipeline/ops/color_jitter.h"
+#include "loader/pipeline/ops/normalize.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -24,40 +27,6 @@ using formats::Region;
 using formats::Resizer;
 
 namespace {
-
-int positive_int(const OpText& op, std::size_t i, const char* what) {
-  const double v = op.args[i];
-  if (v != std::floor(v) || v < 1 || v > 65536) {
-    throw Error(ErrorCode::invalid_option,
-                fmt::format("'{}': {} must be a whole number from 1 to 65536, not {}", op.text, what, v));
-  }
-  return static_cast<int>(v);
-}
-
-void expect_args(const OpText& op, std::initializer_list<std::size_t> counts, const char* usage) {
-  if (std::find(counts.begin(), counts.end(), op.args.size()) == counts.end()) {
-    throw Error(ErrorCode::invalid_option, fmt::format("'{}': takes {} (got {} argument{})", op.text, usage,
-                                                       op.args.size(), op.args.size() == 1 ? "" : "s"));
-  }
-}
-
-// An image: HWC (or CHW after to_chw) with 1, 3 or 4 channels.
-void expect_image(const Spec& in, const OpText& op, bool allow_chw = false) {
-  if (in.bytes)
-    throw Error(ErrorCode::invalid_option,
-                fmt::format("'{}' needs an image, and its input is encoded bytes: decode first", op.text));
-  if (in.shape.size() != 3) {
-    throw Error(
-        ErrorCode::invalid_option,
-        fmt::format("'{}' needs an image (height, width, channels), and its input is {}", op.text, describe(in)));
-  }
-  if (in.chw && !allow_chw)
-    throw Error(ErrorCode::invalid_option, fmt::format("'{}' works on HWC images: put it before to_chw", op.text));
-  if (in.dtype != DType::u8 && in.dtype != DType::f32) {
-    throw Error(ErrorCode::invalid_option,
-                fmt::format("'{}' works on u8 or f32 images, and its input is {}", op.text, describe(in)));
-  }
-}
 
 // An operation that cuts a region out of an image and resizes it to a fixed size: decode reads
 // only that region when it comes first.
@@ -79,11 +48,6 @@ class CropOp : public Op {
   virtual void finish(const std::uint8_t* region, int rh, int rw, int c, const Region& wanted, SampleOut& out) = 0;
   int out_h = 0, out_w = 0;
 };
-
-template <class T>
-const T* as(const SampleIn& in) {
-  return reinterpret_cast<const T*>(in.data.data());
-}
 
 class DecodeOp final : public Op {
  public:
@@ -149,15 +113,16 @@ class DecodeOp final : public Op {
   std::vector<std::byte> pixels_, scratch_;
 };
 
-// Copies the part of `wanted` that lies inside the image (`src`, rh x rw) into an out_h x out_w
-// output at wanted's offset, the rest zero (torchvision pads a center crop larger than the image).
-void place(const std::uint8_t* src, int rh, int rw, int c, const Region& wanted, std::uint8_t* dst, int out_h,
+// Copies the part of `wanted` that lies inside the image (`src`, rh x rw pixels of `px` bytes) into
+// an out_h x out_w output at wanted's offset, the rest zero (torchvision pads a center crop larger
+// than the image).
+void place(const std::byte* src, int rh, int rw, std::size_t px, const Region& wanted, std::byte* dst, int out_h,
            int out_w) {
-  std::memset(dst, 0, static_cast<std::size_t>(out_h) * out_w * c);
+  std::memset(dst, 0, static_cast<std::size_t>(out_h) * out_w * px);
   const int oy = std::max(-wanted.y, 0), ox = std::max(-wanted.x, 0);
   for (int y = 0; y < std::min(rh, out_h - oy); ++y) {
-    std::memcpy(dst + (static_cast<std::size_t>(oy + y) * out_w + ox) * c, src + static_cast<std::size_t>(y) * rw * c,
-                static_cast<std::size_t>(std::min(rw, out_w - ox)) * c);
+    std::memcpy(dst + (static_cast<std::size_t>(oy + y) * out_w + ox) * px, src + static_cast<std::size_t>(y) * rw * px,
+                static_cast<std::size_t>(std::min(rw, out_w - ox)) * px);
   }
 }
 
@@ -221,8 +186,8 @@ class CenterCropOp final : public CropOp {
     return {x, y, out_w, out_h};
   }
   void finish(const std::uint8_t* region, int rh, int rw, int c, const Region& wanted, SampleOut& out) override {
-    place(region, rh, rw, c, wanted, reinterpret_cast<std::uint8_t*>(out.resize(DType::u8, {out_h, out_w, c})), out_h,
-          out_w);
+    place(reinterpret_cast<const std::byte*>(region), rh, rw, static_cast<std::size_t>(c), wanted,
+          out.resize(DType::u8, {out_h, out_w, c}), out_h, out_w);
   }
   void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
     const int h = static_cast<int>(in.shape[0]), w = static_cast<int>(in.shape[1]), c = static_cast<int>(in.shape[2]);
@@ -240,30 +205,76 @@ class CenterCropOp final : public CropOp {
   }
 };
 
+// resize(H,W): to that size. resize(S): the shorter side to S, the longer to int(S * long / short)
+// (torchvision's Resize(S)). An image already of that size is left as it is.
 class ResizeOp final : public Op {
  public:
   explicit ResizeOp(OpText t) : Op(std::move(t)) {
-    expect_args(text_, {2}, "(height, width)");
-    h_ = positive_int(text_, 0, "the height");
-    w_ = positive_int(text_, 1, "the width");
+    expect_args(text_, {1, 2}, "(size) for the shorter side, or (height, width)");
+    if (text_.args.size() == 1) {
+      short_ = positive_int(text_, 0, "the shorter side");
+    } else {
+      h_ = positive_int(text_, 0, "the height");
+      w_ = positive_int(text_, 1, "the width");
+    }
   }
   Spec bind(const Spec& in) override {
     expect_image(in, text_);
-    return Spec{false, in.dtype, {h_, w_, in.shape[2]}, false};
+    if (!short_) return Spec{false, in.dtype, {h_, w_, in.shape[2]}, false};
+    // Each image's own size unless the input's is declared (decode(H,W), a fixed field).
+    if (in.shape[0] < 0 || in.shape[1] < 0) return Spec{false, in.dtype, {-1, -1, in.shape[2]}, false};
+    const auto [oh, ow] = output_size(in.shape[0], in.shape[1]);
+    return Spec{false, in.dtype, {oh, ow, in.shape[2]}, false};
+  }
+  void set_limits(const OpLimits& limits) override { max_pixels_ = limits.max_image_pixels; }
+  // The output's height and width for an h x w image. For resize(S), one of more pixels than
+  // Options::max_image_pixels (a strip's long side times S) is the sample's error, as for decode.
+  std::pair<std::int64_t, std::int64_t> output_size(std::int64_t h, std::int64_t w) const {
+    if (!short_) return {h_, w_};
+    const std::int64_t shorter = std::min(h, w), longer = std::max(h, w);
+    // Python's int(S * long / short): the exact product, one correctly rounded division, truncated.
+    const auto new_long =
+        static_cast<std::int64_t>(static_cast<double>(short_ * longer) / static_cast<double>(shorter));
+    const std::int64_t oh = w <= h ? new_long : short_, ow = w <= h ? short_ : new_long;
+    const std::uint64_t pixels = static_cast<std::uint64_t>(oh) * static_cast<std::uint64_t>(ow);
+    if (pixels > max_pixels_ || new_long > std::numeric_limits<int>::max()) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("'{}' of a {}x{} image (height x width) makes it {}x{}, {} pixels, more than the {} "
+                              "allowed (Options::max_image_pixels): an image of extreme aspect ratio",
+                              text_.text, h, w, oh, ow, pixels, max_pixels_));
+    }
+    return {oh, ow};
   }
   void run(const SampleIn& in, SampleOut& out, SampleRandom&) override {
     const int h = static_cast<int>(in.shape[0]), w = static_cast<int>(in.shape[1]), c = static_cast<int>(in.shape[2]);
+    const auto [oh, ow] = output_size(h, w);
+    run_window(in, static_cast<int>(oh), static_cast<int>(ow),
+               Resizer::Window{0, 0, static_cast<int>(oh), static_cast<int>(ow)}, out.resize(in.dtype, {oh, ow, c}));
+  }
+  // `window` of the oh x ow resize of `in`, into `dst` (window.height x window.width, contiguous).
+  void run_window(const SampleIn& in, int oh, int ow, const Resizer::Window& window, std::byte* dst) {
+    const int h = static_cast<int>(in.shape[0]), w = static_cast<int>(in.shape[1]), c = static_cast<int>(in.shape[2]);
     const std::size_t row = static_cast<std::size_t>(w) * c;
+    if (oh == h && ow == w) {  // already of that size (a dataset stored resized): the window's pixels as they are
+      const std::size_t px = static_cast<std::size_t>(c) * dtype_size(in.dtype);
+      for (int y = 0; y < window.height; ++y) {
+        std::memcpy(dst + static_cast<std::size_t>(y) * window.width * px,
+                    in.data.data() + (static_cast<std::size_t>(window.y + y) * w + window.x) * px,
+                    static_cast<std::size_t>(window.width) * px);
+      }
+      return;
+    }
     if (in.dtype == DType::u8) {
-      resizer_.run(as<std::uint8_t>(in), h, w, c, row,
-                   reinterpret_cast<std::uint8_t*>(out.resize(DType::u8, {h_, w_, c})), h_, w_);
+      resizer_.run(as<std::uint8_t>(in), h, w, c, row, reinterpret_cast<std::uint8_t*>(dst), oh, ow, window);
     } else {
-      resizer_.run(as<float>(in), h, w, c, row, reinterpret_cast<float*>(out.resize(DType::f32, {h_, w_, c})), h_, w_);
+      resizer_.run(as<float>(in), h, w, c, row, reinterpret_cast<float*>(dst), oh, ow, window);
     }
   }
 
  private:
   int h_ = 0, w_ = 0;
+  std::int64_t short_ = 0;
+  std::uint64_t max_pixels_ = OpLimits{}.max_image_pixels;
   Resizer resizer_;
 };
 
@@ -383,50 +394,6 @@ class ToChwOp final : public Op {
   bool rgb_u8_ = false;
 };
 
-class NormalizeOp final : public Op {
- public:
-  explicit NormalizeOp(OpText t) : Op(std::move(t)) {
-    expect_args(text_, {2, 6}, "(mean, std) for one channel or (m0, m1, m2, s0, s1, s2) for three");
-    const std::size_t c = text_.args.size() / 2;
-    for (std::size_t i = 0; i < c; ++i) {
-      if (!(text_.args[c + i] > 0))
-        throw Error(ErrorCode::invalid_option, fmt::format("'{}': std {} must be above 0", text_.text, i));
-    }
-  }
-  Spec bind(const Spec& in) override {
-    expect_image(in, text_, true);
-    chw_ = in.chw;
-    const std::int64_t c = chw_ ? in.shape[0] : in.shape[2];
-    if (static_cast<std::size_t>(c) * 2 != text_.args.size()) {
-      throw Error(ErrorCode::invalid_option, fmt::format("'{}': {} means and stds for an image of {} channels ({})",
-                                                         text_.text, text_.args.size() / 2, c, describe(in)));
-    }
-    return Spec{false, DType::f32, in.shape, in.chw};
-  }
-  // f32 = (x / 255 - mean) / std for u8 input (torchvision's ToTensor then Normalize), and
-  // (x - mean) / std for f32 input.
-  void run(const SampleIn& in, SampleOut& out, SampleRandom&) override {
-    const std::size_t c = text_.args.size() / 2;
-    const float unit = in.dtype == DType::u8 ? 1.0f / 255.0f : 1.0f;
-    float scale[3], shift[3];
-    for (std::size_t i = 0; i < c; ++i) {
-      scale[i] = static_cast<float>(unit / text_.args[c + i]);
-      shift[i] = static_cast<float>(-text_.args[i] / text_.args[c + i]);
-    }
-    auto* o = reinterpret_cast<float*>(out.resize(DType::f32, in.shape));
-    const std::size_t n = in.data.size() / dtype_size(in.dtype);
-    const std::size_t plane = chw_ ? n / c : 1;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t ch = chw_ ? i / plane : i % c;
-      const float x = in.dtype == DType::u8 ? static_cast<float>(as<std::uint8_t>(in)[i]) : as<float>(in)[i];
-      o[i] = x * scale[ch] + shift[ch];
-    }
-  }
-
- private:
-  bool chw_ = false;
-};
-
 // decode followed by a crop: only the crop's region is decoded (docs/pipeline.md, "What decode
 // reads"). With decode(H,W), whose size is checked on the whole image, the two run one after the
 // other.
@@ -447,6 +414,37 @@ class DecodeThenCrop final : public Op {
   std::unique_ptr<Op> decode_, crop_;
   Spec out_;
   SampleOut middle_;
+};
+
+// resize followed by center_crop (the validation transform): only the crop's part of the resize is
+// computed, the values of resizing whole and cropping, at the crop's cost, not the resized image's.
+class ResizeThenCrop final : public Op {
+ public:
+  ResizeThenCrop(std::unique_ptr<Op> resize, std::unique_ptr<Op> crop, Spec out)
+      : Op(resize->text()), resize_(std::move(resize)), crop_(std::move(crop)), out_(std::move(out)) {}
+  Spec bind(const Spec&) override { return out_; }  // bound as its two parts were
+  void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
+    auto& resize = static_cast<ResizeOp&>(*resize_);
+    auto& crop = static_cast<CenterCropOp&>(*crop_);
+    const auto [oh, ow] = resize.output_size(in.shape[0], in.shape[1]);
+    const int rh = static_cast<int>(oh), rw = static_cast<int>(ow), c = static_cast<int>(in.shape[2]);
+    const Region wanted = crop.choose(rh, rw, random);
+    // The part of the crop inside the resized image; the rest is padding.
+    Resizer::Window inside{std::max(wanted.y, 0), std::max(wanted.x, 0), 0, 0};
+    inside.height = std::min(wanted.y + wanted.height, rh) - inside.y;
+    inside.width = std::min(wanted.x + wanted.width, rw) - inside.x;
+    std::byte* o = out.resize(in.dtype, {crop.out_h, crop.out_w, c});
+    if (inside.height == crop.out_h && inside.width == crop.out_w) return resize.run_window(in, rh, rw, inside, o);
+    const std::size_t px = static_cast<std::size_t>(c) * dtype_size(in.dtype);
+    fit_scratch(middle_, static_cast<std::size_t>(inside.height) * static_cast<std::size_t>(inside.width) * px);
+    resize.run_window(in, rh, rw, inside, middle_.data());
+    place(middle_.data(), inside.height, inside.width, px, wanted, o, crop.out_h, crop.out_w);
+  }
+
+ private:
+  std::unique_ptr<Op> resize_, crop_;
+  Spec out_;
+  std::vector<std::byte> middle_;
 };
 
 // flip followed by to_chw on u8 RGB: the planes are written mirrored, in one pass.
@@ -474,11 +472,11 @@ std::unique_ptr<Op> make(const OpText& t) {
 
 const std::vector<BuiltinOp>& builtin_ops() {
   static const std::vector<BuiltinOp> ops = {
-      {"decode", make<DecodeOp>},       {"decode_jpeg", make<DecodeOp>},
-      {"decode_png", make<DecodeOp>},   {"random_resized_crop", make<RandomResizedCropOp>},
-      {"resize", make<ResizeOp>},       {"center_crop", make<CenterCropOp>},
-      {"flip", make<FlipOp>},           {"to_chw", make<ToChwOp>},
-      {"normalize", make<NormalizeOp>},
+      {"decode", make<DecodeOp>},     {"decode_jpeg", make<DecodeOp>},
+      {"decode_png", make<DecodeOp>}, {"random_resized_crop", make<RandomResizedCropOp>},
+      {"resize", make<ResizeOp>},     {"center_crop", make<CenterCropOp>},
+      {"flip", make<FlipOp>},         {"color_jitter", make_color_jitter},
+      {"to_chw", make<ToChwOp>},      {"normalize", make_normalize},
   };
   return ops;
 }
@@ -486,6 +484,9 @@ const std::vector<BuiltinOp>& builtin_ops() {
 std::unique_ptr<Op> fuse(std::unique_ptr<Op>& first, std::unique_ptr<Op>& second, const Spec& second_out) {
   if (dynamic_cast<DecodeOp*>(first.get()) && dynamic_cast<CropOp*>(second.get())) {
     return std::make_unique<DecodeThenCrop>(std::move(first), std::move(second), second_out);
+  }
+  if (dynamic_cast<ResizeOp*>(first.get()) && dynamic_cast<CenterCropOp*>(second.get())) {
+    return std::make_unique<ResizeThenCrop>(std::move(first), std::move(second), second_out);
   }
   auto* chw = dynamic_cast<ToChwOp*>(second.get());
   if (dynamic_cast<FlipOp*>(first.get()) && chw && chw->rgb_u8()) {

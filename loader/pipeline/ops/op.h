@@ -5,7 +5,9 @@
 // synchronised.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +42,21 @@ std::string describe(const Spec& s);
 struct OpLimits {
   std::uint64_t max_image_pixels = kDefaultMaxImagePixels;  // Options::max_image_pixels
 };
+
+// The checks the built-in operations make of their text and input: each throws stoker::Error
+// (invalid_option) naming the operation's text and what is wrong.
+// Argument i, a whole number from 1 to 65536 (`what`: "the height").
+int positive_int(const OpText& op, std::size_t i, const char* what);
+// One of `counts` arguments (`usage` says which: "(height, width)").
+void expect_args(const OpText& op, std::initializer_list<std::size_t> counts, const char* usage);
+// An image: u8 or f32, [height, width, channels] (or CHW after to_chw, where `allow_chw`).
+void expect_image(const Spec& in, const OpText& op, bool allow_chw = false);
+
+// A sample's values as T.
+template <class T>
+const T* as(const SampleIn& in) {
+  return reinterpret_cast<const T*>(in.data.data());
+}
 
 class Op {
  public:

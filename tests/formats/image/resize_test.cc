@@ -134,5 +134,43 @@ TEST(Resize, ReadsOnlyTheRowsOfItsRegionInALargerImage) {
   EXPECT_EQ(got, reference(region, h, w, c, 16, 24));
 }
 
+TEST(Resize, AWindowIsTheWholeResizeCroppedValueForValue) {
+  std::mt19937 rng(5);
+  Resizer whole, part;
+  struct Window {
+    int in_h, in_w, out_h, out_w;
+    Resizer::Window window;
+  };
+  // Shrinking and enlarging; windows at the edges, in the middle, one pixel, the whole.
+  const Window cases[] = {{300, 421, 224, 298, {0, 37, 224, 224}}, {421, 300, 298, 224, {37, 0, 224, 224}},
+                          {40, 60, 100, 150, {13, 7, 80, 131}},    {37, 53, 19, 7, {18, 6, 1, 1}},
+                          {64, 64, 63, 65, {0, 0, 63, 65}},        {9, 1, 4, 1, {1, 0, 2, 1}},
+                          {120, 90, 256, 192, {16, 0, 224, 192}}};
+  for (int c : {1, 3, 4}) {
+    for (const Window& k : cases) {
+      std::vector<std::uint8_t> src(static_cast<std::size_t>(k.in_h) * k.in_w * c);
+      for (auto& b : src) b = static_cast<std::uint8_t>(rng());
+      std::vector<float> fsrc(src.begin(), src.end());
+      const std::size_t row = static_cast<std::size_t>(k.in_w) * c;
+      std::vector<std::uint8_t> full(static_cast<std::size_t>(k.out_h) * k.out_w * c);
+      std::vector<float> ffull(full.size());
+      whole.run(src.data(), k.in_h, k.in_w, c, row, full.data(), k.out_h, k.out_w);
+      whole.run(fsrc.data(), k.in_h, k.in_w, c, row, ffull.data(), k.out_h, k.out_w);
+      const Resizer::Window& win = k.window;
+      std::vector<std::uint8_t> got(static_cast<std::size_t>(win.height) * win.width * c), want;
+      std::vector<float> fgot(got.size()), fwant;
+      part.run(src.data(), k.in_h, k.in_w, c, row, got.data(), k.out_h, k.out_w, win);
+      part.run(fsrc.data(), k.in_h, k.in_w, c, row, fgot.data(), k.out_h, k.out_w, win);
+      for (int y = win.y; y < win.y + win.height; ++y) {
+        const std::size_t from = (static_cast<std::size_t>(y) * k.out_w + win.x) * c;
+        want.insert(want.end(), full.begin() + from, full.begin() + from + static_cast<std::size_t>(win.width) * c);
+        fwant.insert(fwant.end(), ffull.begin() + from, ffull.begin() + from + static_cast<std::size_t>(win.width) * c);
+      }
+      EXPECT_EQ(got, want) << k.in_h << "x" << k.in_w << "x" << c << " -> " << k.out_h << "x" << k.out_w;
+      EXPECT_EQ(fgot, fwant) << k.in_h << "x" << k.in_w << "x" << c << " -> " << k.out_h << "x" << k.out_w;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stoker::formats
