@@ -34,6 +34,7 @@
 #include "stoker/options.h"
 #include "tools/atomic_output.h"
 #include "tools/cli.h"
+#include "tools/output_check.h"
 #include "tools/progress.h"
 
 namespace {
@@ -45,6 +46,17 @@ using stoker::Error;
 constexpr std::uint64_t kBlockBytes = 16u << 20;
 constexpr std::uint64_t kCommitBytes = 32u << 20;
 constexpr std::string_view kProgressKey = "progress";
+// A shard set's journal, OUTPUT.partial/sources.json: for each finished shard (and the one being
+// converted, under "converting"), its source as it was when its conversion started
+// (source_identity). A resume keeps a finished shard only while its source is unchanged (one
+// rewritten since, or finished by a run killed before it was listed, is converted again; so is an
+// unfinished one whose source changed), and a database in the directory that is none of the set's
+// is an error: never a stale or stray shard moved into place.
+constexpr const char* kSetJournal = "sources.json";
+
+// What h5-to-lmdb writes, and so all it replaces with --force or discards: an LMDB database (a
+// file, or an environment directory), or a directory of them.
+const stoker::tools::OutputKind kWrites{"h5-to-lmdb", true, false, kSetJournal};
 
 struct Args {
   std::string input, output;
@@ -61,7 +73,8 @@ json fingerprint(const std::string& input, const stoker::Schema& schema) {
   if (::stat(input.c_str(), &st) != 0) throw stoker::Error::from_errno(errno, input);
   json fields = json::array();
   for (const auto& f : schema.fields) fields.push_back(f.describe());
-  return {{"source", fs::absolute(input).string()},
+  // The path as stoker prints it: JSON holds UTF-8 text, and a file's name may be any bytes.
+  return {{"source", stoker::printable(fs::absolute(input).string())},
           {"size", static_cast<std::uint64_t>(st.st_size)},
           {"mtime_ns", static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
                            static_cast<std::uint64_t>(st.st_mtim.tv_nsec)},
@@ -162,7 +175,7 @@ void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Re
         const auto w = want.sample(schema, f, k), g = got.sample(schema, f, k);
         if (w.size() != g.size() || !std::equal(w.begin(), w.end(), g.begin())) {
           throw Error(fmt::format("verify: {}: sample {} field '{}' differs from {}", lmdb_path, start + k,
-                                  schema.fields[f].name, a.input));
+                                  stoker::printable(schema.fields[f].name), a.input));
         }
       }
       split_sample(schema, got, k, parts, digested);
@@ -178,17 +191,16 @@ void verify(const Args& a, const std::string& lmdb_path, stoker::formats::Hdf5Re
   }
 }
 
-// Whether an interrupted conversion is resumed; refuses to clobber what is there unless asked.
+// Whether an interrupted conversion is resumed; refuses to clobber what is there unless asked, and
+// whatever h5-to-lmdb does not write (tools/output_check.h) even then.
 // OUTPUT.partial is a file this tool made, never one it was pointed to: in a shared directory a
 // symbolic link planted there (dangling or not) would make the conversion create or overwrite a
 // file of someone else's choosing. A link is refused, and a new one is created with O_EXCL and
 // O_NOFOLLOW before LMDB opens it.
 bool resuming(const Args& a, const std::string& partial) {
-  if (fs::exists(a.output) && !a.force) {
-    throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
-  }
+  stoker::tools::check_output(a.output, kWrites, a.force);
   stoker::tools::refuse_symlink(partial, "h5-to-lmdb");
-  if (!fs::exists(partial)) return false;
+  if (!stoker::tools::check_partial(partial, kWrites)) return false;
   if (a.resume) return true;
   if (a.force) {
     fs::remove_all(partial);
@@ -242,6 +254,13 @@ std::uint64_t resume_point(stoker::formats::LmdbWriter& writer, const std::strin
   return start;
 }
 
+// Moves the finished `partial` over OUTPUT, which is checked again first: a long conversion leaves
+// time for something else to appear there.
+void replace_output(const std::string& partial, const Args& a) {
+  stoker::tools::check_output(a.output, kWrites, a.force);
+  stoker::tools::move_into_place(partial, a.output);
+}
+
 // Samples [start, N) of `h5` appended to `writer` in chunk-aligned blocks; returns their bytes.
 std::uint64_t copy_samples(stoker::formats::Hdf5Reader& h5, stoker::formats::LmdbWriter& writer, std::uint64_t start,
                            stoker::ContentDigest& digest, stoker::tools::Progress& progress) {
@@ -289,22 +308,24 @@ void convert(const Args& a) {
   stoker::formats::LmdbWriter writer(partial, schema, wo);
   writer_ptr = &writer;
   const std::uint64_t start = resume ? resume_point(writer, partial, fp, digest) : writer.next_index();
-  if (resume && !a.quiet) std::cerr << fmt::format("h5-to-lmdb: resuming {} at sample {}\n", partial, start);
+  if (resume && !a.quiet)
+    std::cerr << fmt::format("h5-to-lmdb: resuming {} at sample {}\n", stoker::printable(partial), start);
 
-  stoker::tools::Progress progress(a.output, schema.num_samples, schema.bytes_per_sample(), a.quiet, start);
+  stoker::tools::Progress progress(stoker::printable(a.output), schema.num_samples, schema.bytes_per_sample(), a.quiet,
+                                   start);
   const std::uint64_t written = copy_samples(h5, writer, start, digest, progress);
   writer.finish(digest.hex());
   progress.finish();
   const double seconds = progress.seconds();
   writer_ptr = nullptr;
   if (a.verify) verify(a, partial, h5);
-  stoker::tools::move_into_place(partial, a.output);
+  replace_output(partial, a);
   if (!a.quiet) {
     const auto bytes = static_cast<double>(written);
     std::cerr << fmt::format("h5-to-lmdb: {} samples, {} in {:.2f} s ({}){} -> {} (content_digest {})\n",
                              schema.num_samples - start, stoker::tools::binary_size(bytes), seconds,
                              stoker::tools::binary_rate(bytes / std::max(seconds, 1e-9)), a.verify ? ", verified" : "",
-                             a.output, digest.hex());
+                             stoker::printable(a.output), digest.hex());
   }
 }
 
@@ -316,14 +337,6 @@ bool names_a_shard_set(const std::string& input) {
   return fs::is_directory(input) || input.find_first_of("*?[") != std::string::npos;
 }
 
-// OUTPUT.partial/sources.json: for each finished shard (and the one being converted, under
-// "converting"), its source as it was when its conversion started (source_identity). A resume keeps
-// a finished shard only while its source is unchanged (one rewritten since, or finished by a run
-// killed before it was listed, is converted again; so is an unfinished one whose source changed),
-// and a database in the directory that is none of the set's is an error: never a stale or stray
-// shard moved into place.
-constexpr const char* kSetJournal = "sources.json";
-
 // A shard's source as this conversion reads it: the file (path, device and inode, size,
 // modification and change times: a rewrite of the same size within the clock's step changes the
 // change time, which no one can set back) and what is taken of it (fields, group).
@@ -333,7 +346,7 @@ json source_identity(const Args& a, const std::string& shard) {
   const auto ns = [](const timespec& t) {
     return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(t.tv_nsec);
   };
-  return {{"source", fs::absolute(shard).string()},
+  return {{"source", stoker::printable(fs::absolute(shard).string())},
           {"inode", static_cast<std::uint64_t>(st.st_ino)},
           {"size", static_cast<std::uint64_t>(st.st_size)},
           {"mtime_ns", ns(st.st_mtim)},
@@ -349,7 +362,7 @@ json read_set_journal(const std::string& partial, const std::vector<std::string>
     if (name.ends_with(".partial")) name.resize(name.size() - 8);  // a shard being converted
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       throw Error(fmt::format("{}: holds {}, which is none of the set's shards; remove it, or start over with --force",
-                              partial, entry.path().filename().string()));
+                              partial, stoker::printable(entry.path().filename().string())));
     }
   }
   const std::string path = partial + "/" + kSetJournal;
@@ -383,13 +396,12 @@ void convert_set(const Args& a) {
     names.push_back(fs::path(s).stem().string() + ".lmdb");
     if (std::count(names.begin(), names.end(), names.back()) > 1)
       throw Error(fmt::format("{}: two shards would both become {} (their names differ only in the extension)", a.input,
-                              names.back()));
+                              stoker::printable(names.back())));
   }
-  if (fs::exists(fs::symlink_status(a.output)) && !a.force)
-    throw Error(fmt::format("{}: already exists; use --force to replace it", a.output));
+  stoker::tools::check_output(a.output, kWrites, a.force);
   const std::string partial = a.output + ".partial";
   stoker::tools::refuse_symlink(partial, "h5-to-lmdb");
-  if (fs::exists(partial) && !a.resume) {
+  if (stoker::tools::check_partial(partial, kWrites) && !a.resume) {
     if (!a.force)
       throw Error(fmt::format(
           "{}: an interrupted conversion is there; continue it with --resume or start over with --force", partial));
@@ -403,41 +415,44 @@ void convert_set(const Args& a) {
   std::uint64_t kept = 0;
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const std::string out = partial + "/" + names[k];
-    const json source = source_identity(a, shards[k]);  // before it is read
-    if (fs::exists(out)) {                              // finished by an earlier run (a shard appears only complete)
-      if (journal.contains(names[k]) && journal[names[k]] == source) {
+    const std::string key = stoker::printable(names[k]);  // in the journal: JSON holds UTF-8 text
+    const json source = source_identity(a, shards[k]);    // before it is read
+    if (fs::exists(out)) {                                // finished by an earlier run (a shard appears only complete)
+      if (journal.contains(key) && journal[key] == source) {
         ++kept;
         continue;
       }
       if (!a.quiet) {
-        std::cerr << (journal.contains(names[k])
+        std::cerr << (journal.contains(key)
                           ? fmt::format("h5-to-lmdb: {}: changed since it was converted ({}); converting it again\n",
-                                        shards[k], differences(journal[names[k]], source))
+                                        stoker::printable(shards[k]), differences(journal[key], source))
                           : fmt::format("h5-to-lmdb: {}: its conversion was not recorded as finished; converting it "
                                         "again\n",
-                                        shards[k]));
+                                        stoker::printable(shards[k])));
       }
       fs::remove_all(out);
     }
-    const json converting = {{"name", names[k]}, {"source", source}};
+    const json converting = {{"name", key}, {"source", source}};
     if (fs::exists(out + ".partial") && journal.value("converting", json()) != converting) {
       if (!a.quiet)
-        std::cerr << fmt::format("h5-to-lmdb: {}: changed since its conversion began; starting it over\n", shards[k]);
+        std::cerr << fmt::format("h5-to-lmdb: {}: changed since its conversion began; starting it over\n",
+                                 stoker::printable(shards[k]));
       fs::remove_all(out + ".partial");
     }
     journal["converting"] = converting;
     write_set_journal(partial, journal);
-    if (!a.quiet) std::cerr << fmt::format("h5-to-lmdb: shard {} of {}: {}\n", k + 1, shards.size(), shards[k]);
+    if (!a.quiet)
+      std::cerr << fmt::format("h5-to-lmdb: shard {} of {}: {}\n", k + 1, shards.size(), stoker::printable(shards[k]));
     Args one = a;
     one.input = shards[k];
     one.output = out;
     one.force = false;
     convert(one);
     journal.erase("converting");
-    journal[names[k]] = source;
+    journal[key] = source;
     write_set_journal(partial, journal);
   }
-  stoker::tools::move_into_place(partial, a.output);
+  replace_output(partial, a);
   // The journal only serves a resume (a kill just before this leaves a file the loader does not
   // take for a shard).
   if (::unlink((a.output + "/" + kSetJournal).c_str()) != 0)
@@ -471,7 +486,9 @@ void add_options(CLI::App& app, Args& a) {
       ->transform(CLI::AsSizeValue(false));
   app.add_flag("--resume", a.resume, "Continue an interrupted conversion of the same INPUT and fields");
   app.add_flag("--verify", a.verify, "Re-read every sample of the output and compare it with INPUT");
-  app.add_flag("--force", a.force, "Replace an existing OUTPUT (atomically) or an interrupted conversion");
+  app.add_flag("--force", a.force,
+               "Replace an existing OUTPUT (atomically) or an interrupted conversion: only an LMDB database or a "
+               "directory of them, never other files");
   app.add_flag("--quiet", a.quiet, "No progress and no summary");
 }
 

@@ -25,6 +25,7 @@
 #include "stoker/state.h"
 #include "tools/atomic_output.h"
 #include "tools/cli.h"
+#include "tools/output_check.h"
 #include "tools/synthetic_data.h"
 
 namespace {
@@ -72,6 +73,7 @@ struct Args {
   std::size_t max_open_shards = 64;
   std::string lmdb_keys, lmdb_count_key;
   std::uint64_t max_image_pixels = stoker::kDefaultMaxImagePixels;
+  std::string on_decode_error = "fail";
 };
 
 double process_cpu_seconds() {
@@ -273,6 +275,10 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
   if (const std::string source = loader.describe_source(); !source.empty()) j["source"] = source;
   if (s.overflow_batches) j["overflow_batches"] = s.overflow_batches;
   if (s.shard_opens) j["shard_opens"] = s.shard_opens;
+  if (s.skipped_samples) {
+    j["skipped_samples"] = s.skipped_samples;
+    j["skipped_indices"] = s.skipped_indices;
+  }
   if (r.gpu_idle_pct >= 0) j["gpu_idle_pct"] = r.gpu_idle_pct;
   if (r.h2d_gib_per_s >= 0) j["h2d_gib_per_s"] = r.h2d_gib_per_s;
   if (args.device != "cpu") j["staging"] = staging_name(s.staging);
@@ -280,7 +286,9 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
     j["content_digest"] = r.content_digest;
     j["order_digest"] = r.order_digest;
   }
-  std::cout << j.dump() << std::endl;
+  // ASCII, every other character \u-escaped, and bytes that are not UTF-8 replaced: a field name
+  // from the file can neither act on a terminal nor make the line unprintable.
+  std::cout << j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
 void report_table(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader,
@@ -306,6 +314,11 @@ void report_table(const std::string& data, std::uint64_t epoch, const EpochResul
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
   if (!s.auto_tuning.empty()) std::cout << fmt::format("  {}\n", s.auto_tuning);
   if (s.respawns > 0) std::cout << fmt::format("  workers replaced so far: {}\n", s.respawns);
+  if (s.skipped_samples > 0) {
+    std::cout << fmt::format("  samples skipped so far (--on-decode-error skip): {}, indices {}{}\n", s.skipped_samples,
+                             fmt::join(s.skipped_indices, " "),
+                             s.skipped_indices.size() == stoker::kMaxSkippedIndices ? " ..." : "");
+  }
   if (r.resumed_from || r.stopped) {
     const stoker::LoaderState state = loader.state();
     std::cout << fmt::format("  {}{}rank {} of {}: {} of the epoch's {} samples consumed by all ranks\n",
@@ -376,6 +389,7 @@ void bench(const std::string& path, const Args& args) {
   o.group = args.group;
   o.pipeline = args.pipeline;
   o.max_image_pixels = args.max_image_pixels;
+  o.on_decode_error = args.on_decode_error == "skip" ? stoker::OnDecodeError::skip : stoker::OnDecodeError::fail;
   o.batch_size = args.batch_size;
   o.num_workers = args.workers == "auto" ? stoker::kAuto : std::stoul(args.workers);
   o.prefetch = args.prefetch == "auto" ? stoker::kAuto : std::stoul(args.prefetch);
@@ -434,11 +448,22 @@ std::function<void(std::uint64_t)> progress_for(const std::string& what, std::ui
 
 // Writes one dataset into PATH.partial, then moves it over PATH: a run stopped half-way leaves no
 // half dataset under PATH (which a later run would take as made), and one already there is replaced
-// whole, not appended to (the LMDB writer resumes a database it finds).
-void write_whole(const std::string& path, const std::function<void(const std::string&)>& write) {
+// whole, not appended to (the LMDB writer resumes a database it finds). Only a dataset of the same
+// format is replaced, only a stopped run's PATH.partial removed (tools/output_check.h); a write
+// that fails (a full disk) removes its PATH.partial.
+void write_whole(const std::string& path, bool hdf5, const std::function<void(const std::string&)>& write) {
+  const stoker::tools::OutputKind kind{"loader-bench", !hdf5, hdf5, ""};
   const std::string partial = path + ".partial";
-  std::filesystem::remove(partial);  // a stopped run's
-  write(partial);
+  stoker::tools::check_output(path, kind, true);
+  if (stoker::tools::check_partial(partial, kind)) std::filesystem::remove_all(partial);  // a stopped run's
+  try {
+    write(partial);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove_all(partial, ignored);
+    throw;
+  }
+  stoker::tools::check_output(path, kind, true);
   stoker::tools::move_into_place(partial, path);
 }
 
@@ -459,17 +484,17 @@ void make_data(const std::string& dir, bool quiet) {
       return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n);
     };
     if (!fs::exists(p(".h5"))) {
-      write_whole(p(".h5"), [&](const std::string& to) {
+      write_whole(p(".h5"), true, [&](const std::string& to) {
         stoker::tools::write_synthetic_hdf5(to, schema, {Layout::chunked, s.chunk, 0}, prog(p(".h5")));
       });
     }
     if (std::string(s.name) == "small" && !fs::exists(p("-gzip.h5"))) {
-      write_whole(p("-gzip.h5"), [&](const std::string& to) {
+      write_whole(p("-gzip.h5"), true, [&](const std::string& to) {
         stoker::tools::write_synthetic_hdf5(to, schema, {Layout::chunked, s.chunk, 4}, prog(p("-gzip.h5")));
       });
     }
     if (!fs::exists(p(".lmdb"))) {
-      write_whole(p(".lmdb"),
+      write_whole(p(".lmdb"), false,
                   [&](const std::string& to) { stoker::tools::write_synthetic_lmdb(to, schema, prog(p(".lmdb"))); });
     }
   }
@@ -478,10 +503,11 @@ void make_data(const std::string& dir, bool quiet) {
 // The demo dataset: image u8[3,32,32] and label i64, as DIR/demo.h5 (chunked) and DIR/demo.lmdb.
 void write_demo(const std::string& dir, std::uint64_t samples) {
   auto schema = stoker::tools::image_schema(samples, 32);
-  write_whole(dir + "/demo.h5", [&](const std::string& to) {
+  write_whole(dir + "/demo.h5", true, [&](const std::string& to) {
     stoker::tools::write_synthetic_hdf5(to, schema, {stoker::formats::Hdf5WriteOptions::Layout::chunked, 256, 0});
   });
-  write_whole(dir + "/demo.lmdb", [&](const std::string& to) { stoker::tools::write_synthetic_lmdb(to, schema); });
+  write_whole(dir + "/demo.lmdb", false,
+              [&](const std::string& to) { stoker::tools::write_synthetic_lmdb(to, schema); });
 }
 
 // What to read and how the loader sees it.
@@ -513,13 +539,20 @@ void add_data_options(CLI::App& app, Args& args) {
                  "Per-sample operations run in the workers, 'FIELD=op,op(args),...' with fields separated by ';', "
                  "e.g. 'jpeg=decode,random_resized_crop(224),flip,to_chw'. Operations: decode[(H,W)] (decode_jpeg, "
                  "decode_png: one format only), "
-                 "random_resized_crop(H[,W]), resize(H,W), center_crop(H[,W]), flip[(p)], to_chw, "
+                 "random_resized_crop(H[,W]), resize(H,W), resize(S) (the shorter side), center_crop(H[,W]), "
+                 "flip[(p)], color_jitter(b,c,s[,h]), to_chw, "
                  "normalize(m0,m1,m2,s0,s1,s2) (docs/pipeline.md)")
       ->check(stoker::tools::pipeline_text());
   app.add_option("--max-image-pixels", args.max_image_pixels,
                  "The most pixels (height x width) an image the pipeline decodes may have; a larger one is an "
                  "error naming the sample, from its header alone (a decompression bomb costs no memory)")
       ->check(stoker::tools::whole_number(1))
+      ->capture_default_str();
+  app.add_option("--on-decode-error", args.on_decode_error,
+                 "A sample the pipeline cannot decode: fail (the run stops, naming the file, field and sample) or "
+                 "skip (its field holds zeros, the epoch keeps its batches; a warning names it, and the report "
+                 "counts it)")
+      ->check(CLI::IsMember({"fail", "skip"}))
       ->capture_default_str();
 }
 

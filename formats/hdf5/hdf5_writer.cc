@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <string_view>
 #include <vector>
 
 #include "formats/hdf5/hdf5_errors.h"
+#include "formats/hdf5/hdf5_write_driver.h"
+#include "loader/base/utf8.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -61,6 +65,9 @@ struct Hdf5Writer::Impl {
   H5::H5File file;
   std::vector<H5::DataSet> dsets;
   std::vector<H5::DataType> types;
+  std::map<std::string, H5::DataSet> texts;  // write_texts()'s datasets, by path
+  // The first write to the file that failed (hdf5_write_driver.h).
+  WriteStatus status;
   bool open = false;
   bool growable = false;
 
@@ -75,6 +82,44 @@ struct Hdf5Writer::Impl {
     dims[0] = end;
     dset.extend(dims.data());
   }
+
+  // Runs `body` (HDF5 calls on the open file). A write that failed in it (the driver keeps HDF5
+  // unaware of it, see hdf5_write_driver.h), or a failure of HDF5's own, abandons the file and
+  // becomes a stoker::Error naming context(): the OS error ("No space left on device (ENOSPC)"), or
+  // HDF5's message.
+  template <class Context, class Body>
+  void guarded(Context&& context, Body&& body) {
+    if (!open)
+      throw Error(ErrorCode::internal, fmt::format("{}: hdf5 writer used after it was closed or failed", path));
+    try {
+      body();
+    } catch (const H5::Exception& e) {
+      const std::string detail =
+          hdf5_error_detail(e.getDetailMsg().empty() ? e.getFuncName() + " failed" : e.getDetailMsg());
+      abandon();
+      if (status.error) throw Error::from_errno(status.error, context());
+      throw Error(ErrorCode::dataset, fmt::format("{}: {}", context(), detail));
+    }
+    if (status.error) {
+      abandon();
+      throw Error::from_errno(status.error, context());
+    }
+  }
+
+  // Closes a file that failed, whose contents are lost anyway (the caller removes it). After a
+  // failed write nothing more reaches the disk, and closing cannot fail for want of space.
+  void abandon() noexcept {
+    if (!open) return;
+    open = false;
+    try {
+      dsets.clear();
+      types.clear();
+      texts.clear();
+      file.close();
+    } catch (const H5::Exception&) {
+      hdf5_error_detail();  // nothing more to report than the failure that led here
+    }
+  }
 };
 
 Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5WriteOptions& options)
@@ -83,11 +128,15 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
   impl_->path = path;
   impl_->schema = schema;
   impl_->growable = options.growable && options.layout == Hdf5WriteOptions::Layout::chunked;
-  impl_->file = hdf5_call([&] { return path + ": cannot create"; }, [&] { return H5::H5File(path, H5F_ACC_TRUNC); });
+  // The driver that keeps a failed write from HDF5 (hdf5_write_driver.h).
+  H5::FileAccPropList fapl;
+  use_write_driver(fapl.getId(), &impl_->status);
+  impl_->file = hdf5_call([&] { return path + ": cannot create"; },
+                          [&] { return H5::H5File(path, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, fapl); });
   impl_->open = true;
   for (const auto& f : schema.fields) {
-    const auto context = [&] { return fmt::format("{}: dataset '{}': cannot create", path, f.name); };
-    hdf5_call(context, [&] {
+    const auto context = [&] { return fmt::format("{}: dataset '{}': cannot create", path, printable(f.name)); };
+    impl_->guarded(context, [&] {
       std::vector<hsize_t> dims{schema.num_samples};
       for (auto d : f.shape) dims.push_back(static_cast<hsize_t>(d));
       std::vector<hsize_t> max_dims = dims;
@@ -111,15 +160,15 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
 
 Hdf5Writer::~Hdf5Writer() {
   Hdf5Quiet quiet;
-  impl_.reset();
+  impl_->abandon();  // closed without close(): written out as far as it can be, errors unreported
 }
 
 void Hdf5Writer::write(std::size_t f, std::uint64_t start, std::uint64_t count, const void* data) {
   Hdf5Quiet quiet;
   const Field& field = impl_->schema.fields.at(f);
-  hdf5_call(
+  impl_->guarded(
       [&] {
-        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, field.name, start,
+        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, printable(field.name), start,
                            start + count - 1);
       },
       [&] {
@@ -139,11 +188,11 @@ void Hdf5Writer::write_bytes(std::size_t f, std::uint64_t start, std::span<const
   Hdf5Quiet quiet;
   const Field& field = impl_->schema.fields.at(f);
   if (!field.is_bytes())
-    throw Error(ErrorCode::internal, fmt::format("hdf5 writer: '{}' is not a bytes field", field.name));
+    throw Error(ErrorCode::internal, fmt::format("hdf5 writer: '{}' is not a bytes field", printable(field.name)));
   if (samples.empty()) return;
-  hdf5_call(
+  impl_->guarded(
       [&] {
-        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, field.name, start,
+        return fmt::format("{}: dataset '{}': writing samples {}..{}", impl_->path, printable(field.name), start,
                            start + samples.size() - 1);
       },
       [&] {
@@ -164,29 +213,79 @@ void Hdf5Writer::write_bytes(std::size_t f, std::uint64_t start, std::span<const
 
 void Hdf5Writer::set_text_attribute(const std::string& name, const std::string& value) {
   Hdf5Quiet quiet;
-  hdf5_call([&] { return fmt::format("{}: attribute '{}': cannot write", impl_->path, name); },
-            [&] {
-              H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
-              type.setCset(H5T_CSET_UTF8);
-              H5::Group root = impl_->file.openGroup("/");
-              H5::Attribute a = root.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
-              const char* text = value.c_str();
-              a.write(type, &text);
-            });
+  impl_->guarded([&] { return fmt::format("{}: attribute '{}': cannot write", impl_->path, printable(name)); },
+                 [&] {
+                   H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
+                   type.setCset(H5T_CSET_UTF8);
+                   H5::Group root = impl_->file.openGroup("/");
+                   H5::Attribute a = root.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
+                   const char* text = value.c_str();
+                   a.write(type, &text);
+                 });
+}
+
+void Hdf5Writer::write_texts(const std::string& name, std::uint64_t start, std::span<const std::string> texts) {
+  Hdf5Quiet quiet;
+  if (texts.empty()) return;
+  impl_->guarded(
+      [&] {
+        return fmt::format("{}: dataset '{}': writing elements {}..{}", impl_->path, printable(name), start,
+                           start + texts.size() - 1);
+      },
+      [&] {
+        H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
+        type.setCset(H5T_CSET_UTF8);
+        auto it = impl_->texts.find(name);
+        if (it == impl_->texts.end()) {
+          const hsize_t none = 0, unlimited = H5S_UNLIMITED, chunk = 1024;
+          const H5::DataSpace space(1, &none, &unlimited);
+          H5::DSetCreatPropList dcpl;
+          dcpl.setChunk(1, &chunk);
+          H5::LinkCreatPropList lcpl;
+          H5Pset_create_intermediate_group(lcpl.getId(), 1);
+          H5::DataSet created = impl_->file.createDataSet(name, type, space, dcpl, H5::DSetAccPropList::DEFAULT, lcpl);
+          it = impl_->texts.emplace(name, std::move(created)).first;
+        }
+        H5::DataSet& dset = it->second;
+        hsize_t size = 0;
+        dset.getSpace().getSimpleExtentDims(&size);
+        const hsize_t offset = start, extent = texts.size();
+        if (size < start + extent) {
+          const hsize_t end = start + extent;
+          dset.extend(&end);
+        }
+        H5::DataSpace space = dset.getSpace();
+        space.selectHyperslab(H5S_SELECT_SET, &extent, &offset);
+        // Each text as it is when it is UTF-8 holding no NUL (which would end it) and no backslash;
+        // else escaped (stoker::printable: every backslash doubled, so that the escape is undone
+        // exactly): a file name is bytes, and the strings are tagged UTF-8.
+        std::vector<std::string> escaped(texts.size());
+        std::vector<const char*> strings;
+        for (std::size_t k = 0; k < texts.size(); ++k) {
+          const std::string& t = texts[k];
+          const bool as_is = t.find_first_of(std::string_view("\\\0", 2)) == std::string::npos && detail::is_utf8(t);
+          if (!as_is) escaped[k] = printable(t);
+          strings.push_back(as_is ? t.c_str() : escaped[k].c_str());
+        }
+        const H5::DataSpace mem(1, &extent);
+        dset.write(strings.data(), type, mem, space);
+      });
 }
 
 void Hdf5Writer::close() {
   Hdf5Quiet quiet;
-  impl_->dsets.clear();
-  impl_->types.clear();
-  if (impl_->open) {
-    const auto context = [&] { return impl_->path + ": flush"; };
-    hdf5_call(context, [&] {
-      impl_->file.flush(H5F_SCOPE_LOCAL);
-      impl_->file.close();
-    });
-    impl_->open = false;
-  }
+  if (!impl_->open) return;
+  impl_->guarded([&] { return impl_->path + ": flush"; }, [&] { impl_->file.flush(H5F_SCOPE_LOCAL); });
+  impl_->open = false;
+  hdf5_call([&] { return impl_->path + ": close"; },
+            [&] {
+              impl_->dsets.clear();
+              impl_->types.clear();
+              impl_->texts.clear();
+              impl_->file.close();
+            });
+  // What closing wrote last (the file extended to its allocated size) failed.
+  if (impl_->status.error) throw Error::from_errno(impl_->status.error, impl_->path + ": close");
 }
 
 }  // namespace stoker::formats

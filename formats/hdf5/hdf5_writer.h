@@ -36,6 +36,13 @@ class STOKER_TOOLS_API Hdf5Writer {
   void write_bytes(std::size_t f, std::uint64_t start, std::span<const std::span<const std::byte>> samples);
   // Sets the root group's attribute `name` to `value`, a variable-length UTF-8 string.
   void set_text_attribute(const std::string& name, const std::string& value);
+  // Writes elements [start, start + texts.size()) of the dataset `name` (a path: "stoker/paths"),
+  // one variable-length UTF-8 string per element, creating it (and its groups) on first use, chunked
+  // and growable. It is no field: the schema's datasets are the root group's. A text is stored as it
+  // is when it is UTF-8 holding no NUL and no backslash, else as stoker::printable(text) (a byte that
+  // is not UTF-8 as \xNN, a control character as \n, \0, ..., each backslash doubled): so every
+  // element is UTF-8, and one holding a backslash is undone to the exact bytes (README.md, stoker-pack).
+  void write_texts(const std::string& name, std::uint64_t start, std::span<const std::string> texts);
 
   // Closes the file, reporting errors (the destructor closes quietly).
   void close();

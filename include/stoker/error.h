@@ -50,4 +50,18 @@ class STOKER_API Error : public std::runtime_error {
   ErrorCode code_;
 };
 
+// What printable() is given: a name, or a whole message whose names are printable already.
+enum class Printable : std::uint8_t {
+  name,     // a backslash is doubled, so that two names never print alike
+  message,  // a backslash is kept, so that the names in it are not escaped twice
+};
+
+// Text from outside stoker (a field or dataset name read from a file, a file name found in a
+// directory, a library's message) as stoker prints it and builds it into messages: printable UTF-8
+// unchanged; each control character (C0, DEL, C1: \0, \n, \r, \t, \x1b, \u0085), Unicode line and
+// paragraph separator and invisible or bidirectional format character (\u202e) escaped, and each
+// byte that is not UTF-8 written \xNN. No name can then clear a terminal, move its cursor, start a
+// line of its own or reorder the text around it.
+STOKER_API std::string printable(std::string_view text, Printable what = Printable::name);
+
 }  // namespace stoker

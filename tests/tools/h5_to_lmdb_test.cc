@@ -2,7 +2,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kTool = STOKER_H5_TO_LMDB;
 
@@ -284,14 +284,16 @@ TEST(H5ToLmdb, AnOutputWithATrailingSlashIsWrittenWhereItsNameSays) {
   EXPECT_EQ(loader_digest(tmp.path("out")), loader_digest(tmp.path("in")));
 }
 
-TEST(H5ToLmdb, ForceReplacesAFileOrAnLmdbDirectoryAtomically) {
+TEST(H5ToLmdb, ForceReplacesAnLmdbFileOrDirectoryAtomically) {
   TempDir tmp;
   Schema schema = small_schema(50);
   write_hdf5(tmp.path("in.h5"), schema, {});
-  { std::ofstream(tmp.path("out.lmdb")) << "old"; }
+  write_lmdb(tmp.path("out.lmdb"), small_schema(7));
   RunResult refused = convert({tmp.path("in.h5"), tmp.path("out.lmdb")});
   EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_THAT(refused.err, HasSubstr("out.lmdb: already exists; use --force"));
+  EXPECT_EQ(refused.err,
+            "h5-to-lmdb: " + tmp.path("out.lmdb") + ": already exists (an LMDB database); use --force to replace it\n");
+  expect_lmdb_content(tmp.path("out.lmdb"), small_schema(7));
   RunResult forced = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--force", "--quiet"});
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   expect_lmdb_content(tmp.path("out.lmdb"), schema);
@@ -303,6 +305,73 @@ TEST(H5ToLmdb, ForceReplacesAFileOrAnLmdbDirectoryAtomically) {
   EXPECT_TRUE(fs::is_regular_file(tmp.path("dir.lmdb")));
   expect_lmdb_content(tmp.path("dir.lmdb"), schema);
   EXPECT_FALSE(fs::exists(tmp.path("dir.lmdb.partial")));
+}
+
+// --force replaces what h5-to-lmdb writes, never what it was pointed at by mistake: a directory of
+// someone's files (the folder of the HDF5 shards, say), a file that merely has the name, the input.
+TEST(H5ToLmdb, ForceNeverReplacesWhatH5ToLmdbDoesNotWriteAndSaysWhatIsThere) {
+  TempDir tmp;
+  write_hdf5(tmp.path("in.h5"), small_schema(5), {});
+  fs::create_directories(tmp.path("data/sub"));
+  write_hdf5(tmp.path("data/a.h5"), small_schema(5), {});
+  { std::ofstream(tmp.path("data/b.txt")) << "notes"; }
+  { std::ofstream(tmp.path("text.lmdb")) << "old"; }
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::recursive_directory_iterator(tmp.dir()))
+      names.push_back(fs::relative(e.path(), tmp.dir()).string() + ":" +
+                      (e.is_regular_file() ? std::to_string(e.file_size()) : "dir"));
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const auto before = listing();
+  const std::string data = tmp.path("data");
+  RunResult dir = convert({tmp.path("in.h5"), data, "--force"});
+  EXPECT_EQ(dir.exit_code, 1);
+  EXPECT_EQ(dir.err, "h5-to-lmdb: " + data +
+                         ": is a directory holding 2 files and 1 folder (a.h5 is an HDF5 file, which h5-to-lmdb does "
+                         "not write): not replaced; name a new path\n");
+  RunResult set = convert({data, data, "--force"});  // a shard set converted onto its own folder
+  EXPECT_EQ(set.exit_code, 1);
+  EXPECT_EQ(set.err, dir.err);
+  RunResult text = convert({tmp.path("in.h5"), tmp.path("text.lmdb"), "--force"});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_EQ(text.err, "h5-to-lmdb: " + tmp.path("text.lmdb") +
+                          ": is a file of 3 B, not an LMDB database: not replaced; name a new path\n");
+  RunResult input = convert({tmp.path("in.h5"), tmp.path("in.h5"), "--force"});
+  EXPECT_EQ(input.exit_code, 1);
+  EXPECT_EQ(input.err, "h5-to-lmdb: " + tmp.path("in.h5") +
+                           ": is an HDF5 file, which h5-to-lmdb does not write: not replaced; name a new path\n");
+  EXPECT_EQ(listing(), before);
+  // Nor is an OUTPUT.partial discarded that is not an interrupted conversion.
+  fs::create_directories(tmp.path("out.lmdb.partial"));
+  { std::ofstream(tmp.path("out.lmdb.partial/keep.txt")) << "keep"; }
+  const auto with_partial = listing();
+  RunResult partial = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--force"});
+  EXPECT_EQ(partial.exit_code, 1);
+  EXPECT_EQ(partial.err,
+            "h5-to-lmdb: " + tmp.path("out.lmdb.partial") +
+                ": is a directory holding 1 file (keep.txt is a file of 4 B, not an LMDB database), not an "
+                "interrupted run of h5-to-lmdb: not removed; remove it yourself or name a new path\n");
+  for (const RunResult* r : {&dir, &set, &text, &input, &partial}) EXPECT_THAT(r->err, Not(HasSubstr("--force")));
+  EXPECT_EQ(listing(), with_partial);
+}
+
+// A shard's file name is any bytes: it is converted (its journal entry JSON, which holds UTF-8
+// text, records it escaped) and printed escaped, never acting on the terminal.
+TEST(H5ToLmdb, AShardNamedWithATerminalEscapeAndBytesThatAreNotUtf8IsConvertedAndPrintedEscaped) {
+  TempDir tmp;
+  const std::string odd = "a\x1b[31m\xfe";
+  fs::create_directories(tmp.path("in"));
+  write_hdf5(tmp.path("in/" + odd + ".h5"), small_schema(20), {});
+  write_hdf5(tmp.path("in/b.h5"), small_schema(30), {});
+  RunResult r = convert({tmp.path("in"), tmp.path("out")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("h5-to-lmdb: shard 1 of 2: " + tmp.path("in") + "/a\\x1b[31m\\xfe.h5\n"));
+  EXPECT_THAT(r.err, HasSubstr("-> " + tmp.path("out.partial") + "/a\\x1b[31m\\xfe.lmdb (content_digest "));
+  EXPECT_EQ(r.err.find_first_of("\x1b\xfe"), std::string::npos);
+  expect_lmdb_content(tmp.path("out/" + odd + ".lmdb"), small_schema(20));
+  expect_lmdb_content(tmp.path("out/b.lmdb"), small_schema(30));
 }
 
 // A symbolic link planted at OUTPUT.partial (in a shared directory, by another user) is refused,
@@ -373,24 +442,16 @@ TEST(H5ToLmdb, AFullDiskIsAnErrorNotACrash) {
   TempDir tmp;
   Schema schema = small_schema(60000);  // ~4.6 MB of records
   write_hdf5(tmp.path("in.h5"), schema, {});
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::alarm(60);
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(77);
-    fs::create_directories(tmp.path("small"));
-    if (::mount("tmpfs", tmp.path("small").c_str(), "tmpfs", 0, "size=1m") != 0) ::_exit(77);
-    RunResult r = convert({tmp.path("in.h5"), tmp.path("small") + "/out.lmdb", "--quiet"});
+  const std::string small = tmp.path("small");
+  const int rc = with_small_tmpfs(small, 1 << 20, [&] {
+    RunResult r = convert({tmp.path("in.h5"), small + "/out.lmdb", "--quiet"});
     std::fprintf(stderr, "exit %d: %s\n", r.exit_code, r.err.c_str());
-    bool ok = r.exit_code == 1 && r.err.find("is the disk full?") != std::string::npos &&
-              !fs::exists(tmp.path("small") + "/out.lmdb");
-    ::_exit(ok ? 0 : 1);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st));
-  if (WEXITSTATUS(st) == 77) GTEST_SKIP() << "mount namespaces are not permitted here";
-  EXPECT_EQ(WEXITSTATUS(st), 0);
+    const bool ok =
+        r.exit_code == 1 && r.err.find("is the disk full?") != std::string::npos && !fs::exists(small + "/out.lmdb");
+    return ok ? 0 : 1;
+  });
+  if (rc == 77) GTEST_SKIP() << "this system lets the test mount no tmpfs (neither root nor user namespaces)";
+  EXPECT_EQ(rc, 0);
 }
 
 }  // namespace

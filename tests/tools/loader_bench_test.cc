@@ -1,5 +1,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,18 +10,22 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "tests/support/run_process.h"
 #include "tests/support/test_data.h"
+#include "tests/support/test_images.h"
 
 namespace stoker::test {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 const std::string kBench = STOKER_LOADER_BENCH;
 
 std::vector<nlohmann::json> bench_json(std::vector<std::string> args) {
@@ -286,6 +291,97 @@ TEST_F(LoaderBench, AWorkerKilledMidEpochChangesNoDigestAndIsOneWarning) {
   EXPECT_EQ(nlohmann::json::parse(last, nullptr, false).value("respawns", -1), 1);
 }
 
+// A dataset's names are the file's: printed escaped (stoker::printable), so that a name cannot
+// clear the terminal, colour it or start a line of its own, in the table, the JSON and errors.
+TEST_F(LoaderBench, NamesFromTheFileArePrintedEscapedNeverActingOnTheTerminal) {
+  const std::string evil = "evil\x1b[2J\nforged: ok", blob = "blob\r\x1b[31m";
+  const std::string path = tmp_.path("names.h5");
+  {
+    H5Builder f(path);
+    std::vector<std::int64_t> values(8);
+    std::iota(values.begin(), values.end(), 0);
+    f.array(evil, H5T_NATIVE_INT64, {8}, values.data());
+    f.vlen(blob, std::vector<std::vector<std::byte>>(8, std::vector<std::byte>(3, std::byte{7})));
+  }
+  const auto raw = [](const RunResult& r) {
+    const std::string all = r.out + r.err;
+    return all.find_first_of("\x1b\r") != std::string::npos;
+  };
+  RunResult table = run_program({kBench, "--data", path, "--epochs", "1", "--batch-size", "4"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out.substr(0, table.out.find('\n')),
+            path +
+                ": 8 samples, fields blob\\r\\x1b[31m: bytes, evil\\x1b[2J\\nforged: ok: i64[] ('blob\\r\\x1b[31m': "
+                "variable-length u8 dataset 'blob\\r\\x1b[31m')");
+  EXPECT_THAT(table.out, Not(HasSubstr("\nforged")));
+  EXPECT_FALSE(raw(table));
+
+  RunResult json = run_program({kBench, "--data", path, "--epochs", "1", "--batch-size", "4", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_FALSE(raw(json));
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 1);
+  const auto epoch = nlohmann::json::parse(json.out);  // the names themselves, \u-escaped in the text
+  EXPECT_EQ(epoch["fields"][0]["name"], blob);
+  EXPECT_EQ(epoch["fields"][1]["name"], evil);
+
+  RunResult unknown = run_program({kBench, "--data", path, "--fields", "nope", "--epochs", "1"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown field 'nope' (datasets in the root group: blob\\r\\x1b[31m, "
+                                     "evil\\x1b[2J\\nforged: ok; groups: none)"));
+  EXPECT_FALSE(raw(unknown));
+}
+
+// --on-decode-error: a sample that does not decode stops the run naming it (fail, the default), or
+// is delivered as zeros and counted in each epoch's report, with one warning naming it (skip).
+TEST_F(LoaderBench, OnDecodeErrorSkipCountsTheSampleAndWarnsOnce) {
+  const std::string path = tmp_.path("images.h5");
+  {
+    std::vector<std::vector<std::byte>> images;
+    for (int i = 0; i < 8; ++i) {
+      images.push_back(i == 5 ? std::vector<std::byte>(40, std::byte{'x'})
+                              : encode_png(std::vector<std::uint8_t>(4 * 4 * 3, static_cast<std::uint8_t>(i)), 4, 4));
+    }
+    std::vector<std::int64_t> labels(8);
+    std::iota(labels.begin(), labels.end(), 0);
+    H5Builder f(path);
+    f.vlen("img", images);
+    f.array("label", H5T_NATIVE_INT64, {8}, labels.data());
+  }
+  const std::vector<std::string> run{
+      kBench, "--data", path, "--pipeline", "img=decode(4,4)", "--batch-size", "3", "--workers", "2", "--epochs", "2"};
+  RunResult failed = run_program(run);
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_THAT(failed.err, HasSubstr(path + ": field 'img', sample 5: not a JPEG or PNG image (40 bytes"));
+
+  std::vector<std::string> skip = run;
+  skip.insert(skip.end(), {"--on-decode-error", "skip", "--json"});
+  RunResult json = run_program(skip);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  std::istringstream lines(json.out);
+  std::vector<nlohmann::json> epochs;
+  for (std::string line; std::getline(lines, line);) epochs.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(epochs.size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(epochs[e]["samples"], 8);
+    EXPECT_EQ(epochs[e]["skipped_samples"], e + 1) << "counted at each delivery";
+    EXPECT_EQ(epochs[e]["skipped_indices"], nlohmann::json::array({5}));
+  }
+  EXPECT_EQ(std::count(json.err.begin(), json.err.end(), '\n'), 1) << json.err;
+  EXPECT_THAT(json.err, HasSubstr("stoker: warning: " + path + ": field 'img', sample 5: not a JPEG or PNG image"));
+  EXPECT_THAT(json.err, HasSubstr("; skipped (--on-decode-error skip): the field holds zeros (batch 1 of epoch 0, "
+                                  "position 2)"));
+
+  skip.pop_back();
+  RunResult table = run_program(skip);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("  samples skipped so far (--on-decode-error skip): 1, indices 5\n"));
+  EXPECT_THAT(table.out, HasSubstr("  samples skipped so far (--on-decode-error skip): 2, indices 5\n"));
+
+  RunResult bad = run_program({kBench, "--data", path, "--on-decode-error", "ignore"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--on-decode-error"));
+}
+
 TEST(LoaderBenchDemo, RunsOutOfTheBoxOnGeneratedData) {
   RunResult r = run_program({kBench, "--demo-samples", "3000", "--epochs", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -309,6 +405,50 @@ TEST(LoaderBenchDemo, MakingTheDemoAgainReplacesItWhole) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/demo.lmdb.partial"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/demo.h5.partial"));
+}
+
+// What the demo replaces is a demo dataset: never a directory of someone's files that has the name.
+TEST(LoaderBenchDemo, MakingTheDemoReplacesOnlyADatasetOfItsFormat) {
+  TempDir tmp;
+  const std::string dir = tmp.path("demo");
+  std::filesystem::create_directories(dir + "/demo.h5");
+  std::ofstream(dir + "/demo.h5/mine.txt") << "mine";
+  RunResult r = run_program({kBench, "--make-demo", dir, "--demo-samples", "300"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "loader-bench: " + dir +
+                       "/demo.h5: is a directory holding 1 file (mine.txt is a file of 4 B, not an HDF5 file): not "
+                       "replaced; name a new path\n");
+  std::ifstream mine(dir + "/demo.h5/mine.txt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(mine), {}), "mine");
+}
+
+// Writing the demo past a file-size limit (EFBIG, as a full disk's ENOSPC, which any user can set):
+// exit 1 with the error, never a crash in HDF5, and no half-written file left.
+TEST(LoaderBenchDemo, MakingTheDemoPastAFileSizeLimitIsExit1AndLeavesNoPartialFile) {
+  TempDir tmp;
+  const std::string dir = tmp.path("demo");
+  std::filesystem::create_directories(dir);
+  RunResult r = run_program_with_file_limit({kBench, "--make-demo", dir, "--demo-samples", "3000"}, 256 << 10);
+  EXPECT_EQ(r.signal, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, StartsWith("loader-bench: " + dir + "/demo.h5.partial: "));
+  EXPECT_THAT(r.err, EndsWith(": File too large (EFBIG)\n"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+TEST(LoaderBenchDemo, MakingTheDemoOntoAFullDiskIsExit1AndLeavesNoPartialFile) {
+  TempDir tmp;
+  const std::string dir = tmp.path("small");
+  const int rc = with_small_tmpfs(dir, 256 << 10, [&] {
+    RunResult r = run_program({kBench, "--make-demo", dir, "--demo-samples", "3000"});
+    const bool ok = r.signal == 0 && r.exit_code == 1 &&
+                    r.err.starts_with("loader-bench: " + dir + "/demo.h5.partial: ") &&
+                    r.err.ends_with(": No space left on device (ENOSPC)\n") && std::filesystem::is_empty(dir);
+    if (!ok) std::fprintf(stderr, "exit %d, signal %d: %s\n", r.exit_code, r.signal, r.err.c_str());
+    return ok ? 0 : 1;
+  });
+  if (rc == 77) GTEST_SKIP() << "this system lets the test mount no tmpfs (neither root nor user namespaces)";
+  EXPECT_EQ(rc, 0);
 }
 
 }  // namespace
