@@ -1,13 +1,13 @@
 #include "formats/sharded_reader.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <optional>
 #include <utility>
 
 #include "formats/open_reader.h"
+#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -16,6 +16,7 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
     : paths_(std::move(shards)), options_(options), max_open_(std::max<std::size_t>(options.max_open_shards, 1)) {
   options_.known.reset();
   options_.shard_samples.clear();
+  options_.shard_identities.clear();
   const bool counted = !options.shard_samples.empty();
   // With the counts, the set's fields (options.known) are shard 0's: it is not scanned either.
   if (counted && options.known) {
@@ -26,6 +27,12 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
     throw Error(ErrorCode::internal,
                 fmt::format("{} shard counts for {} shards", options.shard_samples.size(), paths_.size()));
   }
+  if (!options.shard_identities.empty() && options.shard_identities.size() != paths_.size()) {
+    throw Error(ErrorCode::internal,
+                fmt::format("{} shard identities for {} shards", options.shard_identities.size(), paths_.size()));
+  }
+  seen_ = options.shard_identities;
+  seen_.resize(paths_.size());
   samples_.assign(paths_.size(), 0);
   // Shard 0 gives the fields; without counts, every other shard is opened once to count its
   // samples and check its fields (one at a time: none stays open but the last few).
@@ -44,6 +51,7 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
       bounds_[f].bytes = std::max(bounds_[f].bytes, b.bytes);
       bounds_[f].exact = (k == 0 || bounds_[f].exact) && b.exact;
     }
+    detail::note_progress();  // a set of thousands of shards takes its time (loader/base/progress_note.h)
   }
   if (counted) {
     if (samples_[0] != options.shard_samples[0]) {
@@ -96,26 +104,16 @@ std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
                 fmt::format("{}: shard {} holds {} samples, and held {} when the loader opened it: the dataset changed",
                             paths_[k], k, s.num_samples, samples_[k]));
   }
-  if (seen_.size() != paths_.size()) seen_.resize(paths_.size());
-  struct stat st;
-  const std::string file = paths_[k];
-  if (::stat(file.c_str(), &st) == 0 && (!S_ISDIR(st.st_mode) || ::stat((file + "/data.mdb").c_str(), &st) == 0)) {
-    const Seen now{
-        true,
-        static_cast<std::uint64_t>(st.st_dev),
-        static_cast<std::uint64_t>(st.st_ino),
-        static_cast<std::uint64_t>(st.st_size),
-        static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(st.st_mtim.tv_nsec),
-        r->version()};
-    if (seen_[k].seen && !(seen_[k] == now)) {
+  // Checked once the shard is open (its fields and count first: their difference says most), so
+  // the open file is the one compared, whatever happens to the path after.
+  std::optional<FileIdentity> now = file_identity(paths_[k]);
+  if (now) {
+    now->version = r->version();
+    if (seen_[k] && *seen_[k] != *now) {
       throw Error(ErrorCode::dataset,
-                  fmt::format("{}: shard {} was replaced or written since this process first read it (its {} "
-                              "changed): its samples are not mixed into this loader's epochs; build a new Loader",
-                              paths_[k], k,
-                              seen_[k].inode != now.inode || seen_[k].device != now.device ? "device and inode"
-                              : seen_[k].version != now.version                            ? "last LMDB transaction"
-                              : seen_[k].size != now.size                                  ? "size"
-                                                                                           : "modification time"));
+                  fmt::format("{}: shard {} of {} was replaced or written since the set was first read ({}): its "
+                              "samples are not mixed into this loader's epochs; build a new Loader to read the new set",
+                              paths_[k], k, paths_.size(), describe_change(*seen_[k], *now)));
     }
     seen_[k] = now;
   }

@@ -8,7 +8,11 @@
 // descriptors or address space. Constructed without the shards' sample counts (the probe), it
 // opens every shard once to learn them and check their fields; with them (ReaderOptions::
 // shard_samples, as the probe found them: a worker), it opens the first shard only, and checks
-// each other one when it first opens it. Not thread-safe: one per process, as readers are.
+// each other one when it first opens it. Every open of a shard also checks its identity (one
+// stat: formats/core/file_identity.h) against the one recorded when the set was first read (by
+// the probe: ReaderOptions::shard_identities; else by this reader, at its first open of the
+// shard): a shard replaced or written since is an error naming it, never samples of two versions
+// of the set in one epoch. Not thread-safe: one per process, as readers are.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/core/file_identity.h"
 #include "formats/core/reader.h"
 
 namespace stoker::formats {
@@ -39,6 +44,9 @@ class ShardedReader final : public Reader {
 
   // Samples per shard, in order.
   const std::vector<std::uint64_t>& shard_samples() const noexcept { return samples_; }
+  // Each shard's identity when it was first read (unset: never opened, or it could not be
+  // stat'ed), for ReaderOptions::shard_identities.
+  const std::vector<std::optional<FileIdentity>>& shard_identities() const noexcept { return seen_; }
   // Shards opened so far (again after being closed included).
   std::uint64_t shard_opens() const noexcept override { return opens_; }
 
@@ -64,15 +72,10 @@ class ShardedReader final : public Reader {
   std::list<std::pair<std::size_t, std::unique_ptr<Reader>>> open_;  // most recently read first
   std::uint64_t opens_ = 0;
   bool counts_known_ = false;  // samples_ holds every shard's count (after construction)
-  // Each shard as this reader first opened it: a shard closed by the LRU and opened again must be
-  // the same file, unwritten (its device, inode, size, modification time and Reader::version()),
-  // or its samples would be another version's.
-  struct Seen {
-    bool seen = false;
-    std::uint64_t device = 0, inode = 0, size = 0, mtime_ns = 0, version = 0;
-    bool operator==(const Seen&) const = default;
-  };
-  std::vector<Seen> seen_;
+  // Each shard as the set was first read (by the probe, or by this reader): a shard opened again,
+  // or for the first time here, must be the same file, unwritten (its device, inode, size,
+  // modification time and Reader::version()), or its samples would be another version's.
+  std::vector<std::optional<FileIdentity>> seen_;
   // Shard 0's fields and count as the loader's process found them, for its first open (taken).
   std::optional<Schema> first_known_;
   std::vector<std::uint64_t> local_;  // scratch: one run's indices within its shard (for_each_run)

@@ -39,8 +39,8 @@ void Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* c
   std::vector<FieldOut> out(dest.size());
   for (std::size_t f = 0; f < dest.size(); ++f) {
     if (schema().fields.at(f).is_bytes()) {
-      throw Error(ErrorCode::dataset,
-                  fmt::format("field '{}' is of kind bytes: read it into a VarBytes", schema().fields[f].name));
+      throw Error(ErrorCode::dataset, fmt::format("field '{}' is of kind bytes: read it into a VarBytes",
+                                                  printable(schema().fields[f].name)));
     }
     out[f].fixed = dest[f];
   }
@@ -65,12 +65,12 @@ Schema select_fields(const Schema& available, const std::vector<std::string>& wa
     const Field* f = available.find(name);
     if (!f) {
       std::vector<std::string> names;
-      for (const auto& g : available.fields) names.push_back(g.name);
+      for (const auto& g : available.fields) names.push_back(printable(g.name));
       throw Error(ErrorCode::invalid_option,
-                  fmt::format("{}: unknown field '{}' (fields: {})", path, name, fmt::join(names, ", ")));
+                  fmt::format("{}: unknown field '{}' (fields: {})", path, printable(name), fmt::join(names, ", ")));
     }
     if (out.find(name))
-      throw Error(ErrorCode::invalid_option, fmt::format("{}: field '{}' is selected twice", path, name));
+      throw Error(ErrorCode::invalid_option, fmt::format("{}: field '{}' is selected twice", path, printable(name)));
     out.fields.push_back(*f);
   }
   return out;

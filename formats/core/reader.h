@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/core/file_identity.h"
 #include "loader/base/scratch.h"
 #include "stoker/export.h"
 #include "stoker/options.h"
@@ -116,8 +117,8 @@ class STOKER_TOOLS_API Reader {
   virtual std::uint64_t shard_opens() const noexcept { return 0; }
 
   // What changes whenever the dataset is written, beyond its file's size and time (the dataset's
-  // identity, loader/workers/dataset_identity.h): LMDB's last committed transaction; 0 for HDF5
-  // and shard sets (whose shards are checked by the file).
+  // identity, formats/core/file_identity.h): LMDB's last committed transaction; 0 for HDF5 and
+  // shard sets (whose shards are checked one by one).
   virtual std::uint64_t version() const noexcept { return 0; }
 };
 
@@ -139,10 +140,12 @@ struct ReaderOptions {
   // MDB_NORDAHEAD, HDF5's direct reads without POSIX_FADV_RANDOM). Random access turns that off:
   // read-ahead would fetch pages nobody reads.
   bool sequential = false;
-  // A shard set (formats/shard_set.h): each shard's sample count, as the process that built the
-  // loader found them (empty: count them by opening every shard), and how many shards a reader
-  // keeps open at once.
+  // A shard set (formats/shard_set.h): each shard's sample count and identity, as the process that
+  // built the loader found them (empty: count them by opening every shard; an identity unset: not
+  // recorded), and how many shards a reader keeps open at once. A shard opened whose identity is
+  // not the one recorded is an error naming it.
   std::vector<std::uint64_t> shard_samples;
+  std::vector<std::optional<FileIdentity>> shard_identities;
   std::size_t max_open_shards = 64;
   // An LMDB database without a stoker schema whose sample is one key per field
   // (formats/lmdb/lmdb_key_templates.h): Options::lmdb_keys and Options::lmdb_count_key.

@@ -1,6 +1,7 @@
 #include "formats/hdf5/column.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -30,6 +31,15 @@ std::vector<std::byte> fill_sample(const H5::DSetCreatPropList& dcpl, const H5::
   return sample;
 }
 
+// Whether `dset` is stored in the file the reader's descriptor `fd` reads: a dataset reached through
+// an external link lives in another file, whose offsets mean nothing in this one (only HDF5 reads it).
+bool stored_in(const H5::DataSet& dset, int fd) {
+  const std::string name = dset.getFileName();
+  struct stat in_hdf5, in_fd;
+  return ::stat(name.c_str(), &in_hdf5) == 0 && ::fstat(fd, &in_fd) == 0 && in_hdf5.st_dev == in_fd.st_dev &&
+         in_hdf5.st_ino == in_fd.st_ino;
+}
+
 // Reads samples 0, N/2 and N-1 through `raw` and through `reference`: whether they agree (a path
 // that fails, say on an offset past the end, does not: HDF5 knows better).
 bool reads_agree(ReadPath& raw, ReadPath& reference, std::uint64_t n, std::size_t sample_bytes) {
@@ -47,7 +57,7 @@ bool reads_agree(ReadPath& raw, ReadPath& reference, std::uint64_t n, std::size_
 }
 
 Column array_column(const H5::H5File& file, int fd, const std::string& path, const FieldSource& src, Hdf5Path mode) {
-  const std::string where = fmt::format("{}: dataset '{}'", path, src.object);
+  const std::string where = fmt::format("{}: dataset '{}'", path, printable(src.object));
   Column c;
   c.object = src.object;
   H5::DSetCreatPropList dcpl;
@@ -77,7 +87,10 @@ Column array_column(const H5::H5File& file, int fd, const std::string& path, con
     array.sample_bytes = c.sample_bytes;
     array.where = where;
     array.path = path;
-    const RawPath raw = raw_path_for(storage, mode, array.dset.getDataType() == array.mem_type, c.dims, c.sample_bytes);
+    const RawPath raw =
+        stored_in(array.dset, fd)
+            ? raw_path_for(storage, mode, array.dset.getDataType() == array.mem_type, c.dims, c.sample_bytes)
+            : RawPath::none;
     if (raw == RawPath::direct_chunked || raw == RawPath::inflate) {
       array.fill_sample = fill_sample(dcpl, array.mem_type, c.field.dtype, c.sample_bytes);
     }
@@ -156,7 +169,8 @@ Column open_column(const H5::H5File& file, int fd, const std::string& path, cons
   Inspected in = inspect_members(file, src.object, src.name, src.members, path, c.member_dtype);
   c.field = std::move(in.field);
   c.dims = std::move(in.dims);
-  c.path = member_read_path(file, src.object, c.member_dtype, fmt::format("{}: group '{}'", path, src.object));
+  c.path = member_read_path(file, path, src.object, c.member_dtype,
+                            fmt::format("{}: group '{}'", path, printable(src.object)));
   return c;
 }
 

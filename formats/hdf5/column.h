@@ -53,7 +53,8 @@ RawPath raw_path_for(const Storage& storage, Hdf5Path mode, bool stored_as_deliv
                      std::size_t sample_bytes);
 
 // Opens field `src` of `file` (`fd`: the reader's descriptor of the same file, for raw reads) with
-// the fastest path allowed whose reads equal H5Dread's on three samples; H5Dread otherwise.
+// the fastest path allowed whose reads equal H5Dread's on three samples; H5Dread otherwise, and
+// always for a dataset stored in another file (reached through an external link).
 // Throws stoker::Error for a field the schema scan refuses.
 Column open_column(const H5::H5File& file, int fd, const std::string& path, const FieldSource& src, Hdf5Path mode);
 

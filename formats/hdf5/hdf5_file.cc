@@ -31,6 +31,35 @@ void set_close_on_exec(const H5::H5File& file, const std::string& path) {
   }
 }
 
+// What the link `name` of `group`, which leads to no object, says.
+std::string describe_broken_link(hid_t group, const std::string& name) {
+  H5L_info_t info;
+  if (H5Lget_info(group, name.c_str(), &info, H5P_DEFAULT) < 0) {
+    return fmt::format("a link HDF5 cannot read: {}", hdf5_error_detail());
+  }
+  if (info.type == H5L_TYPE_HARD) return fmt::format("an object HDF5 cannot open: {}", hdf5_error_detail());
+  if (info.type != H5L_TYPE_SOFT && info.type != H5L_TYPE_EXTERNAL) return "a user-defined link HDF5 cannot follow";
+  std::vector<char> value(info.u.val_size + 1, '\0');
+  if (H5Lget_val(group, name.c_str(), value.data(), info.u.val_size, H5P_DEFAULT) < 0) {
+    return fmt::format("a link HDF5 cannot read: {}", hdf5_error_detail());
+  }
+  if (info.type == H5L_TYPE_SOFT) {
+    return fmt::format("a soft link to '{}', which leads nowhere", printable(value.data()));
+  }
+  unsigned flags = 0;
+  const char* file = nullptr;
+  const char* object = nullptr;
+  if (H5Lunpack_elink_val(value.data(), info.u.val_size, &flags, &file, &object) < 0 || !file || !object) {
+    return fmt::format("an external link HDF5 cannot read: {}", hdf5_error_detail());
+  }
+  H5Eclear2(H5E_DEFAULT);
+  return fmt::format(
+      "an external link to '{}' in '{}', which cannot be followed (that file is not found, not HDF5, or holds no such "
+      "object; HDF5 looks for a relative name beside this file and in the working directory, HDF5_EXT_PREFIX adds "
+      "directories)",
+      printable(object), printable(file));
+}
+
 }  // namespace
 
 H5::H5File open_hdf5_file(const std::string& path) {
@@ -73,7 +102,10 @@ GroupListing list_group(const H5::H5File& file, const std::string& group, const 
       try {
         type = g.childObjType(name);
       } catch (const H5::Exception&) {
-        H5Eclear2(H5E_DEFAULT);  // a dangling link: neither
+        H5Eclear2(H5E_DEFAULT);
+        std::string what = describe_broken_link(g.getId(), name);
+        out.broken.emplace_back(std::move(name), std::move(what));
+        continue;
       }
       if (type == H5O_TYPE_DATASET) {
         out.datasets.push_back(std::move(name));
@@ -87,9 +119,17 @@ GroupListing list_group(const H5::H5File& file, const std::string& group, const 
 
 // "datasets in the root group: a, b; groups: train" (for errors).
 std::string describe_listing(const GroupListing& l, const std::string& group) {
-  return fmt::format("datasets in {}: {}; groups: {}", group_label(group),
-                     l.datasets.empty() ? "none" : fmt::format("{}", fmt::join(l.datasets, ", ")),
-                     l.groups.empty() ? "none" : fmt::format("{}", fmt::join(l.groups, ", ")));
+  std::string broken;
+  for (const auto& [name, what] : l.broken)
+    broken += (broken.empty() ? "; links that lead nowhere: " : ", ") + printable(name);
+  const auto names = [](const std::vector<std::string>& list) {
+    std::vector<std::string> shown;
+    shown.reserve(list.size());
+    for (const auto& n : list) shown.push_back(printable(n));
+    return list.empty() ? std::string("none") : fmt::format("{}", fmt::join(shown, ", "));
+  };
+  return fmt::format("datasets in {}: {}; groups: {}{}", group_label(group), names(l.datasets), names(l.groups),
+                     broken);
 }
 
 H5::DataSet open_dataset(const H5::H5File& file, const std::string& name, const std::string& path,

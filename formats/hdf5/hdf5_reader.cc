@@ -11,6 +11,7 @@
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_schema.h"
 #include "loader/base/posix_error.h"
+#include "loader/base/progress_note.h"
 #include "loader/base/unique_fd.h"
 #include "stoker/error.h"
 
@@ -84,10 +85,12 @@ std::string Hdf5Reader::describe_layout() const {
   std::vector<std::string> parts;
   for (const auto& c : impl_->columns) {
     if (c.path->kind() == ReadPath::Kind::members) {
-      parts.push_back(fmt::format("'{}': group '{}' of {} datasets '0' .. '{}' ({}), one sample each", c.field.name,
-                                  c.object, c.dims[0], c.dims[0] - 1, dtype_name(c.member_dtype)));
+      parts.push_back(fmt::format("'{}': group '{}' of {} datasets '0' .. '{}' ({}), one sample each",
+                                  printable(c.field.name), printable(c.object), c.dims[0], c.dims[0] - 1,
+                                  dtype_name(c.member_dtype)));
     } else if (c.path->kind() == ReadPath::Kind::vlen) {
-      parts.push_back(fmt::format("'{}': variable-length u8 dataset '{}'", c.field.name, c.object));
+      parts.push_back(
+          fmt::format("'{}': variable-length u8 dataset '{}'", printable(c.field.name), printable(c.object)));
     }
   }
   return fmt::format("{}", fmt::join(parts, "; "));
@@ -102,6 +105,7 @@ SampleBound Hdf5Reader::sample_bound(std::size_t f) const {
   std::uint64_t largest = 0;
   for (std::uint64_t p = 0; p < probes; ++p) {
     largest = std::max(largest, c.path->sample_bytes(p * (n - 1) / std::max<std::uint64_t>(probes - 1, 1)));
+    detail::note_progress();  // each a read of the file (loader/base/progress_note.h)
   }
   return {std::max<std::uint64_t>(2 * largest, 4096), false};
 }

@@ -8,7 +8,9 @@
 #include "formats/hdf5/hdf5_errors.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_types.h"
+#include "formats/hdf5/storage_check.h"
 #include "loader/base/option_spelling.h"
+#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -22,6 +24,7 @@ std::uint64_t sample_group_size(const H5::H5File& file, const std::string& group
     const H5::Group g = file.openGroup(group);
     const hsize_t n = g.getNumObjs();
     for (hsize_t i = 0; i < n; ++i) {
+      detail::note_progress();  // a group of a million members takes its time (loader/base/progress_note.h)
       const std::string name = g.getObjnameByIdx(i);
       if (name.empty() || name.size() > 19 || (name.size() > 1 && name[0] == '0') ||
           !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
@@ -50,6 +53,13 @@ std::vector<FieldSource> named_sources(const H5::H5File& file, const std::string
     const std::string leaf = slash == std::string::npos ? full : full.substr(slash + 1);
     if (!parent_group.empty()) require_group(file, path, parent_group, fmt::format("unknown field '{}': ", w));
     const GroupListing here = list_group(file, parent_group, path);
+    for (const auto& [name, what] : here.broken) {
+      if (name == leaf) {
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: field '{}' is {}: restore what it names, or select other fields", path,
+                                printable(w), what));
+      }
+    }
     if (std::find(here.datasets.begin(), here.datasets.end(), leaf) != here.datasets.end()) {
       out.push_back({w, full, 0});
       continue;
@@ -78,11 +88,14 @@ std::vector<FieldSource> group_sources(const H5::H5File& file, const std::string
   std::vector<FieldSource> out;
   const GroupListing here = list_group(file, group, path);
   std::vector<std::string> cannot;
+  for (const auto& [name, what] : here.broken) {
+    cannot.push_back(fmt::format("'{}' ({}: restore what it names, or remove the link)", printable(name), what));
+  }
   for (const auto& n : here.datasets) {
     const H5::DataSet dset = open_dataset(file, base + n, path);
-    const TypeMatch m =
-        hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, base + n); }, [&] { return match_type(dset); });
-    if (!m.deliverable()) cannot.push_back(fmt::format("'{}' ({})", n, m.why));
+    const TypeMatch m = hdf5_call([&] { return fmt::format("{}: dataset '{}'", path, printable(base + n)); },
+                                  [&] { return match_type(dset); });
+    if (!m.deliverable()) cannot.push_back(fmt::format("'{}' ({})", printable(n), m.why));
     out.push_back({n, base + n, 0});
   }
   std::vector<std::string> containers;
@@ -126,13 +139,16 @@ std::vector<FieldSource> group_sources(const H5::H5File& file, const std::string
 
 // Reads rank, dims and dtype of dataset `name`; throws for anything stoker cannot deliver.
 Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::string& path) {
-  const std::string ctx = fmt::format("{}: dataset '{}'", path, name);
+  const std::string ctx = fmt::format("{}: dataset '{}'", path, printable(name));
   const auto context = [&] { return ctx; };
   return hdf5_call(context, [&] {
     TypeMatch m = match_type(dset);
     if (!m.dtype && !m.vlen_bytes) {
       throw Error(ErrorCode::dataset,
                   fmt::format("{}: unsupported dtype ({}); stoker reads {}", ctx, m.why, kSupportedTypes));
+    }
+    if (const std::optional<std::string> why = unreadable_storage(dset, name, path)) {
+      throw Error(ErrorCode::dataset, fmt::format("{}: {}", ctx, *why));
     }
     const H5::DataSpace space = dset.getSpace();
     const int rank = space.getSimpleExtentNdims();
@@ -174,7 +190,7 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
 // little-endian, all members of member "0"'s dtype.
 Inspected inspect_members(const H5::H5File& file, const std::string& group, const std::string& name, std::uint64_t n,
                           const std::string& path, DType& member_dtype) {
-  const std::string ctx = fmt::format("{}: group '{}'", path, group);
+  const std::string ctx = fmt::format("{}: group '{}'", path, printable(group));
   const auto context = [&] { return ctx; };
   return hdf5_call(context, [&] {
     const H5::DataSet first = file.openDataSet(group + "/0");
@@ -183,6 +199,9 @@ Inspected inspect_members(const H5::H5File& file, const std::string& group, cons
       throw Error(ErrorCode::dataset,
                   fmt::format("{}: member '0' holds {}; the members of a sample group must be numeric datasets ({})",
                               ctx, m.why.empty() ? "variable-length data" : m.why, kSupportedTypes));
+    }
+    if (const std::optional<std::string> why = unreadable_storage(first, group + "/0", path)) {
+      throw Error(ErrorCode::dataset, fmt::format("{}: member '0': {}", ctx, *why));
     }
     member_dtype = *m.dtype;
     Inspected out;
@@ -202,9 +221,10 @@ std::vector<FieldSource> field_sources(const H5::H5File& file, const std::string
 void check_same_n(const std::vector<Inspected>& cols, const std::string& path) {
   for (const auto& c : cols) {
     if (c.dims[0] != cols.front().dims[0]) {
-      throw Error(ErrorCode::dataset,
-                  fmt::format("{}: fields with different numbers of samples: '{}' has {}, '{}' has {}", path,
-                              cols.front().field.name, cols.front().dims[0], c.field.name, c.dims[0]));
+      throw Error(
+          ErrorCode::dataset,
+          fmt::format("{}: fields with different numbers of samples: '{}' has {}, '{}' has {}", path,
+                      printable(cols.front().field.name), cols.front().dims[0], printable(c.field.name), c.dims[0]));
     }
   }
 }

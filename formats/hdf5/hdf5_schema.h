@@ -2,7 +2,9 @@
 // and shapes. Fields are datasets (the root group's or another group's, or selected by name or
 // path) with a common leading dimension N. A variable-length u8 dataset, or a group whose members
 // are the datasets "0" .. "N-1", is a bytes field (one run of bytes per sample). A dataset that
-// cannot be delivered is an error naming it: no field is ever dropped silently.
+// cannot be delivered (of a type stoker lacks, stored where stoker does not read or HDF5 cannot:
+// formats/hdf5/storage_check.h) and a link that leads nowhere are errors naming them: no field is
+// ever dropped silently, nor read as fill values.
 #pragma once
 
 #include <H5Cpp.h>

@@ -5,6 +5,7 @@
 #include "formats/hdf5/hdf5_errors.h"
 #include "formats/hdf5/hdf5_types.h"
 #include "formats/hdf5/read_path.h"
+#include "formats/hdf5/storage_check.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -12,8 +13,12 @@ namespace {
 
 class MemberRead final : public ReadPath {
  public:
-  MemberRead(const H5::H5File& file, std::string group, DType member_dtype, std::string where)
-      : file_(file), group_(std::move(group)), member_dtype_(member_dtype), where_(std::move(where)) {}
+  MemberRead(const H5::H5File& file, std::string path, std::string group, DType member_dtype, std::string where)
+      : file_(file),
+        path_(std::move(path)),
+        group_(std::move(group)),
+        member_dtype_(member_dtype),
+        where_(std::move(where)) {}
   Kind kind() const noexcept override { return Kind::members; }
 
   void read(std::uint64_t start, std::uint64_t count, const FieldOut& out) override {
@@ -38,6 +43,11 @@ class MemberRead final : public ReadPath {
                   fmt::format("{} is {}, but the group's member '0' is {}: a sample group's members share one dtype",
                               where(), m.dtype ? std::string(dtype_name(*m.dtype)) : m.why, dtype_name(member_dtype_)));
     }
+    // Checked member by member, as read (the schema scan checks member '0'): a member stored
+    // outside the file, or with a filter HDF5 lacks, is an error naming its sample.
+    if (const std::optional<std::string> why = unreadable_storage(d, fmt::format("{}/{}", group_, i), path_)) {
+      throw Error(ErrorCode::dataset, fmt::format("{}: {}", where(), *why));
+    }
     const auto elements =
         hdf5_call(where, [&] { return static_cast<std::uint64_t>(d.getSpace().getSimpleExtentNpoints()); });
     if (elements > kMaxSampleBytes / dtype_size(member_dtype_)) {
@@ -55,6 +65,7 @@ class MemberRead final : public ReadPath {
   }
 
   const H5::H5File& file_;  // the reader's, which outlives the path
+  std::string path_;
   std::string group_;
   DType member_dtype_;
   std::string where_;
@@ -62,9 +73,9 @@ class MemberRead final : public ReadPath {
 
 }  // namespace
 
-std::unique_ptr<ReadPath> member_read_path(const H5::H5File& file, std::string group, DType member_dtype,
-                                           std::string where) {
-  return std::make_unique<MemberRead>(file, std::move(group), member_dtype, std::move(where));
+std::unique_ptr<ReadPath> member_read_path(const H5::H5File& file, std::string path, std::string group,
+                                           DType member_dtype, std::string where) {
+  return std::make_unique<MemberRead>(file, std::move(path), std::move(group), member_dtype, std::move(where));
 }
 
 }  // namespace stoker::formats

@@ -65,7 +65,8 @@ std::unique_ptr<ReadPath> direct_chunked_read_path(ArrayDataset array, int fd, h
 std::unique_ptr<ReadPath> inflate_read_path(ArrayDataset array, int fd, hsize_t rows_per_chunk,
                                             std::size_t cache_chunks);
 std::unique_ptr<ReadPath> vlen_read_path(const H5::DataSet& dset, std::string where);
-std::unique_ptr<ReadPath> member_read_path(const H5::H5File& file, std::string group, DType member_dtype,
-                                           std::string where);
+// `path`: the file's, for what its members' storage names (formats/hdf5/storage_check.h).
+std::unique_ptr<ReadPath> member_read_path(const H5::H5File& file, std::string path, std::string group,
+                                           DType member_dtype, std::string where);
 
 }  // namespace stoker::formats

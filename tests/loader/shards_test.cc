@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -220,15 +221,105 @@ TEST(Shards, AShardWrittenWhileClosedIsRefusedWhenItIsOpenedAgain) {
   read_one(12);  // shard 2: shard 1 is closed
   write_lmdb_note_in_place(shards.paths[1]);
   expect_error(ErrorCode::dataset, [&] { read_one(7); },
-               {shards.paths[1] + ": shard 1 was replaced or written since this process first read it (its last "
-                                  "LMDB transaction changed)"});
+               {shards.paths[1] + ": shard 1 of 3 was replaced or written since the set was first read (",
+                "its last LMDB transaction ("});
   read_one(0);  // shard 0 (HDF5), untouched: still read
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   write_hdf5(shards.paths[2] + ".new", small_schema(7), {formats::Hdf5WriteOptions::Layout::chunked, 8, 1});
   std::filesystem::rename(shards.paths[2] + ".new", shards.paths[2]);
   expect_error(ErrorCode::dataset, [&] { read_one(12); },
-               {shards.paths[2] + ": shard 2 was replaced or written since this process first read it (its device "
-                                  "and inode changed)"});
+               {shards.paths[2] + ": shard 2 of 3 was replaced or written since the set was first read (it is another "
+                                  "file (device and inode)"});
+}
+
+// Overwrites the HDF5 shard at `path` in place (the same file: truncated and written again) with
+// `n` samples of small_schema's fields, all zeros: a new version of the same fields and count.
+// Returns its new size, which differs from the old one's (a contiguous layout, no compression), so
+// that the change does not rest on the clock's resolution.
+std::uintmax_t rewrite_shard_in_place(const std::string& path, std::uint64_t n) {
+  const std::uintmax_t before = std::filesystem::file_size(path);
+  const Schema schema = small_schema(n);
+  {
+    formats::Hdf5Writer w(path, schema, {formats::Hdf5WriteOptions::Layout::contiguous});
+    for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+      const std::vector<std::byte> zeros(n * schema.fields[f].bytes_per_sample());
+      w.write(f, 0, n, zeros.data());
+    }
+    w.close();
+  }
+  const std::uintmax_t after = std::filesystem::file_size(path);
+  EXPECT_NE(before, after);
+  return after;
+}
+
+// A worker's reader is given each shard's identity as the probe read it: a shard rewritten in
+// place before the worker first opens it (the same fields and count, other samples) is an error
+// naming it when it is opened, not samples of the new version.
+TEST(Shards, AShardRewrittenBeforeAReaderFirstOpensItIsRefusedNamingIt) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "set", {5, 6, 7});
+  formats::ReaderOptions options;
+  const formats::ShardedReader probe(shards.paths, options);
+  ASSERT_EQ(probe.shard_identities().size(), 3u);
+  for (const auto& id : probe.shard_identities()) EXPECT_TRUE(id.has_value());
+  options.shard_samples = probe.shard_samples();
+  options.shard_identities = probe.shard_identities();
+  const std::uintmax_t before = std::filesystem::file_size(shards.paths[2]);
+  const std::uintmax_t after = rewrite_shard_in_place(shards.paths[2], 7);
+  formats::ShardedReader worker(shards.paths, options);
+  const Schema schema = small_schema(1);
+  std::vector<std::vector<std::byte>> bufs(schema.fields.size());
+  std::vector<std::byte*> dest;
+  for (std::size_t f = 0; f < schema.fields.size(); ++f) {
+    bufs[f].resize(schema.fields[f].bytes_per_sample());
+    dest.push_back(bufs[f].data());
+  }
+  const auto read_one = [&](std::uint64_t i) {
+    const std::vector<std::uint64_t> one{i};
+    worker.Reader::read(one, std::span<std::byte* const>(dest));
+  };
+  read_one(0);   // shard 0, untouched
+  read_one(10);  // shard 1, untouched
+  // The size is what must differ (the modification time may not, within the clock's resolution).
+  expect_error(ErrorCode::dataset, [&] { read_one(12); },
+               {fmt::format("{}: shard 2 of 3 was replaced or written since the set was first read (its size ({} -> "
+                            "{} bytes)",
+                            shards.paths[2], before, after),
+                "): its samples are not mixed into this loader's epochs; build a new Loader to read the new set"});
+}
+
+// The same through a Loader: its worker started (and read shard 0) before shard 2 was rewritten in
+// place, and opens shard 2 only when the epoch reaches it. The epoch ends with an error naming the
+// shard there, after the batches of the shards before it, never with the new version's samples.
+// No worker can have opened shard 2 before the rewrite, whatever the timing: the loader issues at
+// most Stats::depth batches beyond the last one handed over (batch 0 here, and a depth below 8),
+// shard 2 starts at batch 8, and a worker opens a shard only to read a batch of it (its read-ahead
+// hints go to shards already open).
+TEST(Shards, AShardRewrittenInPlaceMidEpochIsAnErrorNamingItNotAMix) {
+  TempDir tmp;
+  const ShardFiles shards = write_shards(tmp, "set", {20, 20, 20});
+  Options o = options_for(1);
+  o.sources = shards.paths;
+  o.batch_size = 5;  // shard 2 starts at batch 8
+  o.prefetch = 1;
+  Loader loader(o);
+  ASSERT_LT(loader.stats().depth, 8u) << "the worker must not reach shard 2 before the rewrite";
+  Epoch epoch = loader.epoch(0);
+  std::optional<Batch> first = epoch.next();
+  ASSERT_TRUE(first);
+  first.reset();
+  rewrite_shard_in_place(shards.paths[2], 20);
+  std::uint64_t delivered = 1;
+  const Caught e = caught([&] {
+    while (std::optional<Batch> b = epoch.next()) {
+      for (std::uint64_t i : b->indices()) EXPECT_LT(i, 40u) << "a sample of the rewritten shard was delivered";
+      ++delivered;
+    }
+  });
+  EXPECT_EQ(e.code, ErrorCode::dataset) << e.message;
+  EXPECT_THAT(e.message, HasSubstr(shards.paths[2] + ": shard 2 of 3 was replaced or written since the set was first "
+                                                     "read (its size ("));
+  EXPECT_EQ(delivered, 8u);
 }
 
 // Stats::shard_opens counts what the readers opened: a sequential epoch through one open shard
