@@ -19,6 +19,9 @@ struct ImageRules {
   int max_side = 0;  // 0: store every file as it is
   int quality = 90;
   std::uint64_t max_pixels = 0;  // the loader's Options::max_image_pixels
+  // Decode every image whole, as the loader's `decode` does (--verify=decode), so that one whose
+  // data is corrupt past a sound header is refused here rather than by the training run.
+  bool decode = false;
 };
 
 // The file's bytes, whole, into `out`; errors name `where`. Refuses what is not a regular file of
@@ -31,10 +34,13 @@ class ImagePreparer {
   explicit ImagePreparer(const ImageRules& rules) : rules_(rules) {}
   // What is stored for the image `file`: `file` itself (returns it), or its re-encoding (in a
   // buffer of this preparer, valid until the next call). Throws stoker::Error for bytes that are not
-  // an image the loader decodes, or a corrupt one that a re-encode had to decode.
+  // an image the loader decodes, or a corrupt one that a re-encode (or rules.decode) had to decode.
   std::span<const std::byte> prepare(std::span<const std::byte> file);
   // Whether the last prepare() re-encoded.
   bool reencoded() const noexcept { return reencoded_; }
+  // The bytes its buffers hold now. Those an outlier grew past 16 MiB are given back by the next
+  // file that needs less than a quarter of them: a thread's memory follows the files it reads now.
+  std::size_t buffer_bytes() const noexcept;
 
  private:
   ImageRules rules_;

@@ -20,6 +20,7 @@
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "tools/atomic_output.h"
+#include "tools/output_check.h"
 
 namespace stoker::tools {
 namespace {
@@ -33,6 +34,9 @@ constexpr std::uint64_t kCommitBytes = 8u << 20;
 constexpr std::uint64_t kHdf5BlockSamples = 1024;
 constexpr const char* kJournal = "pack.json";
 constexpr const char* kRecordKey = "pack";
+// What stoker-pack writes, and so all it replaces with --force or discards: an LMDB or HDF5 dataset,
+// or a directory of them with the journal.
+const OutputKind kWrites{"stoker-pack", true, true, kJournal};
 
 bool is_symlink(const std::string& path) {
   struct stat st;
@@ -83,7 +87,7 @@ void add_skipped(const json& list, std::vector<SkippedFile>& out, const std::str
 class DatasetFile {
  public:
   virtual ~DatasetFile() = default;
-  virtual void append(std::span<const std::span<const std::byte>> fields) = 0;
+  virtual void append(std::span<const std::span<const std::byte>> fields, std::string_view source) = 0;
   virtual std::uint64_t samples() const = 0;
   virtual void finish(const std::string& content_digest) = 0;
   // Makes what was appended durable for a resume (LMDB; nothing for HDF5, which is written again).
@@ -97,7 +101,9 @@ class LmdbFile final : public DatasetFile {
   LmdbFile(const std::string& path, const Schema& schema, const std::string& labels, std::uint64_t commit_records,
            std::function<std::string()> record)
       : labels_(labels), record_(std::move(record)), writer_(path, schema, options(commit_records)) {}
-  void append(std::span<const std::span<const std::byte>> fields) override { writer_.append_sample(fields); }
+  void append(std::span<const std::span<const std::byte>> fields, std::string_view source) override {
+    writer_.append_sample(fields, source);
+  }
   std::uint64_t samples() const override { return writer_.next_index(); }
   void finish(const std::string& content_digest) override { writer_.finish(content_digest); }
   void commit() override { writer_.commit(); }
@@ -112,6 +118,7 @@ class LmdbFile final : public DatasetFile {
     wo.commit_bytes = kCommitBytes;
     if (commit_records > 0) wo.commit_records = commit_records;
     wo.open_ended = true;
+    wo.paths = true;
     wo.on_commit = [this](const auto& put) {
       put("labels", labels_);
       if (armed_) put(kRecordKey, record_());
@@ -135,12 +142,13 @@ class Hdf5File final : public DatasetFile {
         lengths_(pending_.size()) {
     writer_.set_text_attribute("labels", labels);
   }
-  void append(std::span<const std::span<const std::byte>> fields) override {
+  void append(std::span<const std::span<const std::byte>> fields, std::string_view source) override {
     for (std::size_t f = 0; f < fields.size(); ++f) {
       pending_[f].insert(pending_[f].end(), fields[f].begin(), fields[f].end());
       lengths_[f].push_back(fields[f].size());
       bytes_ += fields[f].size();
     }
+    sources_.emplace_back(source);
     if (++count_ == kHdf5BlockSamples || bytes_ >= kCommitBytes) flush();
   }
   std::uint64_t samples() const override { return written_ + count_; }
@@ -179,6 +187,8 @@ class Hdf5File final : public DatasetFile {
       pending_[f].clear();
       lengths_[f].clear();
     }
+    writer_.write_texts(kHdf5Paths, written_, sources_);
+    sources_.clear();
     written_ += count_;
     count_ = 0;
     bytes_ = 0;
@@ -187,6 +197,7 @@ class Hdf5File final : public DatasetFile {
   formats::Hdf5Writer writer_;
   std::vector<std::vector<std::byte>> pending_;
   std::vector<std::vector<std::uint64_t>> lengths_;
+  std::vector<std::string> sources_;  // the pending samples' paths
   std::uint64_t count_ = 0, bytes_ = 0, written_ = 0;
 };
 
@@ -194,8 +205,11 @@ class Hdf5File final : public DatasetFile {
 
 struct PackOutput::Impl {
   PackOutputSpec spec;
-  std::string partial;  // OUTPUT.partial: the dataset, or the directory of shards
-  bool sharded = false, resumed = false;
+  std::string partial;                                    // OUTPUT.partial: the dataset, or the directory of shards
+  bool sharded = false, resumed = false, forced = false;  // forced: --force
+  // An HDF5 dataset being written (created, not yet finished): it cannot be continued after a
+  // failure, so it is removed when the pack fails.
+  std::string unfinished_hdf5;
 
   // Finished shards (the journal) and the one being written.
   std::vector<PackedDataset> done;
@@ -252,6 +266,7 @@ struct PackOutput::Impl {
     current_path = sharded ? fmt::format("{}/{}.partial", partial, shard_name(done.size())) : partial;
     if (!existing) create_exclusive(current_path);
     if (spec.hdf5) {
+      unfinished_hdf5 = current_path;
       current = std::make_unique<Hdf5File>(current_path, spec.schema, spec.labels_json);
     } else {
       auto lmdb = std::make_unique<LmdbFile>(current_path, spec.schema, spec.labels_json, spec.commit_records,
@@ -299,6 +314,7 @@ struct PackOutput::Impl {
     current->finish(digest.hex());
     const std::uint64_t n = current->samples();
     current.reset();
+    unfinished_hdf5.clear();
     fsync_path(current_path, O_RDONLY);  // on disk before the journal lists it (HDF5 only flushes)
     std::string final_path = current_path;
     if (sharded) {
@@ -324,13 +340,12 @@ struct PackOutput::Impl {
 };
 
 void PackOutput::Impl::start(bool resume, bool force) {
-  if (fs::exists(fs::symlink_status(spec.output)) && !force)
-    throw Error(ErrorCode::invalid_option, fmt::format("{}: exists; replace it with --force", spec.output));
+  check_output(spec.output, kWrites, force);  // with --force, only a dataset of stoker-pack's is replaced
   if (is_symlink(partial))
     throw Error(ErrorCode::invalid_option,
                 fmt::format("{}: is a symbolic link; stoker-pack writes only what it creates itself: remove the link",
                             partial));
-  const bool there = fs::exists(fs::symlink_status(partial));
+  const bool there = check_partial(partial, kWrites);  // and only its own interrupted pack discarded
   if (there && resume) {
     if (fs::is_directory(partial) != sharded)
       throw Error(ErrorCode::invalid_option,
@@ -404,10 +419,19 @@ PackOutput::PackOutput(const PackOutputSpec& spec, bool resume, bool force) : im
   impl_->spec = spec;
   impl_->partial = spec.output + ".partial";
   impl_->sharded = spec.shard_bytes > 0;
+  impl_->forced = force;
   impl_->start(resume, force);
 }
 
-PackOutput::~PackOutput() = default;
+PackOutput::~PackOutput() {
+  Impl& m = *impl_;
+  if (m.unfinished_hdf5.empty()) return;
+  // The pack failed (a full disk, a file that stopped it): an unfinished HDF5 dataset cannot be
+  // continued, so it is closed (abandoned, if its writes failed) and removed; a shard set keeps its
+  // finished shards for --resume.
+  m.current.reset();
+  ::unlink(m.unfinished_hdf5.c_str());
+}
 
 std::uint64_t PackOutput::next_item() const { return impl_->next_item; }
 std::uint64_t PackOutput::samples() const {
@@ -417,7 +441,8 @@ const std::vector<SkippedFile>& PackOutput::skipped() const { return impl_->skip
 bool PackOutput::resumed() const { return impl_->resumed; }
 const std::vector<PackedDataset>& PackOutput::datasets() const { return impl_->done; }
 
-void PackOutput::append(std::uint64_t item, std::span<const std::span<const std::byte>> fields) {
+void PackOutput::append(std::uint64_t item, std::span<const std::span<const std::byte>> fields,
+                        std::string_view source) {
   Impl& m = *impl_;
   if (item != m.next_item)
     throw Error(ErrorCode::internal,
@@ -434,7 +459,7 @@ void PackOutput::append(std::uint64_t item, std::span<const std::span<const std:
   m.digest.add(m.current->samples(), m.digested);
   m.next_item = item + 1;
   m.current_bytes += bytes;
-  m.current->append(fields);
+  m.current->append(fields, source);
 }
 
 void PackOutput::skip(std::uint64_t item, std::string reason) {
@@ -458,6 +483,7 @@ void PackOutput::finish() {
     // Every file after the last finished shard was skipped (or a resumed pack had finished them
     // all): no empty shard, which the loader would refuse.
     m.current.reset();
+    m.unfinished_hdf5.clear();
     if (::unlink(m.current_path.c_str()) != 0) throw Error::from_errno(errno, m.current_path + ": removing it");
     return;
   }
@@ -467,7 +493,8 @@ void PackOutput::finish() {
 void PackOutput::move_into_place() {
   Impl& m = *impl_;
   const std::string& output = m.spec.output;
-  tools::move_into_place(m.partial, output);  // replacing one there: --force, checked at the start
+  check_output(output, kWrites, m.forced);  // again: a long pack leaves time for something to appear there
+  tools::move_into_place(m.partial, output);
   // The journal only serves a resume: gone once the set is in place (a kill just before leaves a
   // file the loader does not take for a shard).
   if (m.sharded && ::unlink((output + "/" + kJournal).c_str()) != 0)

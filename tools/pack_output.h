@@ -2,8 +2,12 @@
 // directory OUTPUT of shards shard-00000.lmdb, shard-00001.lmdb, ... (or .h5), each closed before the
 // sample that would take it past the size (a shard holds at least one sample). Each dataset is
 // stoker's LMDB layout 2 or HDF5 (a variable-length u8 dataset and label datasets) and holds the
-// labels' names. Everything is written under OUTPUT.partial, created by this tool and never through a
-// link, and moved into place when complete: a reader never sees a part of a pack.
+// labels' names and each sample's source path, by its index in that dataset: LMDB's sub-database
+// `paths` under the sample's key (the path's bytes, normally UTF-8), HDF5's dataset `stoker/paths`
+// (variable-length UTF-8 strings: a path that is not UTF-8, or holds a backslash, escaped as
+// Hdf5Writer::write_texts says).
+// Everything is written under OUTPUT.partial, created by this tool and never through a link, and
+// moved into place when complete: a reader never sees a part of a pack.
 //
 // Resume: a pack killed at any point continues where its last commit left off and ends with the
 // same datasets as an uninterrupted one.
@@ -20,11 +24,17 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stoker/schema.h"
 
 namespace stoker::tools {
+
+// HDF5 output: the group of the pack's own datasets (no field may take its name), and the dataset
+// of each sample's source path.
+inline constexpr std::string_view kHdf5PackGroup = "stoker";
+inline constexpr const char* kHdf5Paths = "stoker/paths";
 
 struct PackOutputSpec {
   std::string output;
@@ -52,8 +62,11 @@ class PackOutput {
  public:
   // Starts a pack in a new OUTPUT.partial, or with `resume` continues the one there (refused when
   // it was started from another plan or with other options). Refuses an existing OUTPUT unless
-  // `force` (which also discards an interrupted pack that is not resumed).
+  // `force` (which also discards an interrupted pack that is not resumed), and even then anything
+  // but a dataset of stoker-pack's (tools/output_check.h).
   PackOutput(const PackOutputSpec& spec, bool resume, bool force);
+  // Before move_into_place() (the pack failed): removes the HDF5 dataset being written, which
+  // cannot be continued; an LMDB's work and a shard set's finished shards stay for --resume.
   ~PackOutput();
   PackOutput(const PackOutput&) = delete;
   PackOutput& operator=(const PackOutput&) = delete;
@@ -67,8 +80,9 @@ class PackOutput {
   // Whether this run continues an earlier one, and where that one had got to.
   bool resumed() const;
 
-  // Stores item `item` (== next_item()) with its fields in the schema's order.
-  void append(std::uint64_t item, std::span<const std::span<const std::byte>> fields);
+  // Stores item `item` (== next_item()) with its fields in the schema's order, and the path of
+  // the file it was made from.
+  void append(std::uint64_t item, std::span<const std::span<const std::byte>> fields, std::string_view source);
   // Records that item `item` (== next_item()) is not stored, and why.
   void skip(std::uint64_t item, std::string reason);
   // Commits what was stored (LMDB): a resume continues after it. Also done every

@@ -23,6 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Cells of a manifest, as messages print them.
+std::vector<std::string> shown(const std::vector<std::string>& cells) {
+  std::vector<std::string> out;
+  out.reserve(cells.size());
+  for (const auto& c : cells) out.push_back(printable(c));
+  return out;
+}
+
 bool is_image_name(const fs::path& p) {
   static const std::set<std::string> kExtensions{".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
                                                  ".pgm", ".tif",  ".tiff", ".webp"};
@@ -53,7 +61,10 @@ PackPlan image_folder(const std::string& root) {
         files.push_back(e.path().string());
     }
     std::sort(files.begin(), files.end());
-    for (auto& f : files) plan.items.push_back({f, f, {static_cast<std::int64_t>(c)}});
+    for (auto& f : files) {
+      std::string source = fs::path(f).lexically_relative(root).string();
+      plan.items.push_back({f, printable(f), {static_cast<std::int64_t>(c)}, std::move(source)});
+    }
   }
   if (plan.items.empty()) throw Error(fmt::format("{}: no image files in its class folders", root));
   return plan;
@@ -123,7 +134,7 @@ void add_jsonl_row(const ManifestColumns& a, const std::string& line, const std:
   try {
     j = json::parse(line);
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not a JSON object ({})", where, e.what()));
+    throw Error(fmt::format("{}: not a JSON object ({})", where, printable(e.what(), Printable::message)));
   }
   if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", where));
   if (!j.contains(a.path_column) || !j[a.path_column].is_string())
@@ -146,7 +157,8 @@ CsvColumns csv_header(const ManifestColumns& a, const std::string& line, const s
   auto find = [&](const std::string& name) {
     auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end())
-      throw Error(fmt::format("{}: the header has no column '{}' (it has {})", where, name, fmt::join(header, ", ")));
+      throw Error(
+          fmt::format("{}: the header has no column '{}' (it has {})", where, name, fmt::join(shown(header), ", ")));
     return static_cast<std::size_t>(it - header.begin());
   };
   CsvColumns c;
@@ -234,7 +246,8 @@ PackPlan manifest(const std::string& file, const ManifestColumns& a) {
   for (std::size_t k = 0; k < rows.paths.size(); ++k) {
     const fs::path p(rows.paths[k]);
     plan.items[k].path = (p.is_absolute() ? p : base / p).string();
-    plan.items[k].where = fmt::format("{} ({})", rows.wheres[k], plan.items[k].path);
+    plan.items[k].where = fmt::format("{} ({})", rows.wheres[k], printable(plan.items[k].path));
+    plan.items[k].source = rows.paths[k];
   }
   for (std::size_t c = 0; c < a.label_columns.size(); ++c) add_label(plan, a.label_columns[c], rows.cells[c]);
   return plan;

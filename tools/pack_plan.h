@@ -23,8 +23,9 @@ namespace stoker::tools {
 // One sample to pack: the file, and its label values in the order of the label fields.
 struct PackItem {
   std::string path;
-  std::string where;  // "manifest.csv:12 (/data/x.jpg)", or the path itself
+  std::string where;  // "manifest.csv:12 (/data/x.jpg)", or the path itself; printable (stoker/error.h)
   std::vector<std::variant<std::int64_t, double>> labels;
+  std::string source = {};  // what the dataset records: relative to --folder ("cat/1.jpg"), or as the manifest has it
 };
 
 // A label field: its name, its type, and for strings (and ImageFolder classes) the names of its values.

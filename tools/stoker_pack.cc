@@ -7,7 +7,9 @@
 //
 // The class names and string mappings are stored with the dataset, in the `stoker` sub-database
 // under the key `labels` (HDF5: the root group's attribute `labels`): {"label": ["cat", "dog"]}
-// (label k is the k-th name).
+// (label k is the k-th name). Each sample's source file is recorded by its index in the dataset (or
+// shard): the sub-database `paths` (HDF5: the dataset `stoker/paths`), relative to --folder or as
+// the manifest writes it.
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -45,7 +47,8 @@ struct Args {
   stoker::tools::ImageRules rules{0, 90, stoker::kDefaultMaxImagePixels};
   std::string on_error = "stop";
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
-  bool resume = false, verify = false, force = false, quiet = false;
+  std::string verify;  // "", "digest" (--verify) or "decode" (--verify=decode)
+  bool resume = false, force = false, quiet = false;
 };
 
 bool hdf5_output(const Args& a) {
@@ -68,11 +71,19 @@ std::uint64_t typical_file_bytes(const PackPlan& plan) {
 }
 
 // The stored fields, alphabetical by name (the loader's default order): the image and the labels.
-// by_name[s]: stored field s is plan field by_name[s] (0 the image, 1 + l label l).
-stoker::Schema pack_schema(const PackPlan& plan, std::vector<std::size_t>& by_name) {
+// by_name[s]: stored field s is plan field by_name[s] (0 the image, 1 + l label l). Checked before
+// anything is written: a label may not take the image field's name, nor (HDF5) the pack's group.
+stoker::Schema pack_schema(const PackPlan& plan, bool hdf5, std::vector<std::size_t>& by_name) {
   std::vector<stoker::Field> fields{stoker::Field::bytes_field("image")};
   for (const auto& l : plan.labels) {
     if (l.name == "image") throw Error("--label image: the name of the image field; rename the manifest's column");
+    const std::string_view group = stoker::tools::kHdf5PackGroup;
+    if (hdf5 && l.name.starts_with(group) && (l.name.size() == group.size() || l.name[group.size()] == '/')) {
+      throw Error(
+          fmt::format("--label {}: in an HDF5 output the group '{}' holds each sample's source path "
+                      "({}); rename the manifest's column, or write LMDB",
+                      stoker::printable(l.name), group, stoker::tools::kHdf5Paths));
+    }
     fields.push_back(stoker::Field{l.name, stoker::FieldKind::fixed, l.dtype, {}});
   }
   by_name.resize(fields.size());
@@ -86,11 +97,12 @@ stoker::Schema pack_schema(const PackPlan& plan, std::vector<std::size_t>& by_na
 }
 
 // What a resumed pack must have been started with: the plan, and every option that shapes the
-// stored bytes (not --on-error: a pack stopped by a bad file is resumed with --on-error skip).
+// stored bytes (not --on-error, nor --verify: a pack stopped by a bad file is resumed with
+// --on-error skip); "paths": its datasets record each sample's source.
 std::string pack_fingerprint(const Args& a, const PackPlan& plan) {
-  return fmt::format("{} {} max_side={} quality={} max_pixels={} shard_size={}", stoker::tools::plan_fingerprint(plan),
-                     hdf5_output(a) ? "hdf5" : "lmdb", a.rules.max_side, a.rules.quality, a.rules.max_pixels,
-                     a.shard_size);
+  return fmt::format("{} {} max_side={} quality={} max_pixels={} shard_size={} paths",
+                     stoker::tools::plan_fingerprint(plan), hdf5_output(a) ? "hdf5" : "lmdb", a.rules.max_side,
+                     a.rules.quality, a.rules.max_pixels, a.shard_size);
 }
 
 // Re-reads every sample of each dataset and checks its content digest against the one computed as
@@ -191,7 +203,7 @@ std::pair<std::uint64_t, std::uint64_t> store_items(const Args& a, const PackPla
         const std::size_t f = by_name[s];
         parts[s] = f == 0 ? prepared.bytes : std::span<const std::byte>(label_bytes[f - 1]);
       }
-      out.append(i, parts);
+      out.append(i, parts, item.source);
       bytes += prepared.bytes.size();
       reencoded += prepared.reencoded ? 1 : 0;
     }
@@ -212,7 +224,7 @@ void pack(const Args& a) {
   }
   const bool hdf5 = hdf5_output(a);
   stoker::tools::PackOutputSpec spec{
-      a.output,      hdf5, a.shard_size, pack_schema(plan, by_name), names.dump(), pack_fingerprint(a, plan),
+      a.output,      hdf5, a.shard_size, pack_schema(plan, hdf5, by_name), names.dump(), pack_fingerprint(a, plan),
       a.commit_every};
   stoker::tools::PackOutput out(spec, a.resume, a.force);
   if (out.resumed() && !a.quiet)
@@ -223,7 +235,7 @@ void pack(const Args& a) {
   const auto [bytes, reencoded] = store_items(a, plan, by_name, out);
   out.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (a.verify) verify(out.datasets(), hdf5, a.quiet);
+  if (!a.verify.empty()) verify(out.datasets(), hdf5, a.quiet);
   out.move_into_place();
   report_skipped(plan, out.skipped());
   if (a.quiet) return;
@@ -235,44 +247,16 @@ void pack(const Args& a) {
       stoker::tools::binary_size(static_cast<double>(bytes)), seconds,
       stoker::tools::binary_rate(static_cast<double>(bytes) / std::max(seconds, 1e-9)),
       static_cast<double>(files) / std::max(seconds, 1e-9),
-      reencoded ? fmt::format(", {} re-encoded", reencoded) : std::string(), a.verify ? ", verified" : "", a.output,
-      out.samples(), what);
+      reencoded ? fmt::format(", {} re-encoded", reencoded) : std::string(),
+      a.verify.empty()       ? ""
+      : a.verify == "decode" ? ", decoded and verified"
+                             : ", verified",
+      a.output, out.samples(), what);
 }
 
-int stoker_pack(int argc, char** argv) {
-  stoker::set_option_spelling(stoker::OptionSpelling::command_line);
-  Args a;
-  CLI::App app{
-      "stoker-pack: writes a stoker dataset (LMDB layout 2, or HDF5: an `image` bytes field holding each file, and\n"
-      "fixed label fields) from an ImageFolder tree or a manifest. Files are copied byte for byte, or with\n"
-      "--max-side re-encoded when larger. OUTPUT appears only when complete; a killed pack continues with --resume.\n\n"
-      "  stoker-pack --folder train/ train.lmdb            ROOT/<class>/<file>; labels 0..C-1, classes sorted\n"
-      "  stoker-pack --manifest train.csv --label label train.lmdb\n"
-      "                                                    CSV with a header row, or .jsonl: a path column and\n"
-      "                                                    label columns (integers, numbers, or strings mapped\n"
-      "                                                    to integers)\n"
-      "  stoker-pack --folder train/ --max-side 512 --shard-size 1GiB train-shards\n"
-      "                                                    images larger than 512 px resized and re-encoded\n"
-      "                                                    (JPEG, --quality 90); a directory of shards of at\n"
-      "                                                    most 1 GiB: shard-00000.lmdb, shard-00001.lmdb, ...\n\n"
-      "Class names and string labels' names are stored with the dataset: LMDB's `stoker` sub-database under\n"
-      "`labels`, HDF5's root attribute `labels` (JSON: {\"label\": [\"cat\", \"dog\"]}).",
-      "stoker-pack"};
-  auto* folder = app.add_option("--folder", a.folder, "An ImageFolder tree: ROOT/<class>/<file>");
-  auto* man = app.add_option("--manifest", a.manifest, "A CSV (header row) or JSON Lines (.jsonl) manifest");
-  folder->excludes(man);
-  man->excludes(folder);
-  app.add_option("--path-column", a.columns.path_column, "The manifest's column of file paths")->capture_default_str();
-  // One value per --label (a,b for several): a following OUTPUT is never taken for a column.
-  app.add_option("--label", a.columns.label_columns, "A manifest column to store as a label field (repeat, or a,b)")
-      ->delimiter(',')
-      ->allow_extra_args(false);
-  app.add_option("--root", a.columns.root,
-                 "Where the manifest's relative paths start (default: the manifest's folder)");
-  app.add_option("OUTPUT", a.output,
-                 "The dataset to write: LMDB, or HDF5 for a name ending .h5 or .hdf5; with --shard-size, a "
-                 "directory of shards")
-      ->required();
+// How the pack is made: the output's format and shards, the images' rules, errors, threads,
+// commits, resume, verification.
+void add_pack_options(CLI::App& app, Args& a) {
   app.add_option("--format", a.format,
                  "lmdb, hdf5, or auto (hdf5 for an OUTPUT ending .h5 or .hdf5, a shard set's directory included)")
       ->check(CLI::IsMember({"auto", "lmdb", "hdf5"}))
@@ -294,8 +278,9 @@ int stoker_pack(int argc, char** argv) {
       ->check(stoker::tools::whole_number(1))
       ->capture_default_str();
   app.add_option("--on-error", a.on_error,
-                 "A file that is unreadable or not a JPEG or PNG image: stop (the pack fails naming it; --resume "
-                 "continues after a fix) or skip (it is left out; the skipped files are listed at the end)")
+                 "A file that is unreadable or not a JPEG or PNG image (with --verify=decode: or does not decode): "
+                 "stop (the pack fails naming it; --resume continues after a fix) or skip (it is left out; the "
+                 "skipped files are listed at the end)")
       ->check(CLI::IsMember({"stop", "skip"}))
       ->capture_default_str();
   app.add_option("--jobs", a.jobs, "Threads that read, check and re-encode files (default: every core)")
@@ -305,12 +290,58 @@ int stoker_pack(int argc, char** argv) {
       ->check(stoker::tools::whole_number(1));
   app.add_flag("--resume", a.resume,
                "Continue an interrupted pack of the same folder or manifest and options (OUTPUT.partial)");
-  app.add_flag("--verify", a.verify, "Re-read every stored sample and check the content digest before finishing");
-  app.add_flag("--force", a.force, "Replace an existing OUTPUT (and discard an interrupted pack)");
+  app.add_flag("--verify{digest}", a.verify,
+               "Re-read every stored sample and check the content digest before finishing; --verify=decode also "
+               "decodes every image whole as the loader's `decode` does before it is stored, so that a file "
+               "corrupt past its header is refused now (--on-error says what then), not in training")
+      ->check(CLI::IsMember({"digest", "decode"}));
+  app.add_flag("--force", a.force,
+               "Replace an existing OUTPUT (and discard an interrupted pack): only an LMDB or HDF5 dataset or a "
+               "directory of them, never other files");
   app.add_flag("--quiet", a.quiet, "No progress and no summary");
+}
+
+int stoker_pack(int argc, char** argv) {
+  stoker::set_option_spelling(stoker::OptionSpelling::command_line);
+  Args a;
+  CLI::App app{
+      "stoker-pack: writes a stoker dataset (LMDB layout 2, or HDF5: an `image` bytes field holding each file, and\n"
+      "fixed label fields) from an ImageFolder tree or a manifest. Files are copied byte for byte, or with\n"
+      "--max-side re-encoded when larger. OUTPUT appears only when complete; a killed pack continues with --resume.\n\n"
+      "  stoker-pack --folder train/ train.lmdb            ROOT/<class>/<file>; labels 0..C-1, classes sorted\n"
+      "  stoker-pack --manifest train.csv --label label train.lmdb\n"
+      "                                                    CSV with a header row, or .jsonl: a path column and\n"
+      "                                                    label columns (integers, numbers, or strings mapped\n"
+      "                                                    to integers)\n"
+      "  stoker-pack --folder train/ --max-side 512 --shard-size 1GiB train-shards\n"
+      "                                                    images larger than 512 px resized and re-encoded\n"
+      "                                                    (JPEG, --quality 90); a directory of shards of at\n"
+      "                                                    most 1 GiB: shard-00000.lmdb, shard-00001.lmdb, ...\n\n"
+      "Class names and string labels' names are stored with the dataset: LMDB's `stoker` sub-database under\n"
+      "`labels`, HDF5's root attribute `labels` (JSON: {\"label\": [\"cat\", \"dog\"]}). Each sample's file is\n"
+      "recorded under its index: LMDB's sub-database `paths` (key: the index, 8 bytes big-endian), HDF5's\n"
+      "dataset `stoker/paths`; relative to --folder, or as the manifest writes it.",
+      "stoker-pack"};
+  auto* folder = app.add_option("--folder", a.folder, "An ImageFolder tree: ROOT/<class>/<file>");
+  auto* man = app.add_option("--manifest", a.manifest, "A CSV (header row) or JSON Lines (.jsonl) manifest");
+  folder->excludes(man);
+  man->excludes(folder);
+  app.add_option("--path-column", a.columns.path_column, "The manifest's column of file paths")->capture_default_str();
+  // One value per --label (a,b for several): a following OUTPUT is never taken for a column.
+  app.add_option("--label", a.columns.label_columns, "A manifest column to store as a label field (repeat, or a,b)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  app.add_option("--root", a.columns.root,
+                 "Where the manifest's relative paths start (default: the manifest's folder)");
+  app.add_option("OUTPUT", a.output,
+                 "The dataset to write: LMDB, or HDF5 for a name ending .h5 or .hdf5; with --shard-size, a "
+                 "directory of shards")
+      ->required();
+  add_pack_options(app, a);
   if (int rc = stoker::tools::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   // OUTPUT/ names OUTPUT (a directory of shards, say): its .partial goes beside it, not into it.
   while (a.output.size() > 1 && a.output.back() == '/') a.output.pop_back();
+  a.rules.decode = a.verify == "decode";
   if (a.folder.empty() && a.manifest.empty()) {
     std::cerr << "stoker-pack: give --folder ROOT or --manifest FILE\nRun with --help for more information.\n";
     return 2;

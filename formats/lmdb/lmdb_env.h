@@ -14,6 +14,7 @@ namespace stoker::formats {
 // Layout constants (docs/lmdb-layout.md).
 inline constexpr const char* kSamplesDb = "samples";  // key: 8-byte big-endian index
 inline constexpr const char* kMetaDb = "stoker";      // key "schema": JSON
+inline constexpr const char* kPathsDb = "paths";      // optional; key: as kSamplesDb, value: the sample's source
 inline constexpr std::string_view kSchemaKey = "schema";
 
 inline void encode_key(std::uint64_t index, unsigned char out[8]) noexcept {

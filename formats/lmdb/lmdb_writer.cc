@@ -23,10 +23,13 @@ struct LmdbWriter::Impl {
   LmdbEnv env;
   MDB_dbi samples = 0;
   MDB_dbi meta = 0;
+  MDB_dbi paths = 0;  // options.paths
   std::uint64_t map_size = 0;
   std::uint64_t committed = 0;            // records durable in the database
   std::vector<std::byte> pending;         // records appended since the last commit, back to back
   std::vector<std::size_t> pending_ends;  // where each pending record ends in `pending`
+  std::string pending_paths;              // options.paths: the pending records' paths, back to back
+  std::vector<std::size_t> path_ends;     // where each ends in `pending_paths`
   std::size_t record_bytes = 0;           // of a record without bytes fields; the least otherwise
   std::unique_ptr<RecordLayout> layout;
   std::vector<std::uint64_t> max_bytes;  // per field: the largest bytes-field sample appended
@@ -65,6 +68,12 @@ bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
       int rc = mdb_put(txn.get(), samples, &key, &val, MDB_APPEND);
       if (rc == MDB_MAP_FULL) return false;
       if (rc != MDB_SUCCESS) check_mdb(rc, fmt::format("{}: writing sample {}", path, committed + r));
+      if (!options.paths) continue;
+      const std::size_t from = r ? path_ends[r - 1] : 0;
+      MDB_val source{path_ends[r] - from, pending_paths.data() + from};
+      rc = mdb_put(txn.get(), paths, &key, &source, MDB_APPEND);
+      if (rc == MDB_MAP_FULL) return false;
+      if (rc != MDB_SUCCESS) check_mdb(rc, fmt::format("{}: writing the path of sample {}", path, committed + r));
     }
     if (schema_update) put_meta(txn.get(), kSchemaKey, schema_to_json(*schema_update));
     if (options.on_commit) {
@@ -89,6 +98,8 @@ bool LmdbWriter::Impl::try_commit(const StoredSchema* schema_update) {
   committed += pending_records();
   pending.clear();
   pending_ends.clear();
+  pending_paths.clear();
+  path_ends.clear();
   return true;
 }
 
@@ -127,6 +138,8 @@ LmdbWriter::LmdbWriter(const std::string& path, const Schema& schema, const Lmdb
   LmdbTxn txn(m.env.get(), 0, path);
   check_mdb(mdb_dbi_open(txn.get(), kSamplesDb, MDB_CREATE, &m.samples), path + ": creating 'samples'");
   check_mdb(mdb_dbi_open(txn.get(), kMetaDb, MDB_CREATE, &m.meta), path + ": creating 'stoker'");
+  if (options.paths)
+    check_mdb(mdb_dbi_open(txn.get(), kPathsDb, MDB_CREATE, &m.paths), path + ": creating '" + kPathsDb + "'");
   MDB_stat st;
   check_mdb(mdb_stat(txn.get(), m.samples, &st), path);
   m.committed = st.ms_entries;
@@ -181,7 +194,7 @@ void LmdbWriter::append(const void* record) {
   append_record({static_cast<const std::byte*>(record), impl_->record_bytes});
 }
 
-void LmdbWriter::append_sample(std::span<const std::span<const std::byte>> fields) {
+void LmdbWriter::append_sample(std::span<const std::span<const std::byte>> fields, std::string_view path) {
   Impl& m = *impl_;
   if (fields.size() != m.schema.fields.size()) {
     throw Error(ErrorCode::dataset, fmt::format("{}: sample {} has {} fields, the schema {}", m.path, next_index(),
@@ -198,6 +211,10 @@ void LmdbWriter::append_sample(std::span<const std::span<const std::byte>> field
     if (m.schema.fields[f].is_bytes()) m.max_bytes[f] = std::max<std::uint64_t>(m.max_bytes[f], fields[f].size());
   }
   m.layout->encode(fields, m.pending);  // straight into the pending records: well formed by construction
+  if (m.options.paths) {
+    m.pending_paths += path;
+    m.path_ends.push_back(m.pending_paths.size());
+  }
   m.record_appended();
 }
 

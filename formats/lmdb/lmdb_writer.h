@@ -29,6 +29,9 @@ struct LmdbWriteOptions {
   // The number of samples is what was appended when finish() is called (a writer that skips some);
   // the schema's num_samples only sizes the first map.
   bool open_ended = false;
+  // Each sample's source (the file it was made from) in the sub-database `paths`, under the
+  // sample's key, committed with it (docs/lmdb-layout.md): append_sample() is given it.
+  bool paths = false;
 };
 
 class STOKER_TOOLS_API LmdbWriter {
@@ -51,8 +54,8 @@ class STOKER_TOOLS_API LmdbWriter {
   // Appends record `next_index()` in the layout of formats/lmdb/lmdb_record.h; throws for a malformed one.
   void append_record(std::span<const std::byte> record);
   // Appends sample `next_index()` given as one span per field (a fixed field's holds its
-  // bytes_per_sample() bytes): encodes the record.
-  void append_sample(std::span<const std::span<const std::byte>> fields);
+  // bytes_per_sample() bytes): encodes the record. `path`: its source, stored with options.paths.
+  void append_sample(std::span<const std::span<const std::byte>> fields, std::string_view path = {});
   // Commits what is pending (also called automatically by append()).
   void commit();
   // Commits, marks the schema complete with `content_digest`, and syncs to disk.

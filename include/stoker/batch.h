@@ -72,6 +72,10 @@ class STOKER_API Batch {
   std::size_t size() const noexcept { return indices_.size(); }
   // Dataset indices of the samples, in batch order.
   std::span<const std::uint64_t> indices() const noexcept { return indices_; }
+  // Positions in the batch (ascending) of the samples a pipeline could not decode, delivered with
+  // zeros in that field (Options::on_decode_error = skip); empty otherwise. A training loop masks
+  // them out of its loss by these, e.g. their labels.
+  std::span<const std::uint32_t> skipped() const noexcept { return skipped_; }
   std::span<const FieldView> fields() const noexcept { return fields_; }
   // Throws stoker::Error naming the field and the ones present.
   const FieldView& field(std::string_view name) const;
@@ -107,6 +111,7 @@ class STOKER_API Batch {
   std::uint64_t epoch_ = 0;
   std::uint64_t index_ = 0;
   std::span<const std::uint64_t> indices_;
+  std::span<const std::uint32_t> skipped_;
   std::vector<FieldView> fields_;
 };
 

@@ -6,12 +6,16 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "stoker/device.h"
 #include "stoker/export.h"
 #include "stoker/options.h"
 
 namespace stoker {
+
+// Stats::skipped_indices lists at most this many samples.
+inline constexpr std::size_t kMaxSkippedIndices = 1000;
 
 // Counters since the Loader was constructed.
 struct Stats {
@@ -27,6 +31,12 @@ struct Stats {
   // Shard files the workers opened (a shard set; counted with the batches that opened them). Far
   // more than the number of shards: a random order over more shards than Options::max_open_shards.
   std::uint64_t shard_opens = 0;
+  // Samples delivered with zeros in a field their pipeline could not decode (Options::
+  // on_decode_error = skip), counted at each delivery as `samples` is (a sample skipped in two
+  // epochs counts twice); and the dataset indices of the first kMaxSkippedIndices distinct ones,
+  // in the order they were first delivered.
+  std::uint64_t skipped_samples = 0;
+  std::vector<std::uint64_t> skipped_indices;
   // Batches the ring holds: num_workers * prefetch (or fewer, when lowered to fit) plus
   // Options::held_batches; with kAuto, the tuner's current choice plus held_batches.
   std::size_t depth = 0;

@@ -23,6 +23,7 @@ Batch BatchBuilder::make(std::shared_ptr<BatchOwner> owner, Parts parts) noexcep
   b.epoch_ = parts.epoch;
   b.index_ = parts.index;
   b.indices_ = parts.indices;
+  b.skipped_ = parts.skipped;
   b.fields_ = std::move(parts.fields);
   b.owner_ = std::move(owner);  // last: from here on, destroying the Batch returns the memory
   return b;
@@ -38,6 +39,7 @@ Batch::Batch(Batch&& other) noexcept
       epoch_(other.epoch_),
       index_(other.index_),
       indices_(std::exchange(other.indices_, {})),
+      skipped_(std::exchange(other.skipped_, {})),
       fields_(std::move(other.fields_)) {}
 
 Batch& Batch::operator=(Batch&& other) noexcept {
@@ -50,6 +52,7 @@ Batch& Batch::operator=(Batch&& other) noexcept {
     epoch_ = other.epoch_;
     index_ = other.index_;
     indices_ = std::exchange(other.indices_, {});
+    skipped_ = std::exchange(other.skipped_, {});
     fields_ = std::move(other.fields_);
   }
   return *this;
@@ -63,6 +66,7 @@ void Batch::release() noexcept {
     owner_.reset();
   }
   indices_ = {};
+  skipped_ = {};
   fields_.clear();
   ready_event_ = nullptr;
 }

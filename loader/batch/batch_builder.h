@@ -21,6 +21,7 @@ class BatchBuilder {
     std::uint64_t epoch = 0;
     std::uint64_t index = 0;
     std::span<const std::uint64_t> indices;  // live as long as the owner holds `id`
+    std::span<const std::uint32_t> skipped;  // positions of skipped samples; as long as `indices`
     std::vector<FieldView> fields;
   };
   // The Batch of `parts`; destroying it calls owner->release(parts.id). REQUIRES: owner != null.

@@ -117,14 +117,17 @@ void DeviceBufferPool::end_copy(std::uint32_t id, std::uint64_t bytes) {
 }
 
 Batch DeviceBufferPool::make_batch(std::uint32_t id, std::uint64_t epoch, std::uint64_t index,
-                                   std::span<const std::uint64_t> indices, std::span<const FieldView> host_fields) {
+                                   std::span<const std::uint64_t> indices, std::span<const FieldView> host_fields,
+                                   std::span<const std::uint32_t> skipped) {
   Buffer& b = buffers_[id];
   b.indices.assign(indices.begin(), indices.end());
+  b.skipped.assign(skipped.begin(), skipped.end());
   BatchBuilder::Parts out;
   out.id = id;
   out.epoch = epoch;
   out.index = index;
   out.indices = b.indices;
+  out.skipped = b.skipped;
   out.device = backend_->device();
   out.ready_event = b.ready;
   for (std::size_t f = 0; f < schema_.fields.size(); ++f) {

@@ -62,7 +62,7 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
   void end_copy(std::uint32_t id, std::uint64_t bytes);
   // The device Batch for buffer `id`, after end_copy. `host_fields` describe the copied fields.
   Batch make_batch(std::uint32_t id, std::uint64_t epoch, std::uint64_t index, std::span<const std::uint64_t> indices,
-                   std::span<const FieldView> host_fields);
+                   std::span<const FieldView> host_fields, std::span<const std::uint32_t> skipped = {});
 
   struct CopyTotals {
     std::uint64_t bytes = 0;
@@ -86,6 +86,7 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
     std::vector<StreamHandle> streams;                     // used on while held
     std::vector<EventHandle> release_events;               // recorded on those streams at release
     std::vector<std::uint64_t> indices;
+    std::vector<std::uint32_t> skipped;
     bool free = true;
   };
   void destroy() noexcept;

@@ -99,11 +99,12 @@ Batch DeviceFeeder::stage(Batch host, std::uint32_t id) {
   for (const auto& f : host.fields()) bytes += f.bytes;
   const std::vector<FieldView> fields(host.fields().begin(), host.fields().end());
   const std::vector<std::uint64_t> indices(host.indices().begin(), host.indices().end());
+  const std::vector<std::uint32_t> skipped(host.skipped().begin(), host.skipped().end());
   const std::uint64_t epoch = host.epoch(), index = host.index();
   pool_->begin_copy(id);
   stager_->copy(std::move(host), id);
   pool_->end_copy(id, bytes);
-  return pool_->make_batch(id, epoch, index, indices, fields);
+  return pool_->make_batch(id, epoch, index, indices, fields, skipped);
 }
 
 std::uint64_t DeviceFeeder::start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {

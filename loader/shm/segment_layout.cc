@@ -67,7 +67,8 @@ SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::
                              const std::vector<std::uint64_t>& sample_bound)
     : schema_(schema), sample_bound_(sample_bound), batch_size_(batch_size), num_workers_(num_workers) {
   error_offset_ = indices_offset_ + align_up(batch_size * sizeof(std::uint64_t), kLine);
-  std::size_t off = error_offset_ + kErrorTextBytes;
+  skipped_offset_ = error_offset_ + kErrorTextBytes;
+  std::size_t off = skipped_offset_ + align_up((batch_size + 1) * sizeof(std::uint32_t), kLine);
   for (std::size_t i = 0; i < schema.fields.size(); ++i) {
     const Field& f = schema.fields[i];
     off = align_up(off, kLine);
@@ -181,6 +182,7 @@ SegmentView::SegmentView(std::byte* base, const SegmentLayout& layout)
       header_(reinterpret_cast<const SegmentHeader*>(base)),
       indices_offset_(layout.indices_offset_),
       error_offset_(layout.error_offset_),
+      skipped_offset_(layout.skipped_offset_),
       field_offsets_(layout.field_offsets_),
       data_offsets_(layout.data_offsets_),
       data_capacity_(layout.data_capacity_) {}
@@ -199,6 +201,38 @@ std::uint64_t* SegmentView::slot_indices(std::uint32_t s) const noexcept {
 
 char* SegmentView::slot_error(std::uint32_t s) const noexcept {
   return reinterpret_cast<char*>(slot_begin(s) + error_offset_);
+}
+
+std::uint32_t* SegmentView::slot_skipped(std::uint32_t s) const noexcept {
+  return reinterpret_cast<std::uint32_t*>(slot_begin(s) + skipped_offset_);
+}
+
+std::string SegmentView::check_skipped(std::uint32_t s, std::uint32_t num_samples) const {
+  const std::uint32_t* region = slot_skipped(s);
+  const std::uint32_t count = region[0];
+  if (count > num_samples) return fmt::format("it records {} skipped samples in a batch of {}", count, num_samples);
+  for (std::uint32_t k = 0; k < count; ++k) {
+    const std::uint32_t at = region[1 + k];
+    if (at >= num_samples || (k > 0 && at <= region[k])) {
+      return fmt::format("skipped sample {} is at position {}, not after {} and below {}", k, at,
+                         k > 0 ? fmt::format("{}", region[k]) : std::string("none"), num_samples);
+    }
+  }
+  if (const std::uint32_t notes = slot_header(s).error_bytes; notes > kErrorTextBytes)
+    return fmt::format("its notes of {} bytes overrun their region of {}", notes, kErrorTextBytes);
+  return "";
+}
+
+void SegmentView::copy_skipped(std::uint32_t s, std::vector<std::uint32_t>& out) const {
+  out.clear();
+  const std::uint32_t* region = slot_skipped(s);
+  const std::uint32_t num_samples = slot_header(s).num_samples;
+  const std::uint32_t count = std::min(region[0], num_samples);
+  for (std::uint32_t k = 0; k < count; ++k) {
+    const std::uint32_t at = region[1 + k];
+    if (at >= num_samples || (!out.empty() && at <= out.back())) break;
+    out.push_back(at);
+  }
 }
 
 std::byte* SegmentView::slot_field(std::uint32_t s, std::size_t f) const noexcept {
@@ -226,6 +260,13 @@ void SegmentView::set_error(std::uint32_t s, ErrorCode code, std::string_view me
   slot_header(s).error_code = static_cast<std::uint32_t>(code);
 }
 
+void SegmentView::set_skip_notes(std::uint32_t s, std::string_view notes) const noexcept {
+  const std::size_t n = std::min(notes.size(), kErrorTextBytes);
+  std::memcpy(slot_error(s), notes.data(), n);
+  slot_header(s).error_bytes = static_cast<std::uint32_t>(n);
+  slot_header(s).error_code = 0;
+}
+
 Error SegmentView::slot_error_of(std::uint32_t s) const {
   const std::uint32_t code = slot_header(s).error_code;
   const bool known = code >= static_cast<std::uint32_t>(ErrorCode::invalid_option) &&
@@ -234,7 +275,7 @@ Error SegmentView::slot_error_of(std::uint32_t s) const {
 }
 
 std::string_view SegmentView::error(std::uint32_t s) const noexcept {
-  return {slot_error(s), slot_header(s).error_bytes};
+  return {slot_error(s), std::min<std::size_t>(slot_header(s).error_bytes, kErrorTextBytes)};
 }
 
 }  // namespace stoker::detail

@@ -3,8 +3,8 @@
 // never leaves the machine.
 //
 //   [0, control_bytes)          SegmentHeader, FieldLayout[num_fields], WorkerChannel[num_workers]
-//   [slots_offset + s * slot_bytes, ...)   slot s: SlotHeader, indices, error text, field regions
-//     (a fixed field's array; a bytes field's B+1 offsets, then its data)
+//   [slots_offset + s * slot_bytes, ...)   slot s: SlotHeader, indices, error text, skipped samples,
+//     field regions (a fixed field's array; a bytes field's B+1 offsets, then its data)
 //
 // Every slot is in exactly one place at a time: the consumer's free list, one worker's task ring
 // (assigned), that worker's done ring (filled), or a live Batch (held). So no ring can overflow.
@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +24,7 @@
 namespace stoker::detail {
 
 inline constexpr char kSegmentMagic[8] = {'S', 'T', 'O', 'K', 'E', 'R', 'S', 'M'};
-inline constexpr std::uint32_t kSegmentVersion = 3;
+inline constexpr std::uint32_t kSegmentVersion = 4;
 inline constexpr std::size_t kErrorTextBytes = 4096;
 inline constexpr std::uint32_t kStopWorker = 0xffffffffu;  // task ring sentinel: exit
 
@@ -68,7 +69,7 @@ struct SlotHeader {
   std::uint32_t num_samples;
   std::uint32_t status;  // SlotStatus
   std::uint32_t worker;
-  std::uint32_t error_bytes;
+  std::uint32_t error_bytes;   // error: its text; ok or too_large: the skipped samples' notes
   std::uint64_t busy_ns;       // time the worker spent filling this slot
   std::uint64_t needed_bytes;  // too_large: what the field that did not fit needed
   std::uint32_t error_code;    // error: the stoker::ErrorCode of the error text
@@ -157,6 +158,7 @@ class SegmentLayout {
   std::uint32_t num_workers_;
   std::size_t indices_offset_ = sizeof(SlotHeader);
   std::size_t error_offset_ = 0;
+  std::size_t skipped_offset_ = 0;
   std::vector<std::size_t> field_offsets_;
   std::vector<std::size_t> data_offsets_;     // bytes fields: where the data starts, after the offsets
   std::vector<std::uint64_t> data_capacity_;  // bytes fields: room for the data
@@ -183,10 +185,27 @@ class SegmentView {
   std::uint64_t data_capacity(std::size_t f) const noexcept { return data_capacity_[f]; }
   std::byte* slot_begin(std::uint32_t s) const noexcept;
   std::size_t slot_bytes() const noexcept { return header_->slot_bytes; }
+  // The samples of the batch whose decode failed and was skipped (Options::on_decode_error): a
+  // count, then their positions in the batch, ascending (docs/shm-layout.md).
+  std::uint32_t* slot_skipped(std::uint32_t s) const noexcept;
+  // "" when slot s's skipped samples' record is well formed for a batch of `num_samples` (a count
+  // of at most num_samples, positions ascending and below it, notes within their region), else
+  // what is wrong. A worker, or the child that reads a batch again, is another process: its record
+  // is checked before it is used (loader/source/slot_check.h, loader/workers/overflow_read.h).
+  std::string check_skipped(std::uint32_t s, std::uint32_t num_samples) const;
+  // Copies into `out` (cleared first) the positions slot s records as skipped, as far as they are
+  // well formed: a count cut at the slot's num_samples, a position not above the one before or not
+  // below num_samples ending the copy. The copy is the consumer's own: a process that still maps
+  // the slot cannot change it after.
+  void copy_skipped(std::uint32_t s, std::vector<std::uint32_t>& out) const;
   WorkerChannel channel(std::uint32_t w) const noexcept;
 
   // Writes `message` (truncated to fit) as slot s's error text, and its code.
   void set_error(std::uint32_t s, ErrorCode code, std::string_view message) const noexcept;
+  // Writes the notes of slot s's skipped samples (at most kErrorTextBytes) where an error's text
+  // goes: a slot of status ok or too_large has no error.
+  void set_skip_notes(std::uint32_t s, std::string_view notes) const noexcept;
+  // Slot s's error text or notes: error_bytes of them, never more than kErrorTextBytes.
   std::string_view error(std::uint32_t s) const noexcept;
   // The error a slot of status error holds (ErrorCode::internal for a code no stoker writes).
   Error slot_error_of(std::uint32_t s) const;
@@ -196,6 +215,7 @@ class SegmentView {
   const SegmentHeader* header_ = nullptr;
   std::size_t indices_offset_ = 0;
   std::size_t error_offset_ = 0;
+  std::size_t skipped_offset_ = 0;
   std::vector<std::size_t> field_offsets_;
   std::vector<std::size_t> data_offsets_;
   std::vector<std::uint64_t> data_capacity_;

@@ -16,7 +16,8 @@ SlotPool::SlotPool(ShmSegment segment, SegmentLayout layout, std::uint32_t num_s
       num_slots_(num_slots),
       held_(num_slots, false),
       free_flag_(num_slots, true),
-      keep_alive_(num_slots) {
+      keep_alive_(num_slots),
+      skipped_(num_slots) {
   layout_.initialize(segment_.data(), num_slots);
   view_ = SegmentView(segment_.data(), layout_);
   // Lowest slot first, so that small runs touch few pages.
@@ -58,6 +59,8 @@ Batch SlotPool::make_batch(std::uint32_t s, OutsideBytes outside) {
   b.epoch = h.epoch;
   b.index = h.batch_index;
   b.indices = {view_.slot_indices(s), h.num_samples};
+  view_.copy_skipped(s, skipped_[s]);  // slot s is not held: no Batch points at its copy
+  b.skipped = skipped_[s];
   const Schema& schema = layout_.schema();
   b.fields.reserve(schema.fields.size());
   for (std::size_t f = 0; f < schema.fields.size(); ++f) {

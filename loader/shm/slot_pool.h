@@ -46,7 +46,8 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   void release(std::uint32_t slot) noexcept override;
 
   // Hands slot s, filled, to the user. `outside`: the bytes fields of a batch too large for the
-  // slot, read by the consumer (one per field; kept until the slot is released).
+  // slot, read by the consumer (one per field; kept until the slot is released). The batch's
+  // skipped positions are a copy of the slot's (SegmentView::copy_skipped), kept by the pool.
   Batch make_batch(std::uint32_t s, OutsideBytes outside = {});
 
   // Batch indices (within their epochs) of the slots held by live batches, ascending.
@@ -62,6 +63,10 @@ class SlotPool final : public BatchOwner, public std::enable_shared_from_this<Sl
   std::vector<bool> held_;           // guarded by mu_
   std::vector<bool> free_flag_;      // guarded by mu_: slot s is in free_ (catches a double release)
   std::vector<std::shared_ptr<const void>> keep_alive_;  // guarded by mu_: per slot, its OutsideBytes' owner
+  // Per slot, the positions of its skipped samples, copied out of the slot when its batch is made
+  // (Batch::skipped() points here, not into memory a worker maps). The consumer's: written by
+  // make_batch() only, while the slot is not held.
+  std::vector<std::vector<std::uint32_t>> skipped_;
 };
 
 }  // namespace stoker::detail

@@ -47,6 +47,7 @@ std::string check_filled_slot(const SegmentView& view, const Schema& schema, std
   if (std::string why = check_task(h, view.slot_indices(s), plan, b, digest); !why.empty()) return why;
   switch (static_cast<SlotStatus>(h.status)) {
     case SlotStatus::ok:
+      if (std::string why = view.check_skipped(s, h.num_samples); !why.empty()) return why;
       for (std::size_t f = 0; f < schema.fields.size(); ++f) {
         if (!schema.fields[f].is_bytes()) continue;
         if (std::string why = check_bytes_field(view, schema.fields[f], s, f, h.num_samples); !why.empty()) return why;
@@ -57,7 +58,9 @@ std::string check_filled_slot(const SegmentView& view, const Schema& schema, std
         return fmt::format("its error text of {} bytes overruns its region of {}", h.error_bytes, kErrorTextBytes);
       }
       return "";
-    case SlotStatus::too_large: return h.needed_bytes == 0 ? "it is too large by 0 bytes" : "";
+    case SlotStatus::too_large:
+      if (h.needed_bytes == 0) return "it is too large by 0 bytes";
+      return view.check_skipped(s, h.num_samples);
     case SlotStatus::empty: break;
   }
   return fmt::format("its status is {}, which no stoker worker writes", h.status);

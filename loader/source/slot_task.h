@@ -31,6 +31,7 @@ inline std::uint64_t write_task(const SegmentView& view, std::uint32_t s, const 
   h.error_bytes = 0;
   h.busy_ns = 0;
   h.shard_opens = 0;
+  view.slot_skipped(s)[0] = 0;
   plan.batch(b, view.slot_indices(s));  // computed here, from the order's definition: no table
   return indices_digest(view.slot_indices(s), h.num_samples);
 }

@@ -9,6 +9,7 @@
 
 #include "formats/open_reader.h"
 #include "formats/shard_set.h"
+#include "formats/sharded_reader.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -55,6 +56,8 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
   const std::span<const std::uint64_t> indices(view.slot_indices(s), h.num_samples);
   bytes_.resize(nf);
   pipeline_in_.resize(nf);
+  skipped_.assign(indices.size(), 0);
+  skip_notes_.clear();
   out_.assign(nf, formats::FieldOut{});
   for (std::size_t f = 0; f < nf; ++f) {
     const Field& field = source.fields[f];
@@ -90,15 +93,7 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
             field.is_bytes() ? bytes_[f].sample(k)
                              : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
         made_progress();
-        try {
-          pipelines_.run(f, in, h.epoch, indices[k], dst + k * out_bytes);
-        } catch (const Error& e) {
-          throw Error(e.code(),
-                      fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
-        } catch (const std::exception& e) {
-          throw Error(ErrorCode::dataset,
-                      fmt::format("{}: field '{}', sample {}: {}", reader_.path(), field.name, indices[k], e.what()));
-        }
+        run_pipeline(f, k, in, h.epoch, indices[k], dst + k * out_bytes);
       }
     } else if (field.is_bytes() && !overflow) {
       const formats::VarBytes& b = bytes_[f];
@@ -110,7 +105,53 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
       std::memcpy(view.slot_offsets(s, f), b.offsets().data(), b.offsets().size_bytes());
     }
   }
+  // The skipped samples' positions, ascending, and their notes: written for a batch too large for
+  // its slot too (its fields with a pipeline are in the slot).
+  std::uint32_t* skipped = view.slot_skipped(s);
+  std::uint32_t count = 0;
+  for (std::size_t k = 0; k < skipped_.size(); ++k) {
+    if (skipped_[k]) skipped[1 + count++] = static_cast<std::uint32_t>(k);
+  }
+  skipped[0] = count;
+  view.set_skip_notes(s, skip_notes_);
   return too_large;
+}
+
+std::string BatchFiller::sample_name(const Field& field, std::uint64_t index) {
+  const std::string& path = reader_.path();
+  const auto* set = dynamic_cast<const formats::ShardedReader*>(reader_.opened());
+  if (set && formats::is_shard_set(path)) {
+    const std::vector<std::string> shards = formats::shard_paths(path);
+    const std::vector<std::uint64_t>& counts = set->shard_samples();
+    std::uint64_t start = 0;
+    for (std::size_t k = 0; k < counts.size() && k < shards.size(); ++k) {
+      if (index < start + counts[k]) {
+        return fmt::format("{}: field '{}', sample {} (sample {} of the shard set)", shards[k], printable(field.name),
+                           index - start, index);
+      }
+      start += counts[k];
+    }
+  }
+  return fmt::format("{}: field '{}', sample {}", path, printable(field.name), index);
+}
+
+void BatchFiller::run_pipeline(std::size_t f, std::size_t k, std::span<const std::byte> in, std::uint64_t epoch,
+                               std::uint64_t index, std::byte* dst) {
+  const Field& field = reader_.get().schema().fields[f];
+  try {
+    pipelines_.run(f, in, epoch, index, dst);
+  } catch (const Error& e) {
+    const std::string message = fmt::format("{}: {}", sample_name(field, index), e.what());
+    if (on_decode_error_ != OnDecodeError::skip || e.code() != ErrorCode::dataset) throw Error(e.code(), message);
+    // Skipped: zeros of the declared dtype and shape stand in for the sample, whatever the
+    // operations wrote of it before they failed; one line of note each, kept whole or not at all.
+    std::memset(dst, 0, pipelines_.output().fields[f].bytes_per_sample());
+    skipped_[k] = 1;
+    const std::string note = fmt::format("{} {}\n", k, printable(message, Printable::message));
+    if (skip_notes_.size() + note.size() <= kErrorTextBytes) skip_notes_ += note;
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::dataset, fmt::format("{}: {}", sample_name(field, index), e.what()));
+  }
 }
 
 void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::string& who) noexcept {
@@ -182,6 +223,7 @@ void BatchFiller::read_ahead(const SegmentView& view, std::uint32_t s) noexcept 
 
 BatchFiller::BatchFiller(const DatasetSpec& dataset)
     : BatchFiller(LazyReader(dataset),
-                  SamplePipelines(dataset.pipeline, dataset.expected, dataset.seed, dataset.limits)) {}
+                  SamplePipelines(dataset.pipeline, dataset.expected, dataset.seed, dataset.limits),
+                  dataset.on_decode_error) {}
 
 }  // namespace stoker::detail

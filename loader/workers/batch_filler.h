@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,17 @@ class LazyReader {
 
 // Fills slots: reads the batch a slot's header and indices describe, runs the pipelines, and
 // writes the fields into the slot. Keeps its buffers between batches. One per process.
+//
+// A sample a pipeline cannot decode (stoker::Error of ErrorCode::dataset from its operations)
+// fails the batch, or with OnDecodeError::skip gets zeros in that field: the slot then records its
+// position (SegmentView::skipped) and a note per field naming the file, field, sample and reason
+// (docs/shm-layout.md).
 class BatchFiller {
  public:
   // The dataset and pipelines of `dataset` (the pipelines built from their text here).
   explicit BatchFiller(const DatasetSpec& dataset);
-  BatchFiller(LazyReader reader, SamplePipelines pipelines)
-      : reader_(std::move(reader)), pipelines_(std::move(pipelines)) {}
+  BatchFiller(LazyReader reader, SamplePipelines pipelines, OnDecodeError on_decode_error = OnDecodeError::fail)
+      : reader_(std::move(reader)), pipelines_(std::move(pipelines)), on_decode_error_(on_decode_error) {}
 
   // Fills slot s and sets its status: ok; error, with the text (prefixed with `who`) in the slot;
   // or too_large, when a bytes field did not fit its region. Never throws.
@@ -77,6 +83,12 @@ class BatchFiller {
   // Reads into the slot (or `overflow`); returns 0, or the bytes a bytes field needed that did
   // not fit.
   std::uint64_t read_into(const SegmentView& view, std::uint32_t s, std::vector<formats::VarBytes>* overflow);
+  // Runs field f's pipeline on sample k of the batch into `dst`; a sample it cannot decode fails
+  // the batch, or is skipped (zeros, and a note) under OnDecodeError::skip.
+  void run_pipeline(std::size_t f, std::size_t k, std::span<const std::byte> in, std::uint64_t epoch,
+                    std::uint64_t index, std::byte* dst);
+  // "FILE: field 'NAME', sample I", a shard set's sample named by its shard too.
+  std::string sample_name(const Field& field, std::uint64_t index);
   void made_progress() noexcept {
     if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
   }
@@ -84,6 +96,9 @@ class BatchFiller {
   LazyReader reader_;
   std::uint64_t opens_reported_ = 0;  // the reader's shard_opens() already told in a slot
   SamplePipelines pipelines_;
+  OnDecodeError on_decode_error_ = OnDecodeError::fail;
+  std::vector<std::uint8_t> skipped_;                // per sample of the batch being read: its decode was skipped
+  std::string skip_notes_;                           // of the batch being read: "POSITION MESSAGE\n" per field skipped
   std::vector<formats::VarBytes> bytes_;             // per field: a bytes field as read
   std::vector<std::vector<std::byte>> pipeline_in_;  // per field: a fixed field going into a pipeline
   std::vector<formats::FieldOut> out_;

@@ -18,12 +18,13 @@ namespace stoker::detail {
 
 struct DatasetSpec {
   std::string path;
-  formats::ReaderOptions reader_options;    // `known` unset: `expected` is what was found
-  Schema expected;                          // the reader's schema, found when the loader opened it
-  std::string pipeline;                     // Options::pipeline
-  std::uint64_t seed = 0;                   // Options::seed, for the pipelines' random numbers
-  OpLimits limits;                          // Options::max_image_pixels, for the pipelines' operations
-  std::optional<DatasetIdentity> identity;  // the file's when the loader opened it (unset: not checked)
+  formats::ReaderOptions reader_options;                // `known` unset: `expected` is what was found
+  Schema expected;                                      // the reader's schema, found when the loader opened it
+  std::string pipeline;                                 // Options::pipeline
+  std::uint64_t seed = 0;                               // Options::seed, for the pipelines' random numbers
+  OpLimits limits;                                      // Options::max_image_pixels, for the pipelines' operations
+  OnDecodeError on_decode_error = OnDecodeError::fail;  // Options::on_decode_error
+  std::optional<DatasetIdentity> identity;              // the file's when the loader opened it (unset: not checked)
 
   // How messages name it: the path, or a shard set's first shard and how many more.
   std::string name() const { return formats::source_name(path); }

@@ -5,9 +5,14 @@ Generates a small ImageFolder tree (PIL JPEGs and PNGs) and CSV / JSON Lines man
 them, then checks (1) every record read back with py-lmdb as docs/lmdb-layout.md describes (and
 with h5py from an HDF5 output) equals
 the file's bytes and its labels, (2) the stored class names and string mappings, (3) loader-bench
-delivers exactly those samples (its content_digest against docs/digest.md computed here), and (4)
+delivers exactly those samples (its content_digest against docs/digest.md computed here), (4)
 a bad manifest is an error naming the file and line that leaves no dataset behind (a file that
-cannot be read keeps the work so far in OUTPUT.partial, for --resume).
+cannot be read keeps the work so far in OUTPUT.partial, for --resume), (5) each sample's source
+path is recorded by its index (LMDB's sub-database `paths`, HDF5's dataset `stoker/paths`), and
+(6) --verify=decode refuses a JPEG whose header is sound and whose data is cut short, naming it, or
+with --on-error skip leaves out and lists every such file, (7) file names that are not UTF-8 or hold
+a newline or a backslash are recorded exactly (LMDB) or as UTF-8 escapes undone exactly (HDF5), and
+(8) a label named `stoker` is refused for HDF5 output, whose group of that name is the pack's.
 """
 import io
 import json
@@ -68,6 +73,45 @@ def read_lmdb(path):
     return schema, labels, out
 
 
+def read_paths(path, raw=False):
+    """The sub-database `paths`: sample i's source under its 8-byte big-endian key (the path's
+    bytes, decoded as UTF-8 unless `raw`)."""
+    env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=3)
+    paths = env.open_db(b"paths", create=False)
+    with env.begin() as txn:
+        out = []
+        for key, value in txn.cursor(db=paths):
+            assert struct.unpack(">Q", key)[0] == len(out), "paths out of order"
+            out.append(bytes(value) if raw else bytes(value).decode())
+    env.close()
+    return out
+
+
+def unescape(entry):
+    """An HDF5 `stoker/paths` element back to the path's bytes: one holding a backslash is
+    stoker::printable's escape of them (README's stoker-pack section), any other the path itself."""
+    if "\\" not in entry:
+        return entry.encode()
+    out, i = bytearray(), 0
+    while i < len(entry):
+        if entry[i] != "\\":
+            out += entry[i].encode()
+            i += 1
+            continue
+        n = entry[i + 1]
+        if n in "\\nrt0":
+            out += {"\\": b"\\", "n": b"\n", "r": b"\r", "t": b"\t", "0": b"\0"}[n]
+            i += 2
+        elif n == "x":
+            out.append(int(entry[i + 2:i + 4], 16))
+            i += 4
+        else:
+            width = 4 if n == "u" else 8
+            out += chr(int(entry[i + 2:i + 2 + width], 16)).encode()
+            i += 2 + width
+    return bytes(out)
+
+
 def content_digest(samples, names):
     """docs/digest.md: fields in alphabetical order, a bytes field its bytes, i64 / f64 little-endian."""
     total = 0
@@ -119,6 +163,9 @@ def main():
     check(schema.get("complete") is True, "the schema says complete")
     check(got == want, f"py-lmdb reads the {len(want)} files byte for byte with labels 0..2 in sorted class order")
     check(labels == {"label": classes}, f"the class names are stored: {labels}")
+    sources = [os.path.relpath(p, root) for c in classes for p in sorted(q for q in files if files[q][0] == c)]
+    got_paths = read_paths(out)
+    check(got_paths == sources, f"the sub-database 'paths' holds each sample's file relative to the folder: {got_paths}")
     want_digest = content_digest(want, ["image", "label"])
     for workers in (0, 2):
         check(bench_digest(bench, out, workers) == want_digest,
@@ -134,6 +181,8 @@ def main():
         got = [{"image": b, "label": int(v)} for b, v in zip(images, f["label"][:])]
         stored = json.loads(f.attrs["labels"])
         check(f["label"].dtype == np.int64, f"the label dataset is i64 ({f['label'].dtype})")
+        got_paths = list(f["stoker/paths"].asstr()[:])
+        check(got_paths == sources, f"the dataset 'stoker/paths' holds each sample's file: {got_paths}")
     check(got == want, "h5py reads the files byte for byte and their labels")
     check(stored == {"label": classes}, f"the class names are the root attribute 'labels': {stored}")
     check(bench_digest(bench, out, 2) == want_digest, "loader-bench delivers the HDF5 file's samples")
@@ -158,6 +207,8 @@ def main():
     want = [{"image": files[p][1], "score": i, "weight": w, "species": classes.index(s)} for p, i, w, s in rows]
     check(got == want, "py-lmdb reads every row's file and labels")
     check(labels == {"species": classes}, f"the string mapping is stored: {labels}")
+    check(read_paths(out) == [os.path.relpath(p, root) for p, _, _, _ in rows],
+          "a manifest's paths are recorded as it writes them")
     check(bench_digest(bench, out, 2) == content_digest(want, want[0].keys()), "loader-bench delivers the CSV's samples")
 
     # JSON Lines, absolute paths.
@@ -173,6 +224,90 @@ def main():
     check(got == [{"image": files[p][1], "label": classes.index(s), "id": i} for p, i, _, s in rows],
           "JSON Lines rows packed")
     check(labels == {"label": classes}, "its mapping is stored")
+
+    # --verify=decode: two JPEGs whose headers are sound and whose data stops halfway (noise: the
+    # scan is most of the file).
+    broken = os.path.join(scratch, "broken")
+    whole = {}
+    for cls in ("a", "b"):
+        os.makedirs(os.path.join(broken, cls))
+        for k in range(3):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, size=(64, 64, 3), dtype=np.uint8)).save(buf, "JPEG", quality=95)
+            data = buf.getvalue()
+            whole[f"{cls}/{k}.jpg"] = data
+            with open(os.path.join(broken, cls, f"{k}.jpg"), "wb") as f:
+                f.write(data[: len(data) // 2] if (cls, k) in (("a", 1), ("b", 2)) else data)
+    out = os.path.join(scratch, "broken.lmdb")
+    r = subprocess.run([pack, "--folder", broken, "--verify", out], capture_output=True, text=True)
+    check(r.returncode == 0 and len(read_paths(out)) == 6,
+          f"without decoding, a cut JPEG with a sound header is packed ({r.stderr.strip()})")
+    r = subprocess.run([pack, "--folder", broken, "--verify=decode", "--force", out], capture_output=True, text=True)
+    bad_a = os.path.join(broken, "a", "1.jpg")
+    check(r.returncode == 1 and f"{bad_a}: corrupt JPEG" in r.stderr and "--on-error skip" in r.stderr,
+          f"--verify=decode stops at the first file that does not decode, naming it: {r.stderr.strip()}")
+    shutil.rmtree(out + ".partial", ignore_errors=True)
+    if os.path.exists(out + ".partial"):
+        os.unlink(out + ".partial")
+    r = subprocess.run([pack, "--folder", broken, "--verify=decode", "--on-error", "skip", "--force", out],
+                       capture_output=True, text=True)
+    bad_b = os.path.join(broken, "b", "2.jpg")
+    check(r.returncode == 0 and "2 of 6 files skipped" in r.stderr and f"{bad_a}: corrupt JPEG" in r.stderr
+          and f"{bad_b}: corrupt JPEG" in r.stderr and "decoded and verified" in r.stderr,
+          f"with --on-error skip every file that does not decode is listed: {r.stderr.strip()}")
+    kept = ["a/0.jpg", "a/2.jpg", "b/0.jpg", "b/1.jpg"]
+    _, _, got = read_lmdb(out)
+    check(read_paths(out) == kept and [s["image"] for s in got] == [whole[k] for k in kept],
+          "and left out, the others stored with their paths")
+    r = subprocess.run([pack, "--folder", broken, "--verify=all", "--force", out], capture_output=True, text=True)
+    check(r.returncode != 0 and "--verify" in r.stderr, f"--verify takes digest or decode: {r.stderr.strip()}")
+
+    # File names are bytes: one that is not UTF-8 (Latin-1), one holding a newline, one a backslash.
+    # LMDB records each path's exact bytes; HDF5 (UTF-8 strings) the path itself where it is UTF-8
+    # without a backslash, else its escape, undone exactly; h5py's asstr() reads every element.
+    odd = os.path.join(scratch, "odd").encode()
+    os.makedirs(os.path.join(odd, b"c"))
+    odd_files = {}
+    for name in (b"caf\xe9.jpg", b"new\nline.jpg", b"back\\slash.png", b"plain.jpg"):
+        data = image_bytes(rng, "PNG" if name.endswith(b".png") else "JPEG")
+        with open(os.path.join(odd, b"c", name), "wb") as f:
+            f.write(data)
+        odd_files[b"c/" + name] = data
+    out = os.path.join(scratch, "odd.lmdb")
+    r = subprocess.run([pack, "--folder", odd, out], capture_output=True)
+    check(r.returncode == 0, f"stoker-pack packs files whose names are not UTF-8 ({r.stderr.strip()!r})")
+    _, _, got = read_lmdb(out)
+    raw = read_paths(out, raw=True)
+    check(sorted(raw) == sorted(odd_files) and all(odd_files[p] == g["image"] for p, g in zip(raw, got)),
+          f"LMDB's 'paths' holds each file name's exact bytes, beside its image: {raw}")
+    out = os.path.join(scratch, "odd.h5")
+    r = subprocess.run([pack, "--folder", odd, out], capture_output=True)
+    check(r.returncode == 0, f"stoker-pack packs them to HDF5 ({r.stderr.strip()!r})")
+    with h5py.File(out, "r") as f:
+        entries = list(f["stoker/paths"].asstr()[:])
+        images = [bytes(np.asarray(x, dtype=np.uint8)) for x in f["image"]]
+    check(sorted(entries) == sorted(["c/caf\\xe9.jpg", "c/new\nline.jpg", "c/back\\\\slash.png", "c/plain.jpg"]),
+          f"HDF5's 'stoker/paths' is UTF-8: a name as it is, or escaped where it is not UTF-8 or holds a "
+          f"backslash: {entries}")
+    check([unescape(e) for e in entries] == raw and all(odd_files[unescape(e)] == g for e, g in zip(entries, images)),
+          "and each escape is undone to the file name's bytes, in the LMDB's order, beside its image")
+
+    # In an HDF5 output the group `stoker` is the pack's: a label of that name is refused before
+    # anything is written (in LMDB it is a field like any other).
+    reserved = os.path.join(scratch, "reserved.csv")
+    with open(reserved, "w") as f:
+        f.write("path,stoker\n")
+        f.write(f"{rows[0][0]},1\n")
+    out = os.path.join(scratch, "reserved.h5")
+    r = subprocess.run([pack, "--manifest", reserved, "--label", "stoker", out], capture_output=True, text=True)
+    check(r.returncode == 1 and "--label stoker: in an HDF5 output the group 'stoker' holds each sample's source "
+          "path (stoker/paths); rename the manifest's column, or write LMDB" in r.stderr,
+          f"--label stoker is refused for HDF5 output: {r.stderr.strip()}")
+    check(not os.path.exists(out) and not os.path.exists(out + ".partial"), "before anything is written")
+    out = os.path.join(scratch, "reserved.lmdb")
+    r = subprocess.run([pack, "--manifest", reserved, "--label", "stoker", out], capture_output=True, text=True)
+    check(r.returncode == 0 and read_lmdb(out)[2] == [{"image": files[rows[0][0]][1], "stoker": 1}],
+          f"and packed to LMDB ({r.stderr.strip()})")
 
     # Errors name the file and line, and leave nothing behind.
     bad = os.path.join(scratch, "bad.csv")

@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pack_check import bench_digest, check, content_digest, failures, read_lmdb  # noqa: E402
+from pack_check import bench_digest, check, content_digest, failures, read_lmdb, read_paths  # noqa: E402
 
 SIZES = [(20, 12), (90, 30), (33, 70), (64, 64), (120, 100), (41, 10), (16, 16), (200, 50)]
 
@@ -47,9 +47,10 @@ def make_images(scratch):
 
 
 def read_h5(path):
+    """Each sample's image and label, and the path recorded for it."""
     with h5py.File(path, "r") as f:
-        return [{"image": bytes(np.asarray(x, dtype=np.uint8)), "label": int(v)}
-                for x, v in zip(f["image"], f["label"][:])]
+        return [{"image": bytes(np.asarray(x, dtype=np.uint8)), "label": int(v), "path": p}
+                for x, v, p in zip(f["image"], f["label"][:], f["stoker/paths"].asstr()[:])]
 
 
 def run(cmd):
@@ -76,6 +77,9 @@ def check_skip_and_resume(pack, bench, scratch, root, paths):
     _, _, uninterrupted = read_lmdb(whole)
     want = [{"image": open(p, "rb").read(), "label": 0 if "/bird/" in p else 1} for p in paths]
     check(resumed == uninterrupted == want, "stopped and resumed equals skipping from the start: the 16 images")
+    sources = [os.path.relpath(p, root) for p in paths]
+    check(read_paths(out) == read_paths(whole) == sources,
+          "and records the same paths, the skipped file's not among them")
     os.unlink(bad)
     return want
 
@@ -205,7 +209,8 @@ def main():
     check_shards(pack, bench, scratch, root, want)
 
     def lmdb_samples(p):
-        return read_lmdb(p)[2]
+        """The samples and the paths recorded for them (committed with them)."""
+        return read_lmdb(p)[2], read_paths(p)
 
     check_kill_and_resume(pack, scratch, paths, ["--commit-every", "1"], "one LMDB",
                           lambda partial: committed_next_item(partial) == 11, lmdb_samples)

@@ -59,6 +59,44 @@ TEST(SegmentView, AnErrorKeepsItsCodeAndAnUnknownCodeIsInternal) {
   EXPECT_EQ(view.slot_error_of(1).code(), ErrorCode::internal);
 }
 
+// A slot's regions do not overlap: a batch that skips every one of its samples records batch_size
+// positions, and the error text before them and field 0 after them stay as they were, whatever the
+// batch size (one whose record fills its region to the byte, and one that leaves room).
+TEST(SegmentView, TheSkippedRecordOfAWholeBatchLeavesTheErrorTextAndField0Untouched) {
+  for (const std::size_t batch_size : {15u, 16u, 1u}) {
+    SCOPED_TRACE(batch_size);
+    const SegmentLayout layout(image_and_label(), batch_size, 1);
+    std::vector<std::byte> segment(layout.segment_bytes(1));
+    layout.initialize(segment.data(), 1);
+    const SegmentView view(segment.data(), layout);
+    const std::size_t field0 = 3 * 8 * 8 * batch_size;
+    std::memset(view.slot_error(0), 'e', kErrorTextBytes);
+    std::memset(view.slot_field(0, 0), 0xf0, field0);
+    std::uint32_t* skipped = view.slot_skipped(0);
+    skipped[0] = static_cast<std::uint32_t>(batch_size);
+    for (std::uint32_t k = 0; k < batch_size; ++k) skipped[1 + k] = k;
+    EXPECT_EQ(std::string(view.slot_error(0), kErrorTextBytes), std::string(kErrorTextBytes, 'e'));
+    EXPECT_EQ(std::vector<std::byte>(view.slot_field(0, 0), view.slot_field(0, 0) + field0),
+              std::vector<std::byte>(field0, std::byte{0xf0}));
+    view.slot_header(0).num_samples = static_cast<std::uint32_t>(batch_size);
+    EXPECT_EQ(view.check_skipped(0, static_cast<std::uint32_t>(batch_size)), "");
+  }
+}
+
+// The error text or notes a slot holds are read within their region, whatever its header says.
+TEST(SegmentView, TheTextOfASlotIsReadWithinItsRegion) {
+  const SegmentLayout layout(image_and_label(), 4, 1);
+  std::vector<std::byte> segment(layout.segment_bytes(1));
+  layout.initialize(segment.data(), 1);
+  const SegmentView view(segment.data(), layout);
+  view.set_skip_notes(0, "2 d.h5: field 'image', sample 9: corrupt JPEG\n");
+  EXPECT_EQ(view.error(0), "2 d.h5: field 'image', sample 9: corrupt JPEG\n");
+  std::memset(view.slot_error(0), 'n', kErrorTextBytes);
+  view.slot_header(0).error_bytes = 1u << 30;  // a worker gone wrong
+  EXPECT_EQ(view.error(0), std::string(kErrorTextBytes, 'n'));
+  EXPECT_EQ(view.slot_error_of(0).what(), std::string(kErrorTextBytes, 'n'));
+}
+
 TEST(SlotSizing, BytesPerSampleFollowTheTypicalSampleWithinWhatTheFileCanHold) {
   using detail::slot_bytes_per_sample;
   // Twice the typical sample, at least 4 KiB.

@@ -98,6 +98,26 @@ TEST_F(SlotCheck, OffsetsMustStartAtZeroRiseAndEndWithinTheRegion) {
   EXPECT_EQ(check(), "");
 }
 
+TEST_F(SlotCheck, SkippedSamplesMustBeWithinTheBatchAndAscending) {
+  std::uint32_t* skipped = view_.slot_skipped(1);
+  skipped[0] = 2;
+  skipped[1] = 1;
+  skipped[2] = 3;
+  EXPECT_EQ(check(), "");
+  skipped[2] = 1;
+  EXPECT_EQ(check(), "skipped sample 1 is at position 1, not after 1 and below 4");
+  skipped[2] = 4;
+  EXPECT_EQ(check(), "skipped sample 1 is at position 4, not after 1 and below 4");
+  skipped[0] = 5;
+  EXPECT_EQ(check(), "it records 5 skipped samples in a batch of 4");
+  skipped[0] = 0;
+  header().error_bytes = kErrorTextBytes + 1;  // the skipped samples' notes
+  EXPECT_EQ(check(), "its notes of 4097 bytes overrun their region of 4096");
+  header().status = static_cast<std::uint32_t>(SlotStatus::too_large);
+  header().needed_bytes = 5000;
+  EXPECT_EQ(check(), "its notes of 4097 bytes overrun their region of 4096");
+}
+
 TEST_F(SlotCheck, TooLargeByNothingIsRefused) {
   header().status = static_cast<std::uint32_t>(SlotStatus::too_large);
   header().needed_bytes = 0;
