@@ -29,11 +29,26 @@ std::uint64_t read_cgroup_number(const std::string& file) {
   return v >= (1ULL << 60) ? kUnlimited : v;  // v1 reports "unlimited" as ~2^63
 }
 
+// The cgroup's inactive file pages (memory.stat: "inactive_file" in v2, "total_inactive_file" in
+// v1; 0 without the file): page cache the kernel reclaims before it would charge the limit, which
+// the usage counts all the same. A job that streams a dataset larger than its limit keeps its usage
+// near the limit with them; shared memory and memfd pages are never among them.
+std::uint64_t reclaimable_of(const std::string& dir) {
+  std::ifstream in(dir + "/memory.stat");
+  std::string key;
+  std::uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "inactive_file" || key == "total_inactive_file") return value;
+  }
+  return 0;
+}
+
 std::uint64_t headroom_of(const std::string& dir, const char* limit_file, const char* usage_file) {
   std::uint64_t limit = read_cgroup_number(dir + "/" + limit_file);
   if (limit == kUnlimited) return kUnlimited;
   std::uint64_t usage = read_cgroup_number(dir + "/" + usage_file);
   if (usage == kUnlimited) return kUnlimited;
+  usage -= std::min(usage, reclaimable_of(dir));
   return limit > usage ? limit - usage : 0;
 }
 

@@ -42,7 +42,8 @@ struct ShmEnvironment {
 // MemAvailable from /proc/meminfo, in bytes; UINT64_MAX when it cannot be read.
 std::uint64_t mem_available(const ShmEnvironment& env);
 
-// The memory cgroup's headroom (limit - usage) over this process's cgroup and its ancestors,
+// The memory cgroup's headroom (limit - usage, the inactive page cache not counted as usage: the
+// kernel reclaims it first) over this process's cgroup and its ancestors,
 // cgroup v2 or v1; UINT64_MAX when no limit is set or none can be read.
 std::uint64_t cgroup_memory_headroom(const ShmEnvironment& env);
 

@@ -482,8 +482,8 @@ TEST(Pipelines, BadPipelinesAreRefusedNamingWhatIsWrong) {
               HasSubstr("field 'jpeg', operation 2: unknown operation 'blur' (operations: decode, "));
   EXPECT_THAT(pipeline_error("jpeg=decode,random_resized_crop(0)", o),
               HasSubstr("'random_resized_crop(0)': the height must be a whole number from 1 to 65536, not 0"));
-  EXPECT_THAT(pipeline_error("jpeg=decode,resize(32)", o),
-              HasSubstr("'resize(32)': takes (height, width) (got 1 argument)"));
+  EXPECT_THAT(pipeline_error("jpeg=decode,resize(32,32,3)", o),
+              HasSubstr("'resize(32,32,3)': takes (size) for the shorter side, or (height, width) (got 3 arguments)"));
   EXPECT_THAT(pipeline_error("jpeg=decode,center_crop(a)", o),
               HasSubstr("'center_crop(a)': argument 1 ('a') is not a number"));
   EXPECT_THAT(pipeline_error("jpeg=decode,center_crop(8", o), HasSubstr("unbalanced '('"));

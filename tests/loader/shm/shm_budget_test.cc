@@ -52,6 +52,25 @@ TEST_F(ShmBudget, TheMemoryCgroupV2HeadroomBoundsItAlongTheAncestors) {
   EXPECT_EQ(b.bound, detail::BudgetBound::cgroup);
 }
 
+// A job that has read more of its dataset than its limit holds keeps its usage near the limit with
+// page cache, which the kernel reclaims first: the inactive file pages are not counted as used.
+TEST_F(ShmBudget, TheInactivePageCacheIsNotCountedAgainstTheCgroupLimit) {
+  write_file(env_.proc_cgroup, "0::/job\n");
+  write_file(fs::path(env_.cgroup_root) / "job/memory.max", "104857600\n");      // 100 MiB
+  write_file(fs::path(env_.cgroup_root) / "job/memory.current", "103809024\n");  // 99 MiB
+  EXPECT_EQ(detail::cgroup_memory_headroom(env_), 1u << 20);
+  write_file(fs::path(env_.cgroup_root) / "job/memory.stat",
+             "anon 20971520\nfile 80740352\nshmem 4194304\ninactive_anon 0\nactive_anon 20971520\n"
+             "inactive_file 73400320\nactive_file 7340032\n");  // 70 MiB of inactive page cache
+  EXPECT_EQ(detail::cgroup_memory_headroom(env_), 71u << 20);
+  // v1 names it total_inactive_file, and counts it the same way.
+  write_file(env_.proc_cgroup, "4:memory:/\n");
+  write_file(fs::path(env_.cgroup_root) / "memory/memory.limit_in_bytes", "104857600\n");
+  write_file(fs::path(env_.cgroup_root) / "memory/memory.usage_in_bytes", "103809024\n");
+  write_file(fs::path(env_.cgroup_root) / "memory/memory.stat", "cache 80740352\ntotal_inactive_file 73400320\n");
+  EXPECT_EQ(detail::cgroup_memory_headroom(env_), 71u << 20);
+}
+
 TEST_F(ShmBudget, TheMemoryCgroupV1LimitCountsAndUnlimitedDoesNot) {
   write_file(env_.proc_cgroup, "4:memory:/host/path/not/mounted\n3:cpu:/x\n");
   write_file(fs::path(env_.cgroup_root) / "memory/memory.limit_in_bytes", "9223372036854771712\n");
