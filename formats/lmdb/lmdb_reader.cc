@@ -21,6 +21,7 @@
 #include "loader/base/env.h"
 #include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
+#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -206,6 +207,14 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
     std::uint64_t count = 0;
     int rc = MDB_SUCCESS;
     for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
+      // Progress, for the probe's watch (loader/base/progress_note.h); bounded, as such loops must be:
+      // pages that lead back to themselves would otherwise be a scan that never ends.
+      detail::note_progress();
+      if (count >= n) {
+        throw Error(
+            ErrorCode::dataset,
+            fmt::format("{}: its pages hold more keys than the {} it counts: the database is damaged", path, n));
+      }
       const auto i = keys.parse(k);
       if (!i) {
         throw Error(ErrorCode::dataset, fmt::format("{}: key {} is not a sample index like the first key ({}); {}",

@@ -11,6 +11,7 @@
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_keys.h"
 #include "loader/base/option_spelling.h"
+#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -75,7 +76,16 @@ void TemplatedLayout::scan(MDB_txn* txn, MDB_dbi dbi) {
   std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw, mdb_cursor_close);
   MDB_val k, v;
   int rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_FIRST);
-  for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT)) {
+  for (std::uint64_t scanned = 0; rc == MDB_SUCCESS;
+       rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++scanned) {
+    // Progress, for the probe's watch (loader/base/progress_note.h); bounded, as such loops must be:
+    // pages that lead back to themselves would otherwise be a scan that never ends.
+    detail::note_progress();
+    if (scanned >= entries) {
+      throw Error(ErrorCode::dataset, fmt::format("{}: its pages hold more keys than the {} it counts: the database "
+                                                  "is damaged",
+                                                  path_, entries));
+    }
     const std::string_view name(static_cast<const char*>(k.mv_data), k.mv_size);
     for (std::size_t f = 0; f < templates_.size(); ++f) {
       const auto i = templates_[f].parse(name);

@@ -23,6 +23,7 @@
 #include "loader/base/json_numbers.h"
 #include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
+#include "loader/base/progress_note.h"
 #include "loader/base/unique_fd.h"
 #include "loader/base/untrusted_json.h"
 #include "loader/workers/child_hygiene.h"
@@ -53,7 +54,10 @@ constexpr std::uint64_t kMaxFixedProbeBytes = 256u << 20;
 std::uint64_t dataset_file_bytes(const std::string& path) {
   if (formats::is_shard_set(path)) {
     std::uint64_t total = 0;
-    for (const std::string& shard : formats::shard_paths(path)) total += dataset_file_bytes(shard);
+    for (const std::string& shard : formats::shard_paths(path)) {
+      total += dataset_file_bytes(shard);
+      note_progress();  // a stat of each shard: thousands on a slow file system take their time
+    }
     return total;
   }
   struct stat st;
@@ -92,6 +96,7 @@ std::vector<std::uint64_t> typical_sizes(formats::Reader& reader) {
     }
     try {
       reader.read(std::span<const std::uint64_t>(&index, 1), out);
+      note_progress();
     } catch (const Error&) {
       continue;  // a sample that cannot be read fails its batch, when its turn comes, not the loader
     }
@@ -137,10 +142,26 @@ std::optional<std::string> read_all(int fd, std::size_t limit, Clock::time_point
   }
 }
 
+// The child's progress notes: one byte on the socket, at most one per 100 ms (a scan of millions
+// of keys notes each), before the answer.
+int g_note_sock = -1;
+Clock::time_point g_last_note{};
+
+void send_note() noexcept {
+  const Clock::time_point now = Clock::now();
+  if (now - g_last_note < std::chrono::milliseconds(100)) return;
+  g_last_note = now;
+  const char note = kProgressNote;
+  (void)!::send(g_note_sock, &note, 1, MSG_NOSIGNAL);
+}
+
 // The child's part: opens the dataset, describes it, answers on `sock`. Never returns.
 [[noreturn]] void answer(int sock, const std::string& request) noexcept {
   std::string text;
   std::string path = "the dataset";
+  g_note_sock = sock;
+  set_progress_sink(send_note);
+  send_note();  // started: an exec'd probe has run up to its main() and read the request
   try {
     const json j = parse_untrusted_json(request, JsonLimits{kMaxRequestBytes, 32});
     const formats::ReaderOptions options = get_reader_options(j, path);
@@ -154,6 +175,7 @@ std::optional<std::string> read_all(int fd, std::size_t limit, Clock::time_point
                                                    j.at("stoker_version").get<std::string>(), version()));
     }
     auto reader = formats::open_reader(path, options);
+    note_progress();
     text = json{{"result", json::parse(probe_result_to_json(describe_dataset(*reader, path)))}}.dump(
         -1, ' ', false, json::error_handler_t::replace);
   } catch (const Error& e) {
@@ -170,6 +192,7 @@ std::optional<std::string> read_all(int fd, std::size_t limit, Clock::time_point
     text = json{{"error", {{"code", static_cast<int>(ErrorCode::internal)}, {"message", e.what()}}}}.dump(
         -1, ' ', false, json::error_handler_t::replace);
   }
+  set_progress_sink(nullptr);  // nothing but the answer from here
   (void)write_all(sock, text);
   ::_exit(0);
 }
@@ -218,6 +241,13 @@ Child start_child(const std::string& request) {
   return Child{pid, std::move(mine), image.has_value(), image ? image->path : std::string()};
 }
 
+// "300 ms", "10 s", "2.5 s".
+std::string show_duration(std::chrono::milliseconds d) {
+  if (d < std::chrono::seconds(1)) return fmt::format("{} ms", d.count());
+  if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
+  return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000);
+}
+
 Error probe_failure(const std::string& source, const Child& child, int status, const std::string& what) {
   const std::string path = formats::source_name(source);
   // A program started by exec that exits without a word may be one that never calls stoker::init.
@@ -237,6 +267,43 @@ Error probe_failure(const std::string& source, const Child& child, int status, c
 
 }  // namespace
 
+std::chrono::milliseconds probe_stall_limit(std::chrono::milliseconds timeout) noexcept {
+  if (timeout.count() <= 0) return std::chrono::milliseconds(0);
+  return std::min(timeout, kProbeStallLimit);
+}
+
+ProbeRead read_probe_answer(int fd, std::size_t limit, std::chrono::milliseconds stall_limit,
+                            const std::function<bool()>& keep_going, std::string& text) {
+  constexpr std::chrono::milliseconds kCheckEvery{100};
+  text.clear();
+  char buf[65536];
+  Clock::time_point last_byte = Clock::now(), last_check = last_byte;
+  for (;;) {
+    const Clock::time_point stall_at = stall_limit.count() > 0 ? last_byte + stall_limit : Clock::time_point::max();
+    const Clock::time_point wake = keep_going ? std::min(stall_at, last_check + kCheckEvery) : stall_at;
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll_until(&p, 1, wake);
+    if (r < 0) throw_errno("poll for the probe's answer");
+    const Clock::time_point now = Clock::now();
+    if (keep_going && now >= last_check + kCheckEvery) {
+      last_check = now;
+      if (!keep_going()) return ProbeRead::stopped;
+    }
+    if (r == 0) {
+      if (now >= stall_at) return ProbeRead::stalled;
+      continue;
+    }
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ProbeRead::answered;
+    last_byte = now;  // any byte is a sign of life, a note or the answer
+    std::string_view got(buf, static_cast<std::size_t>(n));
+    if (text.empty()) got.remove_prefix(std::min(got.size(), got.find_first_not_of(kProgressNote)));
+    text.append(got);
+    if (text.size() > limit) return ProbeRead::answered;  // not an answer: the parse says so
+  }
+}
+
 ProbeResult describe_dataset(formats::Reader& reader, const std::string& path) {
   ProbeResult r;
   r.schema = reader.schema();
@@ -244,13 +311,16 @@ ProbeResult describe_dataset(formats::Reader& reader, const std::string& path) {
   r.bounds.resize(r.schema.fields.size());
   for (std::size_t f = 0; f < r.schema.fields.size(); ++f) {
     if (r.schema.fields[f].is_bytes()) r.bounds[f] = reader.sample_bound(f);
+    note_progress();
   }
   r.typical = typical_sizes(reader);
   r.locality_rows = reader.locality_rows();
   r.file_bytes = dataset_file_bytes(path);
   r.version = reader.version();
-  if (const auto* sharded = dynamic_cast<const formats::ShardedReader*>(&reader))
+  if (const auto* sharded = dynamic_cast<const formats::ShardedReader*>(&reader)) {
     r.shard_samples = sharded->shard_samples();
+    r.shard_identities = sharded->shard_identities();
+  }
   return r;
 }
 
@@ -264,7 +334,8 @@ std::string probe_result_to_json(const ProbeResult& r) {
               {"locality_rows", r.locality_rows},
               {"file_bytes", r.file_bytes},
               {"version", r.version},
-              {"shard_samples", r.shard_samples}}
+              {"shard_samples", r.shard_samples},
+              {"shard_identities", identities_to_json(r.shard_identities)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);  // a path in the layout need not be UTF-8
 }
 
@@ -280,6 +351,7 @@ ProbeResult probe_result_from_json(const std::string& text) {
     r.file_bytes = j.at("file_bytes").get<std::uint64_t>();
     r.version = j.at("version").get<std::uint64_t>();
     r.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
+    r.shard_identities = identities_from_json(j.at("shard_identities"));
     if (r.bounds.size() != r.schema.fields.size() || r.typical.size() != r.schema.fields.size()) {
       throw Error(ErrorCode::internal, "stoker: the probe's answer does not match its schema");
     }
@@ -290,7 +362,7 @@ ProbeResult probe_result_from_json(const std::string& text) {
 }
 
 ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions& options,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout, const std::function<bool()>& keep_going) {
   const std::string request = request_json(path, options);
   Child child = start_child(request);
   struct Reap {  // the child is waited for on every way out
@@ -315,21 +387,38 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
     throw probe_failure(path, child, status, describe_wait_status(status));
   }
   ::shutdown(child.sock.get(), SHUT_WR);
-  const std::optional<std::string> text = read_all(
-      child.sock.get(), kMaxAnswerBytes, timeout.count() > 0 ? deadline_in(timeout) : Clock::time_point::max());
-  if (!text) {
+  const std::chrono::milliseconds stall_limit = probe_stall_limit(timeout);
+  std::string text;
+  const ProbeRead read = read_probe_answer(child.sock.get(), kMaxAnswerBytes, stall_limit, keep_going, text);
+  if (read == ProbeRead::stopped) {
     ::kill(child.pid, SIGKILL);
     reap.wait();
+    throw Error(ErrorCode::interrupted,
+                fmt::format("{}: building the loader was interrupted while its metadata was read (the process "
+                            "reading it was ended)",
+                            formats::source_name(path)));
+  }
+  if (read == ProbeRead::stalled) {
+    ::kill(child.pid, SIGKILL);
+    reap.wait();
+    const std::string why =
+        stall_limit < kProbeStallLimit
+            ? fmt::format("raise {} if the file is only slow to read", option_name("timeout"))
+            : fmt::format(
+                  "each step of reading it (the file opened, a shard, a sample) may take up to that: the file "
+                  "is damaged, or its storage does not answer ({} = 0 waits for it without a limit, for "
+                  "workers too)",
+                  option_name("timeout"));
     throw probe_failure(path, child, reap.status,
-                        fmt::format("made no answer within {} ms and was killed (HDF5 loops forever on some damaged "
-                                    "files; raise {} if the file is only slow to read)",
-                                    timeout.count(), option_name("timeout")));
+                        fmt::format("made no progress for {} and was killed (HDF5 loops forever on some damaged "
+                                    "files; {})",
+                                    show_duration(stall_limit), why));
   }
   const int status = reap.wait();
-  if (text->empty()) throw probe_failure(path, child, status, describe_wait_status(status));
+  if (text.empty()) throw probe_failure(path, child, status, describe_wait_status(status));
   const json j = [&] {
     try {
-      return parse_untrusted_json(*text, JsonLimits{kMaxAnswerBytes, 16});
+      return parse_untrusted_json(text, JsonLimits{kMaxAnswerBytes, 16});
     } catch (const json::exception& e) {
       throw Error(ErrorCode::internal, fmt::format("stoker: malformed answer from the probe: {}", e.what()));
     }

@@ -127,7 +127,8 @@ TEST(HostileFiles, ByteFlippedLmdbIsReadOrAnErrorNamingTheFile) {
 }
 
 // A dataset whose first read never ends (here a FIFO nobody writes) is an error naming it once the
-// timeout passes: the probe that read it is killed, and the loader never blocks the trainer.
+// timeout passes without progress: the probe that read it is killed, and the loader never blocks
+// the trainer.
 TEST(HostileFiles, ADatasetWhoseReadNeverEndsIsAnErrorAfterTheTimeout) {
   TempDir tmp;
   const std::string fifo = tmp.path("never.h5");
@@ -136,7 +137,26 @@ TEST(HostileFiles, ADatasetWhoseReadNeverEndsIsAnErrorAfterTheTimeout) {
   o.timeout = std::chrono::milliseconds(300);
   const Caught c = caught([&] { Loader loader(o); });
   EXPECT_EQ(c.code, ErrorCode::dataset) << c.message;
-  EXPECT_THAT(c.message, HasSubstr(fifo + ": the process that read its metadata made no answer within 300 ms"));
+  EXPECT_THAT(c.message, HasSubstr(fifo + ": the process that read its metadata made no progress for 300 ms and "
+                                          "was killed"));
+  EXPECT_THAT(c.message, HasSubstr("raise Options::timeout if the file is only slow to read"));
+  EXPECT_TRUE(descendants().empty());
+}
+
+// At the default settings (a timeout of 5 minutes for a worker), a first read that makes no
+// progress is an error within 10 s, not 5 minutes.
+TEST(HostileFiles, AFirstReadThatMakesNoProgressIsAnErrorWithinSecondsAtTheDefaultTimeout) {
+  TempDir tmp;
+  const std::string fifo = tmp.path("never.h5");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Options o;
+  o.source = fifo;
+  o.num_workers = 1;
+  const Caught c = caught([&] { Loader loader(o); });
+  EXPECT_EQ(c.code, ErrorCode::dataset) << c.message;
+  EXPECT_THAT(c.message, HasSubstr(fifo + ": the process that read its metadata made no progress for 10 s and was "
+                                          "killed (HDF5 loops forever on some damaged files; each step of reading it "
+                                          "(the file opened, a shard, a sample) may take up to that"));
   EXPECT_TRUE(descendants().empty());
 }
 
