@@ -35,7 +35,8 @@ Device Device::parse(std::string_view text) {
     auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
     if (ec == std::errc() && p == n.data() + n.size() && index >= 0) return cuda(index);
   }
-  throw Error(ErrorCode::invalid_option, fmt::format("device '{}': expected cpu, cuda, cuda:N or emulated", text));
+  throw Error(ErrorCode::invalid_option,
+              fmt::format("device '{}': expected cpu, cuda, cuda:N or emulated", printable(text)));
 }
 
 std::string Device::str() const {

@@ -2,12 +2,42 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "loader/base/option_spelling.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
+namespace {
+
+// A text option holds no NUL character: a path or name passed on through C strings (open(2), HDF5,
+// a message) would be cut at it, and another file, group or field would be read without a word.
+void check_no_nul(std::string_view value, const std::string& name) {
+  const std::size_t at = value.find('\0');
+  if (at == std::string_view::npos) return;
+  throw Error(ErrorCode::invalid_option,
+              fmt::format("options: {} holds a NUL character at byte {} ('{}'): a path, group, field name or "
+                          "pipeline cannot hold one; pass the text without it",
+                          name, at, printable(value)));
+}
+
+void check_texts(const Options& o) {
+  check_no_nul(o.source, option_name("source"));
+  // The Python package takes a list of shards as `source`.
+  const std::string sources = option_spelling() == OptionSpelling::python ? "source" : option_name("sources");
+  for (std::size_t k = 0; k < o.sources.size(); ++k) check_no_nul(o.sources[k], fmt::format("{}[{}]", sources, k));
+  for (std::size_t k = 0; k < o.fields.size(); ++k)
+    check_no_nul(o.fields[k], fmt::format("{}[{}]", option_name("fields"), k));
+  check_no_nul(o.group, option_name("group"));
+  check_no_nul(o.lmdb_keys, option_name("lmdb_keys"));
+  check_no_nul(o.lmdb_count_key, option_name("lmdb_count_key"));
+  check_no_nul(o.pipeline, option_name("pipeline"));
+}
+
+}  // namespace
 
 void check_options(const Options& o) {
+  check_texts(o);
   if (o.source.empty() && o.sources.empty()) {
     throw Error(
         ErrorCode::invalid_option,
@@ -49,10 +79,37 @@ void check_options(const Options& o) {
     throw Error(ErrorCode::invalid_option,
                 "options: max_image_pixels is 0; it must be at least 1 (the default is PIL's limit, 89478485)");
   }
+  if (o.on_decode_error != OnDecodeError::fail && o.on_decode_error != OnDecodeError::skip) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("options: {} is {}, neither OnDecodeError::fail nor OnDecodeError::skip",
+                            option_name("on_decode_error"), static_cast<int>(o.on_decode_error)));
+  }
   if (o.batch_size > (1u << 24))
     throw Error(ErrorCode::invalid_option, fmt::format("options: batch_size {} is too large", o.batch_size));
   if (o.device.staged() && o.prefetch_to_device == 0) {
     throw Error(ErrorCode::invalid_option, "options: prefetch_to_device is 0; it must be at least 1");
+  }
+}
+
+void check_delivered_names(const Schema& delivered, const std::string& source, OnDecodeError on_decode_error) {
+  if (on_decode_error == OnDecodeError::skip && delivered.find(kSkippedKey) != nullptr) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: field '{}' has the name under which a batch's skipped samples are delivered with {} "
+                            "(a batch's '{}' in Python): leave it out with {}, or rename it in the dataset",
+                            source, kSkippedKey,
+                            option_setting("on_decode_error", "Options::on_decode_error = OnDecodeError::skip", "skip"),
+                            kSkippedKey, option_name("fields")));
+  }
+  for (const Field& bytes : delivered.fields) {
+    if (!bytes.is_bytes()) continue;
+    const std::string offsets = bytes.name + ".offsets";
+    if (delivered.find(offsets) == nullptr) continue;
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: field '{}' has the name under which the offsets of bytes field '{}' are delivered "
+                            "(a batch's '{}' beside '{}' in Python and stoker::to_tensors): select one of the two "
+                            "with {}, or rename one in the dataset",
+                            source, printable(offsets), printable(bytes.name), printable(offsets),
+                            printable(bytes.name), option_name("fields")));
   }
 }
 

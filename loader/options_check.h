@@ -1,11 +1,22 @@
 // The checks a Loader makes of its Options before doing anything, each failure a stoker::Error
-// that names the option, its value and the allowed range.
+// that names the option, its value and the allowed range; and of the names of the fields it will
+// deliver, once it knows them.
 #pragma once
 
+#include <string>
+
 #include "stoker/options.h"
+#include "stoker/schema.h"
 
 namespace stoker::detail {
 
 void check_options(const Options& options);
+
+// A bytes field `name` is delivered as `name` and `name.offsets` by the Python package and
+// stoker::to_tensors: a field of that name beside it would replace one of them without a word.
+// With OnDecodeError::skip the Python package delivers the skipped samples' positions under
+// kSkippedKey: a field of that name would be replaced by them. Throws stoker::Error
+// (ErrorCode::dataset) naming the fields and `source`.
+void check_delivered_names(const Schema& delivered, const std::string& source, OnDecodeError on_decode_error);
 
 }  // namespace stoker::detail

@@ -81,21 +81,24 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       if (kind != "fixed") {
         throw Error(ErrorCode::dataset,
                     fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)", context,
-                                f.name, kind));
+                                printable(f.name), printable(kind)));
       }
       auto dtype = jf.at("dtype").get<std::string>();
       auto parsed = parse_dtype(dtype);
       if (!parsed)
-        throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' has unknown dtype '{}'", context, f.name, dtype));
+        throw Error(ErrorCode::dataset,
+                    fmt::format("{}: field '{}' has unknown dtype '{}'", context, printable(f.name), printable(dtype)));
       f.dtype = *parsed;
       const json& shape = jf.at("shape");
       if (!shape.is_array())
-        throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' has a shape that is not a list", context, f.name));
-      if (shape.size() > 32) {
         throw Error(ErrorCode::dataset,
-                    fmt::format("{}: field '{}' has {} dimensions, more than 32", context, f.name, shape.size()));
+                    fmt::format("{}: field '{}' has a shape that is not a list", context, printable(f.name)));
+      if (shape.size() > 32) {
+        throw Error(ErrorCode::dataset, fmt::format("{}: field '{}' has {} dimensions, more than 32", context,
+                                                    printable(f.name), shape.size()));
       }
-      for (const json& d : shape) f.shape.push_back(integer(d, fmt::format("a dimension of field '{}'", f.name)));
+      for (const json& d : shape)
+        f.shape.push_back(integer(d, fmt::format("a dimension of field '{}'", printable(f.name))));
       out.schema.fields.push_back(std::move(f));
       if (out.schema.fields.size() > kMaxFields) break;  // validate() says so
     }

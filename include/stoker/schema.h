@@ -58,9 +58,9 @@ struct STOKER_API Schema {
   const Field* find(std::string_view name) const noexcept;
 
   // Throws stoker::Error, prefixed with `context` (the file), for a schema stoker must not trust:
-  // no fields, more than kMaxFields, an empty or repeated field name, a dimension below 1, a
-  // sample larger than kMaxSampleBytes (sizes computed with overflow checks), or a bytes field with
-  // a dtype or shape (it has neither).
+  // no fields, more than kMaxFields, an empty or repeated field name or one holding a NUL
+  // character, a dimension below 1, a sample larger than kMaxSampleBytes (sizes computed with
+  // overflow checks), or a bytes field with a dtype or shape (it has neither).
   void validate(const std::string& context) const;
   bool operator==(const Schema&) const = default;
 };

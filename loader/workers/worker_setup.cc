@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "formats/core/schema_json.h"
@@ -12,32 +13,82 @@ namespace stoker::detail {
 
 using nlohmann::json;
 
+json text_to_json(const std::string& text) {
+  json j = text;
+  try {
+    (void)j.dump();
+    return j;
+  } catch (const json::type_error&) {  // not UTF-8: a file name is bytes
+    std::string hex;
+    hex.reserve(2 * text.size());
+    for (const unsigned char c : text) hex += fmt::format("{:02x}", c);
+    return json{{"hex", hex}};
+  }
+}
+
+std::string text_from_json(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  const std::string hex = j.at("hex").get<std::string>();
+  if (hex.size() % 2 != 0) throw Error(ErrorCode::internal, "stoker: a text in hex of an odd length");
+  std::string text(hex.size() / 2, '\0');
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    unsigned v = 0;
+    const auto [end, ec] = std::from_chars(hex.data() + 2 * k, hex.data() + 2 * k + 2, v, 16);
+    if (ec != std::errc() || end != hex.data() + 2 * k + 2)
+      throw Error(ErrorCode::internal, "stoker: a text in hex holds other than hex digits");
+    text[k] = static_cast<char>(v);
+  }
+  return text;
+}
+
 void put_reader_options(json& j, const std::string& path, const formats::ReaderOptions& o) {
-  j["path"] = path;
+  j["path"] = text_to_json(path);
   j["format"] = static_cast<int>(o.format);
-  j["fields"] = o.fields;
-  j["group"] = o.group;
+  json fields = json::array();
+  for (const std::string& f : o.fields) fields.push_back(text_to_json(f));
+  j["fields"] = fields;
+  j["group"] = text_to_json(o.group);
   j["hdf5_path"] = static_cast<int>(o.hdf5_path);
   j["sequential"] = o.sequential;
   j["shard_samples"] = o.shard_samples;
+  j["shard_identities"] = identities_to_json(o.shard_identities);
   j["max_open_shards"] = o.max_open_shards;
-  j["lmdb_keys"] = o.lmdb_keys;
-  j["lmdb_count_key"] = o.lmdb_count_key;
+  j["lmdb_keys"] = text_to_json(o.lmdb_keys);
+  j["lmdb_count_key"] = text_to_json(o.lmdb_count_key);
 }
 
 formats::ReaderOptions get_reader_options(const json& j, std::string& path) {
   formats::ReaderOptions o;
-  path = j.at("path").get<std::string>();
+  path = text_from_json(j.at("path"));
   o.format = static_cast<Format>(j.at("format").get<int>());
-  o.fields = j.at("fields").get<std::vector<std::string>>();
-  o.group = j.at("group").get<std::string>();
+  for (const json& f : j.at("fields")) o.fields.push_back(text_from_json(f));
+  o.group = text_from_json(j.at("group"));
   o.hdf5_path = static_cast<formats::Hdf5Path>(j.at("hdf5_path").get<int>());
   o.sequential = j.at("sequential").get<bool>();
   o.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
+  o.shard_identities = identities_from_json(j.at("shard_identities"));
   o.max_open_shards = j.at("max_open_shards").get<std::size_t>();
-  o.lmdb_keys = j.at("lmdb_keys").get<std::string>();
-  o.lmdb_count_key = j.at("lmdb_count_key").get<std::string>();
+  o.lmdb_keys = text_from_json(j.at("lmdb_keys"));
+  o.lmdb_count_key = text_from_json(j.at("lmdb_count_key"));
   return o;
+}
+
+json identities_to_json(const std::vector<std::optional<formats::FileIdentity>>& ids) {
+  json out = json::array();
+  for (const auto& id : ids) out.push_back(id ? id->to_words() : std::vector<std::uint64_t>{});
+  return out;
+}
+
+std::vector<std::optional<formats::FileIdentity>> identities_from_json(const json& j) {
+  std::vector<std::optional<formats::FileIdentity>> out;
+  for (const json& words : j) {
+    const auto w = words.get<std::vector<std::uint64_t>>();
+    if (!w.empty() && w.size() != 5) {
+      throw Error(ErrorCode::internal, fmt::format("stoker: a shard identity of {} words", w.size()));
+    }
+    out.push_back(formats::FileIdentity::from_words(w));
+  }
+  return out;
 }
 
 std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
@@ -45,6 +96,7 @@ std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
             {"pipeline", d.pipeline},
             {"seed", d.seed},
             {"max_image_pixels", d.limits.max_image_pixels},
+            {"skip_decode_errors", d.on_decode_error == OnDecodeError::skip},
             {"identity", d.identity ? d.identity->to_words() : std::vector<std::uint64_t>{}},
             {"num_workers", ring.num_workers},
             {"batch_size", ring.batch_size},
@@ -66,6 +118,7 @@ WorkerSetup setup_from_json(const std::string& text) {
     d.pipeline = j.at("pipeline").get<std::string>();
     d.seed = j.at("seed").get<std::uint64_t>();
     d.limits.max_image_pixels = j.at("max_image_pixels").get<std::uint64_t>();
+    d.on_decode_error = j.at("skip_decode_errors").get<bool>() ? OnDecodeError::skip : OnDecodeError::fail;
     d.identity = DatasetIdentity::from_words(j.at("identity").get<std::vector<std::uint64_t>>());
     s.ring.num_workers = j.at("num_workers").get<std::uint32_t>();
     s.ring.batch_size = j.at("batch_size").get<std::uint64_t>();
