@@ -35,10 +35,15 @@ auto guarded(const std::string& source, const char* doing, F&& f) -> decltype(f(
 
 }  // namespace
 
-Loader::Loader(Options options)
+Loader::Loader(Options options) : Loader(std::move(options), {}) {}
+Loader::Loader(Options options, const std::function<bool()>& keep_going)
     : impl_(guarded(options.sources.empty() ? options.source : options.sources.front(), "building the loader",
-                    [&] { return std::make_shared<detail::LoaderImpl>(std::move(options)); })) {}
-Loader::~Loader() = default;
+                    [&] { return std::make_shared<detail::LoaderImpl>(std::move(options), keep_going); })) {}
+Loader::~Loader() {
+  // Another thread may be inside Epoch::next() or wait() and hold the LoaderImpl: it returns at
+  // once, and the last to let go of it destroys it (stops the workers).
+  if (impl_) impl_->detach();
+}
 
 Epoch Loader::epoch(std::uint64_t epoch, std::uint64_t start_batch) {
   return Epoch(impl_, guarded(formats::source_name(impl_->options().source), "starting an epoch",
@@ -85,11 +90,12 @@ Epoch::iterator& Epoch::iterator::operator++() {
 }
 
 std::ostream& operator<<(std::ostream& os, const Stats& s) {
-  return os << fmt::format(
-             "batches {} samples {} bytes {} wait {:.3f}s worker busy {:.3f}s worker cpu {:.3f}s workers {} depth {} "
-             "shm {}",
-             s.batches, s.samples, detail::format_bytes(s.bytes), s.wait_seconds, s.worker_busy_seconds,
-             s.worker_cpu_seconds, s.workers, s.depth, detail::format_bytes(s.shm_bytes));
+  os << fmt::format(
+      "batches {} samples {} bytes {} wait {:.3f}s worker busy {:.3f}s worker cpu {:.3f}s workers {} depth {} shm {}",
+      s.batches, s.samples, detail::format_bytes(s.bytes), s.wait_seconds, s.worker_busy_seconds, s.worker_cpu_seconds,
+      s.workers, s.depth, detail::format_bytes(s.shm_bytes));
+  if (s.skipped_samples) os << fmt::format(" skipped {}", s.skipped_samples);
+  return os;
 }
 
 }  // namespace stoker

@@ -63,12 +63,18 @@ Options resolved(Options o) {
 
 }  // namespace
 
-LoaderImpl::LoaderImpl(Options options)
+LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
     : opt_(resolved(std::move(options))),
       design_(design_loader(opt_, std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
-      sampler_(0, 1, Order::sequential, 0, {}, false) {
-  Scanned scanned = scan_dataset();
+      sampler_(0, 1, Order::sequential, 0, {}, false),
+      skipped_(formats::source_name(opt_.source)) {
+  Scanned scanned = scan_dataset(keep_going);
+  if (keep_going && !keep_going()) {
+    throw Error(ErrorCode::interrupted,
+                fmt::format("{}: building the loader was interrupted before its workers started",
+                            formats::source_name(opt_.source)));
+  }
   const SegmentLayout layout(schema_, opt_.batch_size, design_.num_workers, scanned.sample_bound);
   if (design_.num_workers == 0) {
     start_inline(layout, std::move(scanned));
@@ -92,7 +98,7 @@ LoaderImpl::LoaderImpl(Options options)
   }
 }
 
-LoaderImpl::Scanned LoaderImpl::scan_dataset() {
+LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_going) {
   Scanned s;
   // With workers, the file is first read by a probe process, so that a file HDF5 or LMDB cannot
   // survive kills that process, not this one (loader/workers/probe.h). Without, the loader reads it
@@ -103,11 +109,12 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
     s.reader = formats::open_reader(opt_.source, design_.reader_options);
     probe = describe_dataset(*s.reader, opt_.source);
   } else {
-    probe = probe_dataset(opt_.source, design_.reader_options, opt_.timeout);
+    probe = probe_dataset(opt_.source, design_.reader_options, opt_.timeout, keep_going);
   }
   if (identity) identity->version = probe.version;
   const Schema& source_schema = probe.schema;
-  design_.reader_options.shard_samples = probe.shard_samples;  // workers open a shard only to read it
+  design_.reader_options.shard_samples = probe.shard_samples;        // workers open a shard only to read it
+  design_.reader_options.shard_identities = probe.shard_identities;  // and check it is the one counted
   shards_identity_ = shard_set_identity(opt_.source, probe.shard_samples);
   s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed, OpLimits{opt_.max_image_pixels});
   schema_ = s.pipelines.output();
@@ -115,16 +122,18 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset() {
   if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {
     source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline);
   }
+  file_bytes_ = probe.file_bytes;
   s.sample_bound.assign(schema_.fields.size(), 0);
   for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
     if (!schema_.fields[f].is_bytes()) continue;
     s.sample_bound[f] = slot_bytes_per_sample(probe.typical[f], probe.bounds[f].bytes, probe.bounds[f].exact,
                                               probe.file_bytes, opt_.batch_size);
   }
+  check_delivered_names(schema_, formats::source_name(opt_.source), opt_.on_decode_error);
   check_fields_fit_device(schema_, opt_);
-  dataset_ =
-      std::make_shared<const DatasetSpec>(DatasetSpec{opt_.source, design_.reader_options, source_schema, opt_.pipeline,
-                                                      opt_.seed, OpLimits{opt_.max_image_pixels}, identity});
+  dataset_ = std::make_shared<const DatasetSpec>(DatasetSpec{opt_.source, design_.reader_options, source_schema,
+                                                             opt_.pipeline, opt_.seed, OpLimits{opt_.max_image_pixels},
+                                                             opt_.on_decode_error, identity});
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
                      probe.locality_rows, probe.shard_samples);
   if (sampler_.batches_per_epoch() == 0) {
@@ -140,8 +149,8 @@ void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
   // Without workers a batch is loaded when asked for: one buffer for it and those the loop keeps.
   const std::uint32_t depth = std::max(design_.prefetch, design_.held_slots + 1);
   slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
-  source_ = std::make_unique<InlineSource>(
-      slots_, BatchFiller(LazyReader(std::move(scanned.reader), opt_.source), std::move(scanned.pipelines)));
+  source_ = std::make_unique<InlineSource>(slots_, BatchFiller(LazyReader(std::move(scanned.reader), opt_.source),
+                                                               std::move(scanned.pipelines), opt_.on_decode_error));
 }
 
 void LoaderImpl::start_workers(const SegmentLayout& layout) {
@@ -188,18 +197,34 @@ LoaderImpl::~LoaderImpl() {
 }
 
 void LoaderImpl::check_process() const {
-  if (::getpid() == owner_pid_) return;
-  throw Error(ErrorCode::wrong_process,
-              fmt::format("stoker: this Loader belongs to process {} and its workers and shared memory with it; "
-                          "process {} is a fork of it and cannot use it: build a Loader in this process instead",
-                          owner_pid_, ::getpid()));
+  check_owner();
+  if (detached_.load(std::memory_order_acquire)) {
+    throw Error(ErrorCode::invalid_option,
+                "stoker: this epoch's Loader was destroyed; an Epoch delivers batches while its Loader lives");
+  }
+}
+
+void LoaderImpl::check_owner() const {
+  if (::getpid() != owner_pid_) {
+    throw Error(ErrorCode::wrong_process,
+                fmt::format("stoker: this Loader belongs to process {} and its workers and shared memory with it; "
+                            "process {} is a fork of it and cannot use it: build a Loader in this process instead",
+                            owner_pid_, ::getpid()));
+  }
+}
+
+void LoaderImpl::detach() noexcept {
+  detached_.store(true, std::memory_order_release);
+  // A wait for workers in another thread ends at once (a fork's copy of the wake-up descriptor is
+  // its owner's: never written from a fork).
+  if (::getpid() == owner_pid_) interrupt();
 }
 
 void LoaderImpl::warn(const std::string& message) const {
   if (opt_.on_warning) {
     opt_.on_warning(message);
   } else {
-    std::cerr << "stoker: warning: " << message << std::endl;
+    std::cerr << "stoker: warning: " << printable(message, Printable::message) << std::endl;
   }
 }
 
@@ -212,6 +237,11 @@ std::uint32_t LoaderImpl::local_ranks() const {
 
 std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   check_process();
+  std::lock_guard consumer(consumer_mu_);
+  return start_epoch_locked(epoch, start_batch, skip);
+}
+
+std::uint64_t LoaderImpl::start_epoch_locked(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   const std::uint64_t batches = sampler_.batches_per_epoch(skip);
   if (start_batch > batches) {
     throw Error(ErrorCode::invalid_option,
@@ -219,6 +249,7 @@ std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_b
   }
   const std::uint64_t generation =
       feeder_ ? feeder_->start_epoch(epoch, start_batch, skip) : start_host_epoch(epoch, start_batch, skip);
+  std::lock_guard lock(stats_mu_);
   progress_ = Progress{epoch, skip, start_batch, batches, false};
   user_generation_ = generation;
   return generation;
@@ -226,7 +257,15 @@ std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_b
 
 std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
   check_process();
-  std::optional<Batch> b = feeder_ ? feeder_->next(generation) : next_host(generation);
+  std::lock_guard consumer(consumer_mu_);
+  std::optional<Batch> b;
+  try {
+    b = feeder_ ? feeder_->next(generation) : next_host(generation);
+  } catch (const Error&) {
+    check_process();  // destroyed meanwhile: that is the error, not the interruption it caused
+    throw;
+  }
+  std::lock_guard lock(stats_mu_);
   if (generation == user_generation_) {
     if (b) {
       progress_.next_batch = b->index() + 1;
@@ -238,20 +277,46 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
 }
 
 bool LoaderImpl::wait_ready(std::uint64_t generation, std::chrono::milliseconds within) {
+  if (detached_.load(std::memory_order_acquire)) return true;  // next() says why at once
   check_process();
   const auto until = Clock::now() + within;
-  if (feeder_) return feeder_->wait_ready(generation, until);
-  if (generation != generation_ || handed_out_ == plan_.num_batches) return true;  // next() answers at once
-  const auto t0 = Clock::now();
-  const bool ready = source_->wait_filled(until);
-  // Waiting here is waiting for data, as in next(): a consumer that waits in slices (the Python
-  // package, to see Ctrl-C) stalls as much as one that calls next() at once.
-  std::lock_guard lock(stats_mu_);
-  stats_.wait_seconds += seconds_since(t0);
-  return ready;
+  // Another thread's call (a next() that waits for its batch, an epoch started) counts against
+  // `within` like the wait for data itself.
+  std::unique_lock consumer(consumer_mu_, std::defer_lock);
+  if (!consumer.try_lock_until(until)) return false;
+  try {
+    return feeder_ ? feeder_->wait_ready(generation, until) : wait_host_ready(generation, until);
+  } catch (const Error&) {
+    if (detached_.load(std::memory_order_acquire)) return true;  // destroyed meanwhile: next() says so
+    throw;
+  }
+}
+
+bool LoaderImpl::wait_host_ready(std::uint64_t generation, Clock::time_point until) {
+  for (;;) {
+    std::unique_lock host(host_mu_);
+    if (detached_.load(std::memory_order_acquire)) return true;
+    if (generation != generation_ || undelivered_ || handed_out_ == plan_.num_batches)
+      return true;  // next() answers at once
+    const auto t0 = Clock::now();
+    const bool ready = source_->wait_filled(std::min(until, t0 + kLockSlice));
+    {
+      // Waiting here is waiting for data, as in next(): a consumer that waits in slices (the Python
+      // package, to see Ctrl-C) stalls as much as one that calls next() at once.
+      std::lock_guard lock(stats_mu_);
+      stats_.wait_seconds += seconds_since(t0);
+    }
+    if (ready || Clock::now() >= until) return ready;
+  }
 }
 
 LoaderState LoaderImpl::state() const {
+  check_owner();
+  std::lock_guard lock(stats_mu_);
+  return state_locked();
+}
+
+LoaderState LoaderImpl::state_locked() const {
   LoaderState s;
   s.epoch = progress_.epoch;
   s.consumed = sampler_.consumed_after(progress_.skip, progress_.next_batch);
@@ -265,6 +330,8 @@ LoaderState LoaderImpl::state() const {
 }
 
 std::uint64_t LoaderImpl::resume(const LoaderState& state) {
+  check_process();
+  std::lock_guard consumer(consumer_mu_);
   LoaderState here = this->state();
   std::vector<std::string> differ;
   if (state.num_samples != here.num_samples) {
@@ -294,11 +361,13 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
                             "epoch {} instead of resuming",
                             state.epoch, state.epoch + 1));
   }
-  return start_epoch(state.epoch, 0, state.consumed);
+  return start_epoch_locked(state.epoch, 0, state.consumed);
 }
 
 std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
+  std::lock_guard host(host_mu_);
   source_->abandon();  // reads the previous plan_: before it changes
+  undelivered_.reset();
   plan_ = sampler_.plan(epoch, skip);
   source_->start(plan_, start_batch);
   handed_out_ = start_batch;
@@ -323,22 +392,18 @@ OutsideBytes LoaderImpl::read_outside(std::uint32_t s) {
                     "which is slower (docs/shm-layout.md)",
                     h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
   }
-  OutsideBytes outside;
-  if (design_.num_workers == 0) {
-    auto read = std::make_shared<std::vector<formats::VarBytes>>();
-    overflow_filler_->fill_overflow(v, s, *read);
-    for (const formats::VarBytes& field : *read) outside.fields.push_back({field.data(), field.offsets()});
-    outside.owner = std::move(read);
-  } else {
-    // The file is not parsed in this process when workers exist (loader/workers/overflow_read.h).
-    outside = read_overflow_in_child(*overflow_filler_, v, s, schema_.fields.size(), opt_.source, opt_.timeout);
-  }
+  const OverflowBound bound = overflow_bound(file_bytes_, local_ranks());
+  // The file is not parsed in this process when workers exist (loader/workers/overflow_read.h).
+  OutsideBytes outside =
+      design_.num_workers == 0
+          ? read_overflow_here(*overflow_filler_, v, s, schema_, bound, opt_.source)
+          : read_overflow_in_child(*overflow_filler_, v, s, schema_, bound, opt_.source, opt_.timeout);
   std::lock_guard lock(stats_mu_);
   stats_.overflow_batches += 1;
   return outside;
 }
 
-Batch LoaderImpl::take(std::uint32_t s) {
+Batch LoaderImpl::take(std::uint32_t s, std::vector<std::string>& warnings) {
   const SegmentView& v = slots_->view();
   const SlotHeader& h = v.slot_header(s);
   OutsideBytes outside;
@@ -358,6 +423,7 @@ Batch LoaderImpl::take(std::uint32_t s) {
   std::uint64_t bytes = 0;
   for (const auto& f : b.fields()) bytes += f.bytes;
   std::lock_guard lock(stats_mu_);
+  warnings = skipped_.take(b, v.error(s), stats_);
   stats_.batches += 1;
   stats_.samples += h.num_samples;
   stats_.bytes += bytes;
@@ -367,22 +433,50 @@ Batch LoaderImpl::take(std::uint32_t s) {
 }
 
 std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
-  if (generation != generation_) {
-    throw Error(ErrorCode::invalid_option,
-                "stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
+  // The wait in slices of host_mu_, so that stats() from another thread is not held up by it.
+  for (;;) {
+    std::unique_lock host(host_mu_);
+    if (generation != generation_) {
+      throw Error(ErrorCode::invalid_option,
+                  "stoker: this epoch was ended by a later call to Loader::epoch(); iterate the newest one");
+    }
+    if (undelivered_) {
+      Batch b = std::move(*undelivered_);
+      undelivered_.reset();
+      return b;
+    }
+    if (handed_out_ == plan_.num_batches) return std::nullopt;
+    check_process();  // the Loader was destroyed while this thread waited
+    const auto t0 = Clock::now();
+    const bool ready = source_->wait_filled(t0 + kLockSlice);
+    const std::uint32_t s = ready ? source_->next_filled() : 0;
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.wait_seconds += seconds_since(t0);
+    }
+    if (!ready) continue;
+    ++handed_out_;
+    std::vector<std::string> warnings;
+    Batch b = take(s, warnings);
+    try {
+      for (const std::string& w : warnings) warn(w);
+    } catch (...) {
+      undelivered_ = std::move(b);  // an on_warning that throws: the next call delivers the batch
+      throw;
+    }
+    return b;
   }
-  if (handed_out_ == plan_.num_batches) return std::nullopt;
-  const auto t0 = Clock::now();
-  const std::uint32_t s = source_->next_filled();
-  ++handed_out_;
-  {
-    std::lock_guard lock(stats_mu_);
-    stats_.wait_seconds += seconds_since(t0);
-  }
-  return take(s);
+}
+
+std::vector<int> LoaderImpl::worker_pids() const {
+  check_owner();  // a fork may have copied host_mu_ held: never waited for there
+  std::lock_guard host(host_mu_);
+  return workers_ ? workers_->pids() : std::vector<int>{};
 }
 
 Stats LoaderImpl::stats() const {
+  check_owner();  // a fork may have copied host_mu_ held: never waited for there
+  std::lock_guard host(host_mu_);
   Stats s;
   {
     std::lock_guard lock(stats_mu_);

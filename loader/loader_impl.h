@@ -9,12 +9,27 @@
 //
 // A LoaderImpl belongs to the process that built it: in a process forked from it (a user's fork(),
 // a multiprocessing worker) it refuses to be used, and destroying it there touches nothing the
-// owner's workers, ring or device share. Thread-safety: as stoker::Loader's.
+// owner's workers, ring or device share.
+//
+// Thread-safety (stoker::Loader's contract): any thread may call anything. Three locks, always
+// taken in this order:
+//   consumer_mu_  the user's calls that start epochs or hand batches out (start_epoch, resume,
+//                 next, wait_ready): one at a time, so each batch goes to one caller, in order.
+//   host_mu_      the host pipeline (source_, plan_, handed_out_, undelivered_, generation_, the overflow
+//                 reader): the consumer's thread, or the staging thread on a staged device; and
+//                 stats() and worker_pids(). Held for at most kLockSlice of a wait for workers at
+//                 a time, and fair, so that stats() waits at most about that long whoever waits
+//                 for a batch; but for the whole of a read done by this process (a loader without
+//                 workers reads its batches here) and of a batch read again outside the ring.
+//   stats_mu_     stats_, progress_ and user_generation_: held for a copy.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,10 +37,12 @@
 #include <vector>
 
 #include "loader/device/device_feeder.h"
+#include "loader/fair_mutex.h"
 #include "loader/loader_design.h"
 #include "loader/plan/epoch_plan.h"
 #include "loader/plan/sampler.h"
 #include "loader/shm/slot_pool.h"
+#include "loader/skipped_samples.h"
 #include "loader/source/slot_source.h"
 #include "loader/source/worker_source.h"
 #include "loader/workers/batch_filler.h"
@@ -36,18 +53,26 @@ namespace stoker::detail {
 
 class LoaderImpl final : public HostSource {
  public:
-  explicit LoaderImpl(Options options);
+  // `keep_going`: as stoker::Loader's (stoker/loader.h).
+  explicit LoaderImpl(Options options, const std::function<bool()>& keep_going = {});
   ~LoaderImpl() override;
   LoaderImpl(const LoaderImpl&) = delete;
   LoaderImpl& operator=(const LoaderImpl&) = delete;
 
-  // The user's thread.
+  // The user's threads.
   std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip = 0);
   std::uint64_t resume(const LoaderState& state);
   std::optional<Batch> next(std::uint64_t generation);
   // Whether next(generation) would not wait, waiting up to `within` for that (Epoch::wait).
   bool wait_ready(std::uint64_t generation, std::chrono::milliseconds within);
   LoaderState state() const;
+  // The Loader handle is gone (~Loader): a call still inside next() or wait_ready() in another
+  // thread returns within kLockSlice (next() with the error an Epoch of a destroyed Loader gets),
+  // and the last of them destroys this. Any thread.
+  void detach() noexcept;
+
+  // The longest a wait holds host_mu_ at a time.
+  static constexpr std::chrono::milliseconds kLockSlice{100};
 
   // HostSource: the shared-memory pipeline (the staging thread's, when there is one).
   std::uint64_t start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) override;
@@ -62,7 +87,7 @@ class LoaderImpl final : public HostSource {
   const std::string& source_description() const { return source_description_; }
   const Sampler& sampler() const { return sampler_; }
   Stats stats() const;
-  std::vector<int> worker_pids() const { return workers_ ? workers_->pids() : std::vector<int>{}; }
+  std::vector<int> worker_pids() const;
 
  private:
   // The dataset as the loader's process scanned it: the reader (kept only for a loader without
@@ -72,16 +97,22 @@ class LoaderImpl final : public HostSource {
     SamplePipelines pipelines;
     std::vector<std::uint64_t> sample_bound;
   };
-  Scanned scan_dataset();
+  Scanned scan_dataset(const std::function<bool()>& keep_going);
   void start_inline(const SegmentLayout& layout, Scanned scanned);
   void start_workers(const SegmentLayout& layout);
-  // Throws stoker::Error (ErrorCode::wrong_process) in a process other than the one that built it.
+  // Throws stoker::Error (ErrorCode::wrong_process) in a process other than the one that built it,
+  // and (ErrorCode::invalid_option) once the Loader handle is destroyed.
   void check_process() const;
+  void check_owner() const;  // the first of those: throws in a process other than the one that built it
+  bool wait_host_ready(std::uint64_t generation, std::chrono::steady_clock::time_point until);
+  std::uint64_t start_epoch_locked(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip);
+  LoaderState state_locked() const;  // REQUIRES: stats_mu_
   void warn(const std::string& message) const;
   // The loaders on this node that share its shared memory, from the launcher's variables.
   std::uint32_t local_ranks() const;
-  // The Batch for a filled slot, or the error its worker stored there.
-  Batch take(std::uint32_t slot);
+  // The Batch for a filled slot, or the error its worker stored there; counted in Stats, and the
+  // warnings for its skipped samples put in `warnings` (given by the caller once it holds the batch).
+  Batch take(std::uint32_t slot, std::vector<std::string>& warnings);
   // A batch too large for its slot: its bytes fields read here, into memory of this process.
   OutsideBytes read_outside(std::uint32_t slot);
 
@@ -95,23 +126,31 @@ class LoaderImpl final : public HostSource {
   std::shared_ptr<const DatasetSpec> dataset_;
   std::unique_ptr<BatchFiller> overflow_filler_;  // the consumer's, made on the first too-large batch
   bool warned_overflow_ = false;
+  std::uint64_t file_bytes_ = 0;  // the dataset's size on disk (0: unknown), which bounds a batch read again
   Sampler sampler_;
   std::shared_ptr<SlotPool> slots_;
   ShmBacking shm_backing_ = ShmBacking::automatic;  // the ring's, once reserved (automatic: no ring in shm)
   std::unique_ptr<SlotSource> source_;
   WorkerSource* workers_ = nullptr;  // source_, when it is worker processes
 
-  std::uint64_t generation_ = 0;  // of the newest epoch; older Epoch objects are refused
-  // What the user has received of the newest epoch (user's thread): for state().
+  std::timed_mutex consumer_mu_;       // see the top of this file
+  mutable FairMutex host_mu_;          // see the top of this file
+  mutable std::mutex stats_mu_;        // see the top of this file
+  std::atomic<bool> detached_{false};  // detach() was called
+  std::uint64_t generation_ = 0;       // of the newest epoch; older Epoch objects are refused (host_mu_)
+  // What the user has received of the newest epoch: for state() (stats_mu_).
   struct Progress {
     std::uint64_t epoch = 0, skip = 0, next_batch = 0, num_batches = 0;
     bool ended = false;  // next() returned the end
   } progress_;
-  std::uint64_t user_generation_ = 0;
-  EpochPlan plan_;                // the host pipeline's epoch (the staging thread's, when there is one)
-  std::uint64_t handed_out_ = 0;  // batches of plan_ taken from the source
-  mutable std::mutex stats_mu_;   // stats_ is written by the staging thread, read by the user's
-  Stats stats_;
+  std::uint64_t user_generation_ = 0;  // stats_mu_
+  EpochPlan plan_;                     // the host pipeline's epoch (the staging thread's, when there is one); host_mu_
+  std::uint64_t handed_out_ = 0;       // batches of plan_ taken from the source; host_mu_
+  // A batch of plan_ taken whose warning threw (an on_warning callback's exception): the next call
+  // delivers it (host_mu_).
+  std::optional<Batch> undelivered_;
+  Stats stats_;                           // stats_mu_
+  SkippedSamples skipped_;                // stats_mu_
   std::unique_ptr<DeviceFeeder> feeder_;  // staged devices; started last, stopped first
 };
 

@@ -11,12 +11,30 @@
 // time. Without it, RULE: create loaders before starting threads that use HDF5 (a thread inside
 // HDF5 at fork time leaves HDF5's state locked in every worker).
 //
-// Thread-safety: a Loader and its Epochs are used from one thread at a time. Batches may be
-// destroyed on any thread, also after the Loader.
+// Thread-safety: a Loader and its Epochs may be used from several threads at once (a thread that
+// prefetches batches beside the training loop, a monitor that reads stats()):
+//   - The calls that start epochs or hand batches out (Loader::epoch, Epoch::next, Epoch::wait)
+//     take turns: each batch goes to exactly one caller, in order, whichever thread asks. wait()
+//     says whether next() would not wait; with several threads taking batches, another may take
+//     that batch first.
+//   - state(), stats() and worker_pids() may be called from any thread at any time: they do not
+//     wait for a batch that another thread waits for from workers (at most for one slice of its
+//     wait, 100 ms, or for an epoch being started; with num_workers = 0 the batch is read by the
+//     thread that takes it, and stats() waits for that read). schema(), options() and the counts per
+//     epoch never change. Epoch::wait(at_most) waits at most `at_most`, another thread's call
+//     included.
+//   - The batches every thread holds count against Options::held_batches together: a thread that
+//     prefetches into a queue of N batches needs held_batches of at least N plus the training
+//     loop's own.
+//   - Destroying the Loader while another thread is inside Epoch::next() or wait() ends that call
+//     at once: next() throws stoker::Error (ErrorCode::invalid_option) as for an Epoch whose Loader
+//     is gone, and the workers stop once it has returned.
+// Batches may be destroyed on any thread, also after the Loader.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <iterator>
 #include <memory>
@@ -86,6 +104,16 @@ class STOKER_API Epoch {
 class STOKER_API Loader {
  public:
   explicit Loader(Options options);
+  // As Loader(options), for a program that must do something else while the Loader is built, such
+  // as an interpreter that turns Ctrl-C into an exception: `keep_going` is called on the calling
+  // thread at least every 100 ms while the constructor waits for the process that reads the
+  // dataset's metadata (which is given 10 s without progress: docs/faults.md), and once before
+  // workers start. When it returns false, the constructor ends what it started (that process) and
+  // throws stoker::Error (ErrorCode::interrupted); an exception it throws passes through the same
+  // way. Nothing else in a constructor waits on something that may never answer.
+  Loader(Options options, const std::function<bool()>& keep_going);
+  // Stops the workers, or lets the last call of another thread inside Epoch::next() or wait() do
+  // so when it returns (see the thread-safety above).
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;

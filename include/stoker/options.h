@@ -28,6 +28,21 @@ enum class ShmBacking { automatic, dev_shm, memfd };
 // Options::max_image_pixels by default: PIL's MAX_IMAGE_PIXELS, a 1 GiB RGBA image's pixels / 3.
 inline constexpr std::uint64_t kDefaultMaxImagePixels = 89'478'485;
 
+// What a worker does with a sample whose pipeline cannot decode it (a corrupt or truncated image,
+// bytes that are not an image, one over max_image_pixels, another size than decode(H,W) declares;
+// a user operation's stoker::Error of ErrorCode::dataset):
+//   fail  the batch fails: the training loop gets stoker::Error at its turn, naming the file, field
+//         and sample index (the batches before it are delivered)
+//   skip  the sample is delivered with zeros in that field (the pipeline's declared dtype and
+//         shape; its other fields as usual), so that every epoch keeps its batches and indices;
+//         Batch::skipped() lists its position, Stats counts it, and a warning names the file,
+//         field, sample and the decoder's reason (docs/pipeline.md, "Errors").
+enum class OnDecodeError { fail, skip };
+
+// With OnDecodeError::skip the Python package delivers Batch::skipped() in each batch's dict under
+// this key, beside the fields: a dataset field of that name is then refused at construction.
+inline constexpr std::string_view kSkippedKey = "skipped";
+
 // The epoch's sample order (docs/sampler.md), a pure function of (N, seed, epoch):
 //   sequential    0, 1, ..., N-1
 //   random        a uniform shuffle
@@ -93,6 +108,8 @@ struct Options {
   // image (a decompression bomb) costs no memory. A worker's peak memory for one image is about
   // 3 bytes per pixel (docs/pipeline.md, "Memory").
   std::uint64_t max_image_pixels = kDefaultMaxImagePixels;
+  // A sample its pipeline cannot decode fails its batch, or is replaced by zeros (above).
+  OnDecodeError on_decode_error = OnDecodeError::fail;
 
   std::size_t batch_size = 1;
 
@@ -165,6 +182,8 @@ struct Options {
   Staging staging = Staging::automatic;
 
   // Receives one-line warnings (e.g. a lowered ring depth). Default: stderr, prefixed "stoker: ".
+  // Called on the thread that meets the warning (one inside Epoch::next(), the staging thread),
+  // within a call of the Loader: it must not call the Loader itself.
   std::function<void(std::string_view)> on_warning;
 };
 

@@ -48,7 +48,7 @@ class DeviceFeeder {
   DeviceFeeder(const DeviceFeeder&) = delete;
   DeviceFeeder& operator=(const DeviceFeeder&) = delete;
 
-  // User's thread.
+  // The consumer (one thread at a time: the owner's consumer lock, loader/loader_impl.h).
   std::uint64_t start_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip);
   std::optional<Batch> next(std::uint64_t generation);
   // Whether next(generation) would not wait, waiting for that until `until`.

@@ -35,19 +35,19 @@ class StagedQueue {
 
   explicit StagedQueue(std::size_t capacity) : capacity_(capacity) {}
 
-  // User's thread. Starts a new generation for (epoch, start_batch, skip) and moves the queued
+  // The consumer's (one thread at a time). Starts a new generation for (epoch, start_batch, skip) and moves the queued
   // items of the old one into `stale`, for the caller to release outside the lock.
   std::uint64_t request(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip, std::deque<Item>& stale);
 
-  // User's thread. The next item of `generation`, or nullopt when its epoch is over. Items of
+  // The consumer's (one thread at a time). The next item of `generation`, or nullopt when its epoch is over. Items of
   // other generations go to `stale`. `all_held()` is asked while nothing is queued and the staging
   // thread is not staging: when every device buffer is then held by live batches nothing can be
   // staged, and pop throws instead of waiting forever. Throws when `generation` is not the newest.
   std::optional<Item> pop(std::uint64_t generation, std::size_t num_buffers, const std::function<bool()>& all_held,
                           std::deque<Item>& stale);
 
-  // User's thread. Waits until pop() would not wait (an item of `generation` is queued, the epoch
-  // is over, or pop would throw), or until `until`: whether it would not.
+  // The consumer's (one thread at a time). Waits until pop() would not wait (an item of `generation` is queued, the
+  // epoch is over, or pop would throw), or until `until`: whether it would not.
   bool wait_ready(std::uint64_t generation, const std::function<bool()>& all_held,
                   std::chrono::steady_clock::time_point until);
 

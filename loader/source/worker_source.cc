@@ -245,7 +245,20 @@ bool WorkerSource::wait_filled(Clock::time_point until) {
   check_exits();
   issue();
   if (tasks_.in_flight() == 0) return true;  // next_filled() says every slot is held
-  return wait_for(tasks_.next_to_receive(), until);
+  // A consumer that waits here before it takes the batch (in slices, from Epoch::wait or from
+  // another thread's turn) waits for data as one inside next_filled() does: the tuner counts both.
+  const auto t0 = Clock::now();
+  open_interval(t0);
+  const bool ready = wait_for(tasks_.next_to_receive(), until);
+  if (tuner_ && !tuner_->settled()) interval_waited_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  return ready;
+}
+
+void WorkerSource::open_interval(Clock::time_point now) {
+  if (tuner_ && !interval_open_) {
+    interval_start_ = now;
+    interval_open_ = true;
+  }
 }
 
 void WorkerSource::abandon() {
@@ -272,7 +285,7 @@ void WorkerSource::set_auto_tuner(std::unique_ptr<AutoTuner> tuner, std::uint32_
 std::uint32_t WorkerSource::next_filled() {
   if (broken_) throw *broken_;
   const auto t0 = Clock::now();
-  if (tuner_ && interval_batches_ == 0) interval_start_ = t0;
+  open_interval(t0);
   check_exits();  // a dead worker is reported at once, not only when its batch is due
   issue();
   if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
@@ -289,6 +302,7 @@ std::uint32_t WorkerSource::next_filled() {
       }
       interval_batches_ = 0;
       interval_waited_ = 0;
+      interval_open_ = false;
     }
   }
   issue();  // the window moved on

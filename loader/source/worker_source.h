@@ -3,7 +3,8 @@
 // Keeps up to `depth` batches of the epoch in flight (loader/source/task_table.h), each in a slot of its
 // own given to the least-loaded worker (loader/workers/worker_pool.h), and waits for the next one in
 // order. A worker that dies is reported at once, naming the batch it held; one that has not
-// delivered within the timeout is reported as stuck. Consumer thread only, except interrupt().
+// delivered within the timeout is reported as stuck. One thread at a time (the owner's host lock:
+// loader/loader_impl.h), except interrupt().
 #pragma once
 
 #include <chrono>
@@ -110,6 +111,8 @@ class WorkerSource final : public SlotSource {
   std::chrono::steady_clock::time_point interval_start_{};
   std::uint64_t interval_batches_ = 0;
   double interval_waited_ = 0;
+  bool interval_open_ = false;  // interval_start_ is set: the interval's first wait or batch has begun
+  void open_interval(std::chrono::steady_clock::time_point now);
   bool warming_ = true;  // the first interval: workers open the dataset, caches fill
 };
 

@@ -12,7 +12,8 @@
 // the server because it follows the creating thread, not the process.
 //
 // The server reaps workers and reports each exit (pid, wait status) over a socket, so the consumer
-// wakes at once when a worker dies. Not thread-safe: owned and used by the consumer thread.
+// wakes at once when a worker dies. Not thread-safe: used by one thread at a time (its owner's host
+// lock, loader/loader_impl.h).
 #pragma once
 
 #include <sys/types.h>

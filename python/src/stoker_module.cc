@@ -5,10 +5,18 @@
 // so the slot returns to the workers when the last array of the batch is freed. The GIL is
 // released whenever stoker waits or copies. No LibTorch and no CUDA library is linked: nanobind
 // hands arrays to torch or numpy through their from_dlpack at run time.
+//
+// Threads: any Python thread may use a Loader and its iterators, as the C++ Loader allows
+// (stoker/loader.h). The threads that take batches of one Loader take turns (a lock of the
+// Loader's, waited for in slices like a batch, so that Ctrl-C still interrupts the wait): each
+// batch goes to one thread, in order. A thread that is inside stoker when the interpreter exits
+// (a daemon thread waiting for a batch) stays there until the process ends: see ExitGate.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -42,6 +51,108 @@ nb::object& warning_type() {
   return *t;
 }
 
+// How the threads inside stoker meet the interpreter's exit. Once the interpreter is finalizing,
+// Python ends a thread that takes the GIL (pthread_exit up to 3.13), also where it takes it back
+// inside a call into Python that stoker's code makes (numpy's from_dlpack, the warnings module):
+// unwinding through stoker's C++ frames reaches a noexcept one and aborts the process
+// (std::terminate). So every call into the binding runs inside an Inside guard, and a thread
+// inside stoker is counted while it holds the GIL or is about to take it back (GilRelease,
+// keep_building). The package's atexit handler (atexit runs before finalizing starts, when only
+// daemon threads are left) calls at_exit(): from then on a thread that would take the GIL inside
+// stoker, entering or coming back from a wait, does not but waits for the process to end (it holds
+// nothing then); and at_exit() lets go of the GIL until no thread is counted, so that those that
+// hold it leave stoker or reach a wait first. A thread in a long wait (for workers that will never
+// answer) does not hold the exit up: it parks when the wait returns. The thread that runs at_exit
+// (the one that finalizes) goes on as usual. Atomics only, constant-initialized: a fork() child
+// starts afresh (reset in the child, by pthread_atfork).
+struct ExitGate {
+  std::atomic<int> holding{0};  // threads inside stoker that hold the GIL or are taking it back
+  std::atomic<bool> exiting{false};
+  std::atomic<pthread_t> finalizer{};  // the thread that called at_exit()
+
+  // Before this thread takes (or keeps) the GIL inside stoker: false when it must not (it is to
+  // park), true when it may, and must then call release() when it no longer holds the GIL.
+  bool hold() noexcept {
+    holding.fetch_add(1);  // seq_cst with at_exit's store of `exiting`: one of the two sees the other
+    if (parks_this_thread()) {
+      holding.fetch_sub(1);
+      return false;
+    }
+    return true;
+  }
+  void release() noexcept { holding.fetch_sub(1); }
+  bool parks_this_thread() const noexcept { return exiting.load() && !pthread_equal(finalizer.load(), pthread_self()); }
+};
+
+constinit ExitGate g_gate;  // never destroyed while threads may wait in it: trivially destructible
+
+[[noreturn]] void park_until_the_process_ends() noexcept {
+  for (;;) ::pause();
+}
+
+// Around every call into the binding (nb::call_guard), entered with the GIL.
+struct Inside {
+  Inside() noexcept {
+    if (!g_gate.hold()) {
+      (void)PyEval_SaveThread();  // a daemon thread calling stoker while the interpreter exits
+      park_until_the_process_ends();
+    }
+  }
+  // Once the interpreter exits, a daemon thread does not go back to nanobind's code around the call
+  // (which may run Python code: a collection when it allocates), but parks here.
+  ~Inside() {
+    g_gate.release();
+    if (g_gate.parks_this_thread()) {
+      (void)PyEval_SaveThread();
+      park_until_the_process_ends();
+    }
+  }
+  Inside(const Inside&) = delete;
+  Inside& operator=(const Inside&) = delete;
+};
+
+// The GIL released for a wait or a copy, inside an Inside.
+class GilRelease {
+ public:
+  GilRelease() noexcept : state_(PyEval_SaveThread()) { g_gate.release(); }
+  ~GilRelease() {
+    if (!g_gate.hold()) park_until_the_process_ends();
+    PyEval_RestoreThread(state_);
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// The package's atexit handler's: see ExitGate. Called with the GIL, outside any Inside.
+void at_exit() {
+  g_gate.finalizer.store(pthread_self());
+  g_gate.exiting.store(true);
+  PyThreadState* state = PyEval_SaveThread();  // threads that hold it inside stoker go on to leave or wait
+  while (g_gate.holding.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  PyEval_RestoreThread(state);
+}
+
+void reset_gate_in_child() noexcept {
+  g_gate.holding.store(0);
+  g_gate.exiting.store(false);
+}
+
+// Whether construction goes on (called with the GIL released, inside the constructor's
+// GilRelease): the constructing thread sees Ctrl-C (PyErr_CheckSignals runs the signal handlers, on
+// the main thread), and stops once the interpreter exits.
+bool keep_building() {
+  if (!g_gate.hold()) return false;
+  struct Released {
+    ~Released() { g_gate.release(); }
+  } released;
+  nb::gil_scoped_acquire acquire;
+  if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  return true;
+}
+
 // A Loader's warnings, collected on whichever thread stoker reports them, and issued through
 // Python's warnings module on the interpreter's thread after each call that may have made some.
 struct WarningQueue {
@@ -62,7 +173,8 @@ struct WarningQueue {
       any.store(false, std::memory_order_relaxed);
     }
     for (const std::string& w : out) {
-      if (PyErr_WarnEx(warning_type().ptr(), w.c_str(), 2) != 0) throw nb::python_error();
+      if (PyErr_WarnEx(warning_type().ptr(), stoker::printable(w, stoker::Printable::message).c_str(), 2) != 0)
+        throw nb::python_error();
     }
   }
 };
@@ -70,7 +182,7 @@ struct WarningQueue {
 // The Options a Python Loader fills in, with enums as their Python spelling.
 struct PyOptions {
   std::string source, format = "auto", group, pipeline, order = "sequential", shm_backing = "auto", device = "cpu",
-                      staging = "auto";
+                      staging = "auto", on_decode_error = "fail";
   std::vector<std::string> fields, sources;
   std::size_t max_open_shards = 64;
   std::string lmdb_keys, lmdb_count_key;
@@ -84,7 +196,7 @@ struct PyOptions {
 
 [[noreturn]] void bad(const std::string& name, const std::string& value, const char* allowed) {
   throw stoker::Error(stoker::ErrorCode::invalid_option,
-                      "stoker: " + name + "='" + value + "' is not one of " + allowed);
+                      "stoker: " + name + "='" + stoker::printable(value) + "' is not one of " + allowed);
 }
 
 stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueue>& warnings) {
@@ -107,6 +219,13 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   o.group = p.group;
   o.pipeline = p.pipeline;
   o.max_image_pixels = p.max_image_pixels;
+  if (p.on_decode_error == "fail") {
+    o.on_decode_error = stoker::OnDecodeError::fail;
+  } else if (p.on_decode_error == "skip") {
+    o.on_decode_error = stoker::OnDecodeError::skip;
+  } else {
+    bad("on_decode_error", p.on_decode_error, "'fail', 'skip'");
+  }
   o.batch_size = p.batch_size;
   o.num_workers = p.num_workers_auto ? stoker::kAuto : p.num_workers;
   o.prefetch = p.prefetch_auto ? stoker::kAuto : p.prefetch;
@@ -224,27 +343,44 @@ nb::capsule owning_capsule(T* object) {
   return nb::capsule(object, [](void* p) noexcept { delete static_cast<T*>(p); });
 }
 
-// The keys of a batch's dict: each field's name and, for a bytes field, `name.offsets`, made once.
+// The keys of a batch's dict: each delivered field's name and `name.offsets`, made once per Loader
+// (the C++ Loader refuses names that would collide, or hold a NUL). Read-only once made: shared by
+// the threads that take batches.
 struct FieldKeys {
-  std::vector<std::pair<nb::str, nb::str>> keys;  // per field: (name, name.offsets)
-  const std::pair<nb::str, nb::str>& of(std::size_t f, std::string_view name) {
-    while (keys.size() <= f) keys.emplace_back();
-    if (!keys[f].first.is_valid()) {
-      const std::string text(name);
-      keys[f] = {nb::str(text.c_str()), nb::str((text + ".offsets").c_str())};
+  std::vector<std::pair<nb::str, nb::str>> keys;  // per field, in delivery order: (name, name.offsets)
+  // With on_decode_error="skip": the key of the skipped samples' positions (stoker::kSkippedKey,
+  // which no field has then); None otherwise.
+  nb::object skipped;
+  FieldKeys(const stoker::Schema& schema, bool skip) {
+    for (const stoker::Field& f : schema.fields) {
+      const std::string offsets = f.name + ".offsets";
+      keys.emplace_back(nb::str(f.name.data(), f.name.size()), nb::str(offsets.data(), offsets.size()));
     }
-    return keys[f];
+    if (skip) skipped = nb::str(stoker::kSkippedKey.data(), stoker::kSkippedKey.size());
   }
 };
 
 // The batch as {field: array}, field order kept; a bytes field as `name` (u8, flat) and
-// `name.offsets` (i64, B+1). With `copy`, host fields are copied into memory of their own (the
-// GIL released) and the batch released at once; device fields are cloned on torch's current
-// stream, which the batch's copy is ordered before.
-nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, FieldKeys& names) {
+// `name.offsets` (i64, B+1); with on_decode_error="skip", the positions of its skipped samples
+// under "skipped" (i64, in memory of their own, on the CPU), last. With `copy`, host fields are
+// copied into memory of their own (the GIL released) and the batch released at once; device fields
+// are cloned on torch's current stream, which the batch's copy is ordered before.
+nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const FieldKeys& names) {
   auto* holder = new stoker::Batch(std::move(batch));
   nb::capsule owner = owning_capsule(holder);
   nb::dict out;
+  nb::object skipped;  // made first: the batch may be released below
+  if (names.skipped.is_valid() && !names.skipped.is_none()) {
+    const std::span<const std::uint32_t> at = holder->skipped();
+    auto* positions = new OwnedBytes{std::make_unique<std::byte[]>(std::max<std::size_t>(at.size(), 1) * 8)};
+    nb::capsule own = owning_capsule(positions);
+    for (std::size_t k = 0; k < at.size(); ++k) {
+      const std::int64_t v = at[k];
+      std::memcpy(positions->data.get() + k * sizeof v, &v, sizeof v);
+    }
+    skipped = make_array(fw, positions->data.get(), {at.size()}, to_dlpack(stoker::DType::i64), nb::device::cpu::value,
+                         0, own);
+  }
   const std::span<const stoker::FieldView> fields = holder->fields();
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const stoker::FieldView& f = fields[i];
@@ -254,14 +390,14 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, FieldKe
     const nb::dlpack::dtype dtype = to_dlpack(f.dtype);
     std::vector<std::size_t> shape =
         f.kind == stoker::FieldKind::bytes ? std::vector<std::size_t>{f.bytes} : sizes(f.shape);
-    const auto& [name, offsets_name] = names.of(i, f.name);
+    const auto& [name, offsets_name] = names.keys.at(i);
     if (copy && on_device) {
       out[name] = make_array(fw, f.data, shape, dtype, device_type, device_id, owner).attr("clone")();
     } else if (copy) {
       auto* bytes = new OwnedBytes{std::make_unique<std::byte[]>(f.bytes > 0 ? f.bytes : 1)};
       nb::capsule own = owning_capsule(bytes);
       {
-        nb::gil_scoped_release release;
+        GilRelease release;
         if (f.bytes > 0) std::memcpy(bytes->data.get(), f.data, f.bytes);
       }
       out[name] = make_array(fw, bytes->data.get(), shape, dtype, device_type, device_id, own);
@@ -281,29 +417,41 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, FieldKe
       }
     }
   }
+  if (skipped.is_valid()) out[names.skipped] = skipped;
   if (copy && holder->device().kind != stoker::Device::Kind::cuda) holder->release();
   return out;
 }
 
-class PyLoader;
-
 // One epoch's batches, as the iterator `for batch in loader` runs. Waits in slices of at most
 // 100 ms with the GIL released, checking for signals between them, so that Ctrl-C interrupts a
-// wait promptly.
+// wait promptly. Threads that take batches of the same Loader take turns (`turn`, the Loader's):
+// a thread waits for its turn in the same slices, and holds it from its wait until it has taken its
+// batch, so that each batch goes to one thread and no thread waits in C++ where Ctrl-C cannot reach.
 class PyEpoch {
  public:
   // `current_stream`: with a CUDA device, a callable returning the CUstream of torch's current
   // stream as an integer (None otherwise).
   PyEpoch(stoker::Epoch epoch, std::shared_ptr<WarningQueue> warnings, Arrays arrays, bool copy,
-          nb::object current_stream)
+          nb::object current_stream, std::shared_ptr<const FieldKeys> keys, std::shared_ptr<std::timed_mutex> turn)
       : epoch_(std::move(epoch)),
         warnings_(std::move(warnings)),
         arrays_(std::move(arrays)),
         copy_(copy),
-        current_stream_(std::move(current_stream)) {}
+        current_stream_(std::move(current_stream)),
+        keys_(std::move(keys)),
+        turn_(std::move(turn)),
+        owner_pid_(::getpid()) {}
 
   // The next batch as a dict; StopIteration at the end of the epoch (and at every call after).
   nb::dict next() {
+    std::unique_lock<std::timed_mutex> turn(*turn_, std::defer_lock);
+    // In a fork, another thread of the parent may have held the turn: the C++ Epoch refuses there.
+    if (::getpid() == owner_pid_ && !turn.try_lock()) wait_for_turn(turn);
+    if (undelivered_) {
+      std::optional<stoker::Batch> batch = std::move(undelivered_);
+      undelivered_.reset();
+      return hand_over(std::move(batch), turn);
+    }
     if (over_) throw nb::stop_iteration();
     // A staged batch's copy is ordered before the work of the stream the caller runs on now; its
     // handle reaches Python as an integer (torch's Stream.cuda_stream).
@@ -313,7 +461,7 @@ class PyEpoch {
       bool ready = false;
       {
         // The wait and the taking of the batch in one release of the GIL.
-        nb::gil_scoped_release release;
+        GilRelease release;
         ready = epoch_.wait(std::chrono::milliseconds(100));
         if (ready) {
           batch = epoch_.next();
@@ -325,26 +473,60 @@ class PyEpoch {
       warnings_->issue();
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
     }
-    warnings_->issue();
+    try {
+      warnings_->issue();
+    } catch (...) {
+      // A warning that raises (python -W error::stoker.StokerWarning) loses no batch: the iterator
+      // keeps it, and its next call returns it, in order (the turn is still held).
+      if (batch) undelivered_ = std::move(batch);
+      throw;
+    }
     if (!batch) {
       over_ = true;
       last_indices_.clear();
+      last_skipped_.clear();
       throw nb::stop_iteration();
     }
-    last_indices_.assign(batch->indices().begin(), batch->indices().end());
-    return batch_to_dict(std::move(*batch), arrays_, copy_, keys_);
+    return hand_over(std::move(batch), turn);
   }
   const std::vector<std::uint64_t>& last_indices() const { return last_indices_; }
+  const std::vector<std::uint32_t>& last_skipped() const { return last_skipped_; }
 
  private:
+  // The batch taken, as a dict; `turn` is let go of first, so that the next thread may wait while
+  // this one builds its dict.
+  nb::dict hand_over(std::optional<stoker::Batch> batch, std::unique_lock<std::timed_mutex>& turn) {
+    last_indices_.assign(batch->indices().begin(), batch->indices().end());
+    last_skipped_.assign(batch->skipped().begin(), batch->skipped().end());
+    if (turn.owns_lock()) turn.unlock();
+    return batch_to_dict(std::move(*batch), arrays_, copy_, *keys_);
+  }
+
+  void wait_for_turn(std::unique_lock<std::timed_mutex>& turn) {
+    for (;;) {
+      bool got = false;
+      {
+        GilRelease release;
+        got = turn.try_lock_for(std::chrono::milliseconds(100));
+      }
+      if (got) return;
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    }
+  }
+
   stoker::Epoch epoch_;
   std::shared_ptr<WarningQueue> warnings_;
   Arrays arrays_;
   bool copy_;
   nb::object current_stream_;
-  FieldKeys keys_;
+  std::shared_ptr<const FieldKeys> keys_;
+  std::shared_ptr<std::timed_mutex> turn_;
+  pid_t owner_pid_;
+  // Written while holding the GIL and the turn.
   bool over_ = false;
-  std::vector<std::uint64_t> last_indices_;
+  std::vector<std::uint64_t> last_indices_;   // of the batch last returned, to whichever thread
+  std::vector<std::uint32_t> last_skipped_;   // of the same batch
+  std::optional<stoker::Batch> undelivered_;  // taken, but a warning raised before it was returned
 };
 
 class PyLoader {
@@ -360,23 +542,47 @@ class PyLoader {
     }
     stoker::Options o = to_options(options, warnings_);
     {
-      nb::gil_scoped_release release;
-      loader_ = std::make_unique<stoker::Loader>(std::move(o));
+      GilRelease release;
+      loader_ = std::make_shared<stoker::Loader>(std::move(o), keep_building);
     }
+    keys_ = std::make_shared<const FieldKeys>(loader_->schema(), options.on_decode_error == "skip");
     warnings_->issue();
   }
 
+  // f(loader) with the GIL released, the Loader kept alive meanwhile (another thread may close it)
+  // and let go of before the GIL is taken back.
+  template <class F>
+  auto without_gil(F&& f) const {
+    std::shared_ptr<stoker::Loader> loader = loader_;
+    get();  // closed: says so
+    GilRelease release;
+    struct LetGo {
+      std::shared_ptr<stoker::Loader>& loader;
+      ~LetGo() { loader.reset(); }
+    } let_go{loader};
+    return f(*loader);
+  }
+
   PyEpoch epoch(std::uint64_t e, std::uint64_t start_batch) {
-    return PyEpoch(get().epoch(e, start_batch), warnings_, arrays_, copy_, current_stream_);
+    stoker::Epoch epoch = without_gil([&](stoker::Loader& l) { return l.epoch(e, start_batch); });
+    return PyEpoch(std::move(epoch), warnings_, arrays_, copy_, current_stream_, keys_, turn_);
   }
   PyEpoch resume(const std::string& state_json) {
-    return PyEpoch(get().epoch(stoker::LoaderState::from_json(state_json)), warnings_, arrays_, copy_, current_stream_);
+    const stoker::LoaderState state = stoker::LoaderState::from_json(state_json);
+    stoker::Epoch epoch = without_gil([&](stoker::Loader& l) { return l.epoch(state); });
+    return PyEpoch(std::move(epoch), warnings_, arrays_, copy_, current_stream_, keys_, turn_);
   }
-  std::string state_json() const { return get().state().to_json(); }
+  std::string state_json() const {
+    return without_gil([](stoker::Loader& l) { return l.state().to_json(); });
+  }
   std::uint64_t batches_per_epoch() const { return get().batches_per_epoch(); }
   std::uint64_t samples_per_epoch() const { return get().samples_per_epoch(); }
   std::string describe_source() const { return get().describe_source(); }
-  std::vector<int> worker_pids() const { return get().worker_pids(); }
+  nb::list worker_pids() const {
+    nb::list out;
+    for (const int pid : without_gil([](stoker::Loader& l) { return l.worker_pids(); })) out.append(pid);
+    return out;
+  }
 
   nb::list schema() const {
     nb::list out;
@@ -391,7 +597,7 @@ class PyLoader {
   std::uint64_t num_samples() const { return get().schema().num_samples; }
 
   nb::dict stats() const {
-    const stoker::Stats s = get().stats();
+    const stoker::Stats s = without_gil([](stoker::Loader& l) { return l.stats(); });
     warnings_->issue();
     nb::dict d;
     d["batches"] = s.batches;
@@ -404,6 +610,10 @@ class PyLoader {
     d["respawns"] = s.respawns;
     d["overflow_batches"] = s.overflow_batches;
     d["shard_opens"] = s.shard_opens;
+    d["skipped_samples"] = s.skipped_samples;
+    nb::list skipped;
+    for (const std::uint64_t i : s.skipped_indices) skipped.append(i);
+    d["skipped_indices"] = skipped;
     d["depth"] = s.depth;
     d["shm_bytes"] = s.shm_bytes;
     d["shm_backing"] = s.shm_backing == stoker::ShmBacking::dev_shm ? "dev_shm"
@@ -419,13 +629,17 @@ class PyLoader {
     return d;
   }
 
-  // Shuts the workers down now (the GIL released), rather than when the object is collected.
+  // Shuts the workers down now (the GIL released), rather than when the object is collected. Every
+  // other thread sees the Loader closed at once; one inside a call of it finishes that call, and
+  // the workers stop when it has (stoker/loader.h).
   void close() {
-    nb::gil_scoped_release release;
-    loader_.reset();
+    std::shared_ptr<stoker::Loader> loader = std::move(loader_);
+    GilRelease release;
+    loader.reset();
   }
   bool closed() const { return !loader_; }
 
+  // REQUIRES: the GIL (which close() takes to let go of the Loader).
   stoker::Loader& get() const {
     if (!loader_) throw stoker::Error(stoker::ErrorCode::invalid_option, "stoker: this Loader was closed");
     return *loader_;
@@ -433,11 +647,22 @@ class PyLoader {
 
  private:
   std::shared_ptr<WarningQueue> warnings_;
-  std::unique_ptr<stoker::Loader> loader_;
+  std::shared_ptr<stoker::Loader> loader_;
   Arrays arrays_;
   bool copy_;
   nb::object current_stream_;
+  std::shared_ptr<const FieldKeys> keys_;                                          // the batches' keys, made once
+  std::shared_ptr<std::timed_mutex> turn_ = std::make_shared<std::timed_mutex>();  // see PyEpoch
 };
+
+// An epoch as a Python object that keeps its Loader alive (`for batch in stoker.Loader(...)` holds
+// nothing else), made inside the call's Inside guard: nothing is left for nanobind to allocate after
+// it (see ExitGate).
+nb::object epoch_object(nb::handle loader, PyEpoch epoch) {
+  nb::object out = nb::cast(std::move(epoch));
+  nb::keep_alive_obj(out, loader);
+  return out;
+}
 
 void set_types(nb::object error, nb::object warning) {
   error_type() = std::move(error);
@@ -464,6 +689,9 @@ NB_MODULE(_core, m) {
   });
 
   m.def("_set_types", &set_types);
+  m.def("_at_exit", &at_exit, "Called by the package's atexit handler (see ExitGate in stoker_module.cc).");
+  m.def("_set_leak_warnings", [](bool on) { nb::set_leak_warnings(on); });
+  ::pthread_atfork(nullptr, nullptr, reset_gate_in_child);
   m.def("version", [] { return std::string(STOKER_VERSION_STRING); });
   m.def("set_worker_executable", &stoker::set_worker_executable);
   m.def("worker_executable", &stoker::worker_executable);
@@ -480,6 +708,7 @@ NB_MODULE(_core, m) {
       .def_rw("lmdb_keys", &PyOptions::lmdb_keys)
       .def_rw("lmdb_count_key", &PyOptions::lmdb_count_key)
       .def_rw("max_image_pixels", &PyOptions::max_image_pixels)
+      .def_rw("on_decode_error", &PyOptions::on_decode_error)
       .def_rw("batch_size", &PyOptions::batch_size)
       .def_rw("num_workers", &PyOptions::num_workers)
       .def_rw("num_workers_auto", &PyOptions::num_workers_auto)
@@ -506,23 +735,39 @@ NB_MODULE(_core, m) {
 
   nb::class_<PyEpoch>(m, "Epoch", "One epoch's batches, in order: iterate it.")
       .def("__iter__", [](nb::handle self) { return self; })
-      .def("__next__", &PyEpoch::next)
-      .def_prop_ro("indices", &PyEpoch::last_indices, "Dataset indices of the samples of the batch last returned.");
+      .def("__next__", &PyEpoch::next, nb::call_guard<Inside>())
+      .def_prop_ro("indices", &PyEpoch::last_indices,
+                   "Dataset indices of the samples of the batch last returned (to whichever thread asked).")
+      .def_prop_ro("skipped", &PyEpoch::last_skipped,
+                   "Positions in the batch last returned (to whichever thread asked) of the samples whose decode "
+                   "failed and was skipped (on_decode_error='skip'): their pipeline's field holds zeros. The "
+                   "batch's own 'skipped' holds the same, and is the one to use when threads share the iterator.");
 
+  // Every call that waits, copies or runs Python code inside stoker is guarded: see ExitGate.
   nb::class_<PyLoader>(m, "Loader")
       .def(nb::init<const PyOptions&, const std::string&, bool, nb::object>(), nb::arg("options"), nb::arg("framework"),
-           nb::arg("copy"), nb::arg("current_stream").none())
+           nb::arg("copy"), nb::arg("current_stream").none(), nb::call_guard<Inside>())
       // An epoch keeps its loader alive: `for batch in stoker.Loader(...)` holds nothing else.
-      .def("epoch", &PyLoader::epoch, nb::keep_alive<0, 1>())
-      .def("resume", &PyLoader::resume, nb::keep_alive<0, 1>())
-      .def("state_json", &PyLoader::state_json)
+      .def(
+          "epoch",
+          [](nb::handle self, std::uint64_t e, std::uint64_t start_batch) {
+            return epoch_object(self, nb::cast<PyLoader&>(self).epoch(e, start_batch));
+          },
+          nb::call_guard<Inside>())
+      .def(
+          "resume",
+          [](nb::handle self, const std::string& state) {
+            return epoch_object(self, nb::cast<PyLoader&>(self).resume(state));
+          },
+          nb::call_guard<Inside>())
+      .def("state_json", &PyLoader::state_json, nb::call_guard<Inside>())
       .def("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def("samples_per_epoch", &PyLoader::samples_per_epoch)
       .def("describe_source", &PyLoader::describe_source)
-      .def("worker_pids", &PyLoader::worker_pids)
-      .def("schema", &PyLoader::schema)
+      .def("worker_pids", &PyLoader::worker_pids, nb::call_guard<Inside>())
+      .def("schema", &PyLoader::schema, nb::call_guard<Inside>())
       .def("num_samples", &PyLoader::num_samples)
-      .def("stats", &PyLoader::stats)
-      .def("close", &PyLoader::close)
+      .def("stats", &PyLoader::stats, nb::call_guard<Inside>())
+      .def("close", &PyLoader::close, nb::call_guard<Inside>())
       .def_prop_ro("closed", &PyLoader::closed);
 }

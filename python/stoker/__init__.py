@@ -10,12 +10,27 @@
 Workers are processes of the small program ``stoker/_bin/stoker-worker`` shipped with this
 package (``STOKER_WORKER_EXECUTABLE`` names another): they run no Python.
 """
+import atexit as _atexit
 import os as _os
+import threading as _threading
 
 from ._errors import Error, StokerWarning
 from . import _core
 
 _core._set_types(Error, StokerWarning)
+
+
+def _at_exit():
+    """A thread still inside stoker when the interpreter exits (a daemon thread waiting for a batch)
+    stays there until the process ends, instead of being ended where Python would abort it; the
+    workers end with the process. What a daemon thread still holds is never freed, which is no leak
+    of the package's: nanobind's report of it is then left out."""
+    _core._at_exit()
+    if any(t.daemon and t.is_alive() for t in _threading.enumerate()):
+        _core._set_leak_warnings(False)
+
+
+_atexit.register(_at_exit)
 
 
 def _worker_path() -> str:

@@ -2,12 +2,14 @@
 import json
 import os
 import numbers
+import threading
 
 from . import _core
 from ._errors import Error
 
 _ORDERS = ("sequential", "random", "quasi_random")
 _FRAMEWORKS = ("torch", "numpy")
+_ON_DECODE_ERROR = ("fail", "skip")
 
 
 def _bad(name, message):
@@ -80,6 +82,10 @@ def _options(cfg):
             pipeline = ";".join(_str("pipeline", p) for p in pipeline)
         o.pipeline = pipeline
     o.max_image_pixels = _int("max_image_pixels", cfg["max_image_pixels"], 1, 2**64 - 1)
+    on_decode_error = _str("on_decode_error", cfg["on_decode_error"])
+    if on_decode_error not in _ON_DECODE_ERROR:
+        raise _bad("on_decode_error", f"'{on_decode_error}' is not one of 'fail', 'skip'")
+    o.on_decode_error = on_decode_error
     o.batch_size = _int("batch_size", cfg["batch_size"], 1)
     if cfg["num_workers"] == "auto":
         o.num_workers_auto = True
@@ -158,7 +164,8 @@ class Loader:
       shard: None, (rank, world_size), or "env" (torchrun's RANK/WORLD_SIZE, Open MPI, SLURM).
       shm_budget: bytes of shared memory for the ring (default: half of /dev/shm's free space).
       timeout: seconds a worker may make no progress before it is replaced (None: 5 minutes;
-        0: never).
+        0: never). The first reading of the dataset's metadata, in a process of its own, may make
+        no progress for 10 s (or for timeout, when shorter) before it is an error naming the file.
       max_respawns: dead or stuck workers replaced in the Loader's life before it fails.
       framework: "torch" (torch.Tensor) or "numpy" (numpy.ndarray; needs no torch).
       copy: tensors that own their memory; each batch's slot is released at once.
@@ -170,17 +177,32 @@ class Loader:
         lmdb_count_key: a key holding the number of samples ("num-samples"), checked.
       max_image_pixels: the most pixels an image the pipeline decodes may have (default PIL's
         89478485); a larger one is an error naming the sample, from its header alone.
+      on_decode_error: "fail" (a sample the pipeline cannot decode raises stoker.Error at its
+        batch's turn, naming the file, field and index) or "skip" (it arrives with zeros in that
+        field, the epoch keeping its batches and indices; each batch's ``"skipped"``, an int64
+        array, lists the positions in that batch of its samples skipped, ``stats()`` counts them,
+        a warning names each and the reason). A dataset field named "skipped" is then refused.
+        A warning that raises (``-W error``) loses no batch: the next call returns it.
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
         the out-of-memory killer takes a worker, which is replaced, before the trainer.
       format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
         prefetch_to_device, staging ("auto", "pinned_copy", "registered_shm"): as in stoker::Options.
 
     The iterator's ``indices`` are the dataset indices of the samples of the batch it returned
-    last (``it = iter(loader); for batch in it: it.indices``), for data kept elsewhere by index.
+    last (``it = iter(loader); for batch in it: it.indices``), for data kept elsewhere by index;
+    its ``skipped``, the positions in that batch of samples skipped (on_decode_error="skip"). With
+    threads sharing the iterator "the batch last returned" may be another thread's: use the
+    batch's own ``"skipped"``.
 
     A bad value raises ``stoker.Error`` naming the argument (a wrong type, ``TypeError``), before
     any process starts. The Loader pickles as its configuration and a pending resume state: the
     process that unpickles it starts workers of its own. A forked child cannot use it.
+
+    Threads: any thread may use the Loader. Threads that pull from one iterator share its batches,
+    each batch going to one of them, in order (a prefetching thread); ``stats()``,
+    ``state_dict()``, ``worker_pids()`` and ``close()`` may be called while another thread waits
+    for a batch (``close()`` ends that wait with ``stoker.Error``). Ctrl-C interrupts a wait and
+    the constructor alike.
     """
 
     def __init__(self, source, batch_size=1, num_workers=0, prefetch_factor=2, shuffle=False, seed=0,
@@ -189,7 +211,7 @@ class Loader:
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
                  prefetch_to_device=2, staging="auto", worker_oom_score_adj=500,
                  max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None,
-                 held_batches=1):
+                 held_batches=1, on_decode_error="fail"):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
@@ -198,7 +220,7 @@ class Loader:
                    shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
                    worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels,
                    max_open_shards=max_open_shards, lmdb_keys=lmdb_keys, lmdb_count_key=lmdb_count_key,
-                   held_batches=held_batches)
+                   held_batches=held_batches, on_decode_error=on_decode_error)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None
@@ -222,8 +244,11 @@ class Loader:
         copy = _bool("copy", copy)
         self._config = cfg
         self._epoch = 0
-        self._pending = None  # a loaded state, resumed by the next iteration
-        self._pending_epoch = None  # its epoch, already started
+        # A loaded state and its epoch (already started; None once unpickled), resumed by the next
+        # iteration, and the epoch it loads: read and written under _lock (threads may share a Loader).
+        self._lock = threading.Lock()
+        self._pending = None
+        self._pending_epoch = None
         self._core = _core.Loader(options, framework, copy, current_stream)
 
     # ---- iteration -------------------------------------------------------------------------------
@@ -231,19 +256,20 @@ class Loader:
         """The epoch the next iteration loads (its order is drawn from (seed, epoch)), as
         DistributedSampler.set_epoch. Setting another epoch than a loaded state's drops that state."""
         epoch = _int("epoch", epoch, 0, 2**64 - 1)
-        if self._pending is not None and self._pending["epoch"] != epoch:
-            self._pending = self._pending_epoch = None
-        self._epoch = epoch
+        with self._lock:
+            if self._pending is not None and self._pending["epoch"] != epoch:
+                self._pending = self._pending_epoch = None
+            self._epoch = epoch
 
     def __iter__(self):
-        if self._pending is not None:
-            state, self._pending = self._pending, None
-            epoch, self._pending_epoch = self._pending_epoch, None
-            if epoch is None:  # unpickled
-                epoch = self._core.resume(json.dumps(state))
-        else:
-            epoch = self._core.epoch(self._epoch, 0)
-        return epoch
+        with self._lock:  # a loaded state is resumed by one iteration only
+            state, started, number = self._pending, self._pending_epoch, self._epoch
+            self._pending = self._pending_epoch = None
+        if state is None:
+            return self._core.epoch(number, 0)
+        if started is None:  # unpickled
+            return self._core.resume(json.dumps(state))
+        return started
 
     def __len__(self) -> int:
         """Batches this rank receives in a whole epoch."""
@@ -254,8 +280,10 @@ class Loader:
         """Where the newest epoch is, as a plain dict (str, int, bool): save it with the model
         (torch.save; it loads with weights_only=True). Every rank that has received the same number
         of batches has the same state."""
-        if self._pending is not None:
-            return dict(self._pending)
+        with self._lock:
+            pending = self._pending
+        if pending is not None:
+            return dict(pending)
         return json.loads(self._core.state_json())
 
     def load_state_dict(self, state: dict) -> None:
@@ -267,18 +295,24 @@ class Loader:
             raise TypeError(f"stoker: load_state_dict takes a dict, not {type(state).__name__}")
         text = json.dumps(state)
         if state.get("epoch_finished") is True:
-            self._pending = self._pending_epoch = None
-            self._epoch = _int("state epoch", state.get("epoch"), 0, 2**64 - 2) + 1
+            following = _int("state epoch", state.get("epoch"), 0, 2**64 - 2) + 1
+            with self._lock:
+                self._pending = self._pending_epoch = None
+                self._epoch = following
         else:
             # Checked now against this loader's dataset and order; its workers start on it.
-            self._pending_epoch = self._core.resume(text)
-            self._pending = dict(state)
-            self._epoch = int(state["epoch"])
+            started = self._core.resume(text)
+            with self._lock:
+                self._pending_epoch = started
+                self._pending = dict(state)
+                self._epoch = int(state["epoch"])
 
     # ---- what it is doing ------------------------------------------------------------------------
     def stats(self) -> dict:
         """Counters since the Loader was built: batches, samples, bytes, wait_seconds, workers,
-        respawns, depth, shm_bytes, shm_backing, auto_tuning, and on a GPU h2d and gpu_wait."""
+        respawns, depth, shm_bytes, shm_backing, auto_tuning, and on a GPU h2d and gpu_wait;
+        skipped_samples (delivered as zeros, on_decode_error="skip", at each delivery) and
+        skipped_indices (the first 1000 distinct such samples' dataset indices)."""
         return self._core.stats()
 
     @property
@@ -304,10 +338,17 @@ class Loader:
         return self._core.worker_pids()
 
     def close(self) -> None:
-        """Stops the workers and frees the ring now (also done when the Loader is collected).
-        Tensors of batches already delivered stay valid."""
+        """Stops the workers and frees the ring now (also done when the Loader is collected), or,
+        while another thread is inside a call of this Loader, as soon as that call returns (a wait
+        for a batch ends at once with stoker.Error). Tensors of batches already delivered stay
+        valid."""
         if self._core is not None:
             self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called: every call but this one then raises stoker.Error."""
+        return self._core is None or self._core.closed
 
     def __enter__(self):
         return self

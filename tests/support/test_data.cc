@@ -244,6 +244,15 @@ void H5Builder::members(const std::string& group_name, const std::vector<std::ve
   }
 }
 
+void H5Builder::unwritten(const std::string& name, std::uint64_t elements) {
+  const hsize_t n = elements;
+  const hid_t space = H5Screate_simple(1, &n, nullptr);
+  const hid_t d = H5Dcreate2(file_, name.c_str(), H5T_NATIVE_UINT8, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Sclose(space);
+  if (d < 0) throw Error(name + ": H5Dcreate2 failed");
+  H5Dclose(d);
+}
+
 std::string proc_stat(int pid) {
   // getline, not a streambuf iterator: a process that ends between open and read makes the read
   // fail (ESRCH), which the iterator would throw and getline turns into a failed stream.

@@ -68,6 +68,9 @@ class H5Builder {
   void array(const std::string& name, std::int64_t type, std::vector<std::uint64_t> dims, const void* data);
   // A sample group: member "i" is sample i (u8, 1-D, not empty).
   void members(const std::string& group, const std::vector<std::vector<std::byte>>& samples);
+  // A u8 dataset of `elements` that is never written: HDF5 reads it as zeros (the fill value) and
+  // keeps no room for it in the file, so that a tiny file holds samples as large as it claims.
+  void unwritten(const std::string& name, std::uint64_t elements);
 
  private:
   std::int64_t file_;
