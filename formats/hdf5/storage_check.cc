@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -183,6 +184,52 @@ struct VirtualCheck {
 std::optional<std::string> check(hid_t dset, const std::string& path, const std::string& where, int depth,
                                  VirtualCheck& seen);
 
+// The first of `candidates` that is an HDF5 file (opened once, kept in `seen`): its path and id, or
+// an empty path when none is.
+std::pair<std::string, hid_t> find_source_file(const std::vector<std::string>& candidates, VirtualCheck& seen) {
+  for (const auto& c : candidates) {
+    if (auto it = seen.files.find(c); it != seen.files.end()) return {c, it->second.getId()};
+    struct stat st;
+    if (::stat(c.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    try {
+      return {c, seen.files.emplace(c, open_hdf5_file(c)).first->second.getId()};
+    } catch (const Error&) {
+      continue;  // not HDF5: HDF5 looks further too
+    }
+  }
+  return {std::string(), -1};
+}
+
+// Whether virtual mapping `i` of `dcpl` lies within its source dataset `source` as it is now: all
+// of it (the virtual selection's number of elements, as HDF5 requires), or a selection whose
+// bounds it holds (an unlimited one has none: HDF5 reads as much of the source as there is).
+// `dims`: the source's shape, for the message.
+bool mapping_fits(hid_t dcpl, std::size_t i, hid_t source, const std::string& where, std::vector<hsize_t>& dims) {
+  const Handle space(H5Pget_virtual_srcspace(dcpl, i), H5Sclose);
+  if (space.id < 0) throw_hdf5(where + ": reading a virtual mapping's selection");
+  const Handle now(H5Dget_space(source), H5Sclose);
+  const int source_rank = now.id < 0 ? -1 : H5Sget_simple_extent_ndims(now.id);
+  if (source_rank < 0) throw_hdf5(where + ": reading its shape");
+  dims.assign(static_cast<std::size_t>(source_rank), 0);
+  H5Sget_simple_extent_dims(now.id, dims.data(), nullptr);
+  bool fits = true;
+  if (H5Sget_select_type(space.id) == H5S_SEL_ALL) {
+    const Handle virtual_space(H5Pget_virtual_vspace(dcpl, i), H5Sclose);
+    if (virtual_space.id < 0) throw_hdf5(where + ": reading a virtual mapping's selection");
+    fits = H5Sget_select_npoints(virtual_space.id) == H5Sget_simple_extent_npoints(now.id);
+  } else {
+    const int rank = H5Sget_simple_extent_ndims(space.id);
+    std::vector<hsize_t> start(static_cast<std::size_t>(std::max(rank, 0))), end(start.size());
+    if (rank > 0 && H5Sget_select_type(space.id) != H5S_SEL_NONE &&
+        H5Sget_select_bounds(space.id, start.data(), end.data()) >= 0) {
+      fits = dims.size() == end.size();
+      for (std::size_t d = 0; fits && d < dims.size(); ++d) fits = end[d] < dims[d];
+    }
+  }
+  H5Eclear2(H5E_DEFAULT);
+  return fits;
+}
+
 std::optional<std::string> missing_source(hid_t dset, hid_t dcpl, const std::string& path, const std::string& where,
                                           int depth, VirtualCheck& seen) {
   if (depth >= kMaxVirtualDepth) {
@@ -220,24 +267,10 @@ std::optional<std::string> missing_source(hid_t dset, hid_t dcpl, const std::str
       found = this_file.id;
     } else {
       const std::vector<std::string> candidates = source_candidates(source_file, path);
-      for (const auto& c : candidates) {
-        if (auto it = seen.files.find(c); it != seen.files.end()) {
-          found_path = c;
-          found = it->second.getId();
-          break;
-        }
-        struct stat st;
-        if (::stat(c.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        try {
-          found = seen.files.emplace(c, open_hdf5_file(c)).first->second.getId();
-        } catch (const Error&) {
-          continue;  // not HDF5: HDF5 looks further too
-        }
-        found_path = c;
-        break;
-      }
+      std::tie(found_path, found) = find_source_file(candidates, seen);
       if (found_path.empty()) {
         std::vector<std::string> shown;
+        shown.reserve(candidates.size());
         for (const auto& c : candidates) shown.push_back(printable(c));
         return fmt::format(
             "a virtual dataset whose source file '{}' ({}) is not found (looked for as {}), and HDF5 reads a missing "
@@ -255,32 +288,8 @@ std::optional<std::string> missing_source(hid_t dset, hid_t dcpl, const std::str
           "fill value: restore it, {}",
           printable(source_dset), printable(found_path), mapping, repack);
     }
-    // The mapping's selection must lie within the source as it is now: all of it (the virtual
-    // selection's number of elements, as HDF5 requires), or a selection whose bounds it holds (an
-    // unlimited one has none: HDF5 reads as much of the source as there is).
-    const Handle space(H5Pget_virtual_srcspace(dcpl, i), H5Sclose);
-    if (space.id < 0) throw_hdf5(where + ": reading a virtual mapping's selection");
-    const Handle now(H5Dget_space(source.id), H5Sclose);
-    const int source_rank = now.id < 0 ? -1 : H5Sget_simple_extent_ndims(now.id);
-    if (source_rank < 0) throw_hdf5(fmt::format("{}: reading the shape of its source '{}'", where, source_dset));
-    std::vector<hsize_t> dims(static_cast<std::size_t>(source_rank));
-    H5Sget_simple_extent_dims(now.id, dims.data(), nullptr);
-    bool fits = true;
-    if (H5Sget_select_type(space.id) == H5S_SEL_ALL) {
-      const Handle virtual_space(H5Pget_virtual_vspace(dcpl, i), H5Sclose);
-      if (virtual_space.id < 0) throw_hdf5(where + ": reading a virtual mapping's selection");
-      fits = H5Sget_select_npoints(virtual_space.id) == H5Sget_simple_extent_npoints(now.id);
-    } else {
-      const int rank = H5Sget_simple_extent_ndims(space.id);
-      std::vector<hsize_t> start(static_cast<std::size_t>(std::max(rank, 0))), end(start.size());
-      if (rank > 0 && H5Sget_select_type(space.id) != H5S_SEL_NONE &&
-          H5Sget_select_bounds(space.id, start.data(), end.data()) >= 0) {
-        fits = dims.size() == end.size();
-        for (std::size_t d = 0; fits && d < dims.size(); ++d) fits = end[d] < dims[d];
-      }
-    }
-    H5Eclear2(H5E_DEFAULT);
-    if (!fits) {
+    std::vector<hsize_t> dims;
+    if (!mapping_fits(dcpl, i, source.id, where + ": source '" + source_dset + "'", dims)) {
       return fmt::format(
           "a virtual dataset whose {} does not fit its source '{}' in '{}' (of shape ({})): restore the source, {}",
           mapping, printable(source_dset), printable(found_path), fmt::join(dims, ", "), repack);

@@ -133,6 +133,10 @@ struct LmdbReader::Impl {
                        path, i, key_text(i), bytes, kMaxSampleBytes);
   }
   void open_plain(MDB_txn* txn, const Schema* known);
+  // Every key from the cursor's current one (sample 0's) on: each must be a sample index of `keys`'
+  // form, every index below `n` once. Returns the largest value's size.
+  std::uint64_t scan_plain_keys(MDB_cursor* cursor, MDB_val k, MDB_val v, const PlainKeys& keys, std::uint64_t n,
+                                const std::string& expect) const;
   // Throws unless the database's last committed transaction, as its meta pages say now, is the one
   // it had when it was opened. Without a lock file, a read transaction sees the newest meta page
   // at each renew, and a writer may reuse the pages of an older one: so this is asked before a
@@ -159,6 +163,42 @@ void LmdbReader::Impl::check_unchanged(std::uint64_t now) const {
                             "writer, or read a copy, and build a new Loader",
                             path, txn_id, now));
   }
+}
+
+std::uint64_t LmdbReader::Impl::scan_plain_keys(MDB_cursor* cursor, MDB_val k, MDB_val v, const PlainKeys& keys,
+                                                std::uint64_t n, const std::string& expect) const {
+  std::uint64_t largest = 0;
+  std::vector<bool> seen(n, false);
+  std::uint64_t count = 0;
+  int rc = MDB_SUCCESS;
+  for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(cursor, &k, &v, MDB_NEXT), ++count) {
+    // Progress, for the probe's watch (loader/base/progress_note.h); bounded, as such loops must be:
+    // pages that lead back to themselves would otherwise be a scan that never ends.
+    detail::note_progress();
+    if (count >= n) {
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: its pages hold more keys than the {} it counts: the database is damaged", path, n));
+    }
+    const auto i = keys.parse(k);
+    if (!i) {
+      throw Error(ErrorCode::dataset, fmt::format("{}: key {} is not a sample index like the first key ({}); {}", path,
+                                                  show_key(k.mv_data, k.mv_size), keys.describe(), expect));
+    }
+    if (*i < n) seen[*i] = true;
+    // Refused here, not at the read: its size would otherwise size the slots.
+    if (v.mv_size > kMaxSampleBytes) throw Error(ErrorCode::dataset, too_large(*i, v.mv_size));
+    largest = std::max<std::uint64_t>(largest, v.mv_size);
+  }
+  if (rc != MDB_NOTFOUND) check_mdb(rc, path + ": scanning the keys");
+  const auto missing = std::find(seen.begin(), seen.end(), false);
+  if (missing != seen.end()) {
+    const auto i = static_cast<std::uint64_t>(missing - seen.begin());
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
+                            "({})",
+                            path, i, key_text(i), n, n - 1, keys.describe()));
+  }
+  return largest;
 }
 
 void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
@@ -203,37 +243,7 @@ void LmdbReader::Impl::open_plain(MDB_txn* t, const Schema* known) {
   } else {
     // Every key, so that a missing index is found now and named, and the largest value measured
     // (the leaf pages only: a value's size is in its node, large values' own pages are not read).
-    std::vector<bool> seen(n, false);
-    std::uint64_t count = 0;
-    int rc = MDB_SUCCESS;
-    for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++count) {
-      // Progress, for the probe's watch (loader/base/progress_note.h); bounded, as such loops must be:
-      // pages that lead back to themselves would otherwise be a scan that never ends.
-      detail::note_progress();
-      if (count >= n) {
-        throw Error(
-            ErrorCode::dataset,
-            fmt::format("{}: its pages hold more keys than the {} it counts: the database is damaged", path, n));
-      }
-      const auto i = keys.parse(k);
-      if (!i) {
-        throw Error(ErrorCode::dataset, fmt::format("{}: key {} is not a sample index like the first key ({}); {}",
-                                                    path, show_key(k.mv_data, k.mv_size), keys.describe(), expect));
-      }
-      if (*i < n) seen[*i] = true;
-      // Refused here, not at the read: its size would otherwise size the slots.
-      if (v.mv_size > kMaxSampleBytes) throw Error(ErrorCode::dataset, too_large(*i, v.mv_size));
-      largest = std::max<std::uint64_t>(largest, v.mv_size);
-    }
-    if (rc != MDB_NOTFOUND) check_mdb(rc, path + ": scanning the keys");
-    const auto missing = std::find(seen.begin(), seen.end(), false);
-    if (missing != seen.end()) {
-      const auto i = static_cast<std::uint64_t>(missing - seen.begin());
-      throw Error(ErrorCode::dataset,
-                  fmt::format("{}: sample {} (key {}) is missing: the database holds {} keys, so they must be 0 .. {} "
-                              "({})",
-                              path, i, key_text(i), n, n - 1, keys.describe()));
-    }
+    largest = scan_plain_keys(raw, k, v, keys, n, expect);
     full.num_samples = n;
     full.fields = {data};
   }
