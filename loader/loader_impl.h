@@ -133,7 +133,7 @@ class LoaderImpl final : public HostSource {
   std::unique_ptr<SlotSource> source_;
   WorkerSource* workers_ = nullptr;  // source_, when it is worker processes
 
-  std::timed_mutex consumer_mu_;       // see the top of this file
+  std::mutex consumer_mu_;             // see the top of this file
   mutable FairMutex host_mu_;          // see the top of this file
   mutable std::mutex stats_mu_;        // see the top of this file
   std::atomic<bool> detached_{false};  // detach() was called
