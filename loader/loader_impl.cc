@@ -282,8 +282,7 @@ bool LoaderImpl::wait_ready(std::uint64_t generation, std::chrono::milliseconds 
   const auto until = Clock::now() + within;
   // Another thread's call (a next() that waits for its batch, an epoch started) counts against
   // `within` like the wait for data itself.
-  // Polled, not std::timed_mutex::try_lock_until: ThreadSanitizer does not see the lock that takes
-  // (pthread_mutex_clocklock), and contention here is another thread's call, not the common case.
+  // Polled: ThreadSanitizer cannot see a timed mutex's lock (pthread_mutex_clocklock).
   std::unique_lock consumer(consumer_mu_, std::defer_lock);
   while (!consumer.try_lock()) {
     if (Clock::now() >= until) return false;
