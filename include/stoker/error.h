@@ -29,7 +29,12 @@ enum class ErrorCode : std::uint8_t {
   interrupted,         // the loader was shut down or interrupted while it waited
   wrong_process,       // a Loader used in a process other than the one that built it (after fork)
   internal,            // a broken invariant of stoker's own: please report it
+  transform,           // the user's transform (Options::transform) raised, or returned what it did not declare
 };
+
+// The code a number read from another process stands for (a slot's header, a child's answer), or
+// ErrorCode::internal for a number that names none: the one place the wire's range is checked.
+STOKER_API ErrorCode error_code_from_wire(std::uint64_t code) noexcept;
 
 // "invalid_option", "dataset", ...
 STOKER_API std::string_view error_code_name(ErrorCode code) noexcept;

@@ -20,8 +20,15 @@ std::string_view error_code_name(ErrorCode code) noexcept {
     case ErrorCode::interrupted: return "interrupted";
     case ErrorCode::wrong_process: return "wrong_process";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::transform: return "transform";
   }
   return "unknown";
+}
+
+ErrorCode error_code_from_wire(std::uint64_t code) noexcept {
+  const bool known = code >= static_cast<std::uint64_t>(ErrorCode::invalid_option) &&
+                     code <= static_cast<std::uint64_t>(ErrorCode::transform);
+  return known ? static_cast<ErrorCode>(code) : ErrorCode::internal;
 }
 
 Error Error::from_errno(int err, const std::string& context, ErrorCode code) {

@@ -268,10 +268,7 @@ void SegmentView::set_skip_notes(std::uint32_t s, std::string_view notes) const 
 }
 
 Error SegmentView::slot_error_of(std::uint32_t s) const {
-  const std::uint32_t code = slot_header(s).error_code;
-  const bool known = code >= static_cast<std::uint32_t>(ErrorCode::invalid_option) &&
-                     code <= static_cast<std::uint32_t>(ErrorCode::internal);
-  return Error(known ? static_cast<ErrorCode>(code) : ErrorCode::internal, std::string(error(s)));
+  return Error(error_code_from_wire(slot_header(s).error_code), std::string(error(s)));
 }
 
 std::string_view SegmentView::error(std::uint32_t s) const noexcept {

@@ -164,8 +164,7 @@ OutsideBytes receive_answer(AnswerReader& in, std::span<const std::uint64_t> ind
     std::string text(n, '\0');
     in.read(text.data(), n);
     if (!in.at_end()) throw malformed("bytes after its error");
-    const bool known = code >= 1 && code <= static_cast<std::uint64_t>(ErrorCode::internal);
-    throw Error(known ? static_cast<ErrorCode>(code) : ErrorCode::internal, fmt::format("{}: {}", what, text));
+    throw Error(error_code_from_wire(code), fmt::format("{}: {}", what, text));
   }
   if (status != kResult) throw malformed(fmt::format("status {}", status));
 

@@ -426,8 +426,7 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
   if (j.contains("error")) {
     const auto code = json_integer<int>(j["error"].value("code", json(0)));
     const std::string message = j["error"].value("message", std::string("(no message)"));
-    const bool known = code && *code >= 1 && *code <= static_cast<int>(ErrorCode::internal);
-    throw Error(known ? static_cast<ErrorCode>(*code) : ErrorCode::internal, message);
+    throw Error(code && *code > 0 ? error_code_from_wire(*code) : ErrorCode::internal, message);
   }
   if (!j.contains("result")) throw Error(ErrorCode::internal, "stoker: the probe's answer holds no result");
   return probe_result_from_json(j["result"].dump());
