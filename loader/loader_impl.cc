@@ -15,6 +15,7 @@
 #include "formats/open_reader.h"
 #include "formats/shard_set.h"
 #include "loader/base/posix_error.h"
+#include "loader/delivery.h"
 #include "loader/options_check.h"
 #include "loader/plan/launcher_env.h"
 #include "loader/shm/ring_sizing.h"
@@ -117,23 +118,18 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   design_.reader_options.shard_identities = probe.shard_identities;  // and check it is the one counted
   shards_identity_ = shard_set_identity(opt_.source, probe.shard_samples);
   s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed, OpLimits{opt_.max_image_pixels});
-  schema_ = s.pipelines.output();
+  Delivery delivery = plan_delivery(opt_, s.pipelines.output(), probe, design_.num_workers);
+  schema_ = delivery.schema;
   source_description_ = probe.layout;
   if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {
     source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline);
   }
   file_bytes_ = probe.file_bytes;
-  s.sample_bound.assign(schema_.fields.size(), 0);
-  for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
-    if (!schema_.fields[f].is_bytes()) continue;
-    s.sample_bound[f] = slot_bytes_per_sample(probe.typical[f], probe.bounds[f].bytes, probe.bounds[f].exact,
-                                              probe.file_bytes, opt_.batch_size);
-  }
+  s.sample_bound = delivery.sample_bound;
   check_delivered_names(schema_, formats::source_name(opt_.source), opt_.on_decode_error);
   check_fields_fit_device(schema_, opt_);
-  dataset_ = std::make_shared<const DatasetSpec>(DatasetSpec{opt_.source, design_.reader_options, source_schema,
-                                                             opt_.pipeline, opt_.seed, OpLimits{opt_.max_image_pixels},
-                                                             opt_.on_decode_error, identity});
+  dataset_ = std::make_shared<const DatasetSpec>(
+      dataset_spec(opt_, design_.reader_options, source_schema, identity, delivery));
   sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
                      probe.locality_rows, probe.shard_samples);
   if (sampler_.batches_per_epoch() == 0) {
@@ -149,8 +145,11 @@ void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
   // Without workers a batch is loaded when asked for: one buffer for it and those the loop keeps.
   const std::uint32_t depth = std::max(design_.prefetch, design_.held_slots + 1);
   slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
-  source_ = std::make_unique<InlineSource>(slots_, BatchFiller(LazyReader(std::move(scanned.reader), opt_.source),
-                                                               std::move(scanned.pipelines), opt_.on_decode_error));
+  std::unique_ptr<TransformStage> stage = make_transform_stage(*dataset_, scanned.pipelines.output(), opt_.batch_size);
+  BatchFiller filler(LazyReader(std::move(scanned.reader), opt_.source), std::move(scanned.pipelines),
+                     opt_.on_decode_error);
+  filler.set_transform(std::move(stage));
+  source_ = std::make_unique<InlineSource>(slots_, std::move(filler));
 }
 
 void LoaderImpl::start_workers(const SegmentLayout& layout) {
@@ -381,7 +380,7 @@ std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t st
 OutsideBytes LoaderImpl::read_outside(std::uint32_t s) {
   const SegmentView& v = slots_->view();
   const SlotHeader& h = v.slot_header(s);
-  if (!overflow_filler_) overflow_filler_ = std::make_unique<BatchFiller>(*dataset_);
+  if (!overflow_filler_) overflow_filler_ = std::make_unique<BatchFiller>(*dataset_, opt_.batch_size);
   if (!warned_overflow_) {
     warned_overflow_ = true;
     std::vector<std::string> regions;

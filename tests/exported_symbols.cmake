@@ -8,8 +8,8 @@ if(NOT rc EQUAL 0)
 endif()
 set(allowed
   # The public API.
-  "^stoker::(Batch|ContentDigest|OrderDigest|Device|DeviceStream|Epoch|Error|Field|Loader|LoaderState|Schema|Shard|SampleOut|SampleRandom)(::|$)"
-  "^stoker::(digest_hex|dtype_name|dtype_size|error_code_name|parse_dtype|printable|set_option_spelling|version|operator<<|register_op|check_pipeline|init|clean_workers|set_worker_executable|worker_executable)$"
+  "^stoker::(Batch|ContentDigest|OrderDigest|Device|DeviceStream|Epoch|Error|Field|Loader|LoaderState|Schema|Shard|SampleOut|SampleRandom|SampleTransform|SampleSink)(::|$)"
+  "^stoker::(digest_hex|dtype_name|dtype_size|error_code_name|error_code_from_wire|parse_dtype|printable|set_option_spelling|version|operator<<|register_op|check_pipeline|init|clean_workers|set_worker_executable|worker_executable|serve_transform_host)$"
   # The tools' internal API (docs/internal-api.md).
   "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|VarBytes|Resizer)(::|$)"
   "^stoker::formats::(detect_format|lmdb_stored_schema|write_npy|image_info|plan_decode|decode_region|encode_jpeg|is_shard_set|shard_paths|resolve_source)$")

@@ -14,6 +14,7 @@
 
 #include "stoker/device.h"
 #include "stoker/export.h"
+#include "stoker/transform.h"
 
 namespace stoker {
 
@@ -103,6 +104,10 @@ struct Options {
   // "jpeg=decode,random_resized_crop(224),flip,to_chw". A field with a pipeline is delivered as
   // its output: a fixed field. Empty: fields are delivered as stored.
   std::string pipeline;
+  // Per-sample code of the user's own, run after the pipelines in the workers (or, without
+  // workers, in the calling thread): what the Loader delivers is what it returns
+  // (stoker/transform.h). Empty fields: none.
+  Transform transform;
   // The most pixels (height x width) an image the pipeline decodes may have. A larger one is an
   // error naming the sample and its size, from its header alone: a small file that claims a huge
   // image (a decompression bomb) costs no memory. A worker's peak memory for one image is about

@@ -117,7 +117,21 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
   return too_large;
 }
 
-std::string BatchFiller::sample_name(const Field& field, std::uint64_t index) {
+void BatchFiller::read_through_transform(const SegmentView& view, std::uint32_t s) {
+  const SegmentView* staging = &transform_->stage(view, s);
+  if (const std::uint64_t needed = read_into(*staging, 0, nullptr)) {
+    staging = &transform_->grow(view, s, needed);
+    if (const std::uint64_t again = read_into(*staging, 0, nullptr)) {
+      throw Error(ErrorCode::internal,
+                  fmt::format("stoker: a batch's bytes field needed {} bytes after its staging slot grew", again));
+    }
+  }
+  transform_->run(
+      view, s, [this](std::uint64_t index) { return sample_name(nullptr, index); }, [this] { made_progress(); });
+}
+
+std::string BatchFiller::sample_name(const Field* field, std::uint64_t index) {
+  const std::string what = field ? fmt::format("field '{}', sample", printable(field->name)) : "sample";
   const std::string& path = reader_.path();
   const auto* set = dynamic_cast<const formats::ShardedReader*>(reader_.opened());
   if (set && formats::is_shard_set(path)) {
@@ -126,13 +140,12 @@ std::string BatchFiller::sample_name(const Field& field, std::uint64_t index) {
     std::uint64_t start = 0;
     for (std::size_t k = 0; k < counts.size() && k < shards.size(); ++k) {
       if (index < start + counts[k]) {
-        return fmt::format("{}: field '{}', sample {} (sample {} of the shard set)", shards[k], printable(field.name),
-                           index - start, index);
+        return fmt::format("{}: {} {} (sample {} of the shard set)", shards[k], what, index - start, index);
       }
       start += counts[k];
     }
   }
-  return fmt::format("{}: field '{}', sample {}", path, printable(field.name), index);
+  return fmt::format("{}: {} {}", path, what, index);
 }
 
 void BatchFiller::run_pipeline(std::size_t f, std::size_t k, std::span<const std::byte> in, std::uint64_t epoch,
@@ -141,7 +154,7 @@ void BatchFiller::run_pipeline(std::size_t f, std::size_t k, std::span<const std
   try {
     pipelines_.run(f, in, epoch, index, dst);
   } catch (const Error& e) {
-    const std::string message = fmt::format("{}: {}", sample_name(field, index), e.what());
+    const std::string message = fmt::format("{}: {}", sample_name(&field, index), e.what());
     if (on_decode_error_ != OnDecodeError::skip || e.code() != ErrorCode::dataset) throw Error(e.code(), message);
     // Skipped: zeros of the declared dtype and shape stand in for the sample, whatever the
     // operations wrote of it before they failed; one line of note each, kept whole or not at all.
@@ -150,7 +163,7 @@ void BatchFiller::run_pipeline(std::size_t f, std::size_t k, std::span<const std
     const std::string note = fmt::format("{} {}\n", k, printable(message, Printable::message));
     if (skip_notes_.size() + note.size() <= kErrorTextBytes) skip_notes_ += note;
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::dataset, fmt::format("{}: {}", sample_name(field, index), e.what()));
+    throw Error(ErrorCode::dataset, fmt::format("{}: {}", sample_name(&field, index), e.what()));
   }
 }
 
@@ -158,7 +171,12 @@ void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::stri
   SlotHeader& h = view.slot_header(s);
   auto t0 = std::chrono::steady_clock::now();
   try {
-    h.needed_bytes = read_into(view, s, nullptr);
+    if (transform_) {
+      read_through_transform(view, s);
+      h.needed_bytes = 0;
+    } else {
+      h.needed_bytes = read_into(view, s, nullptr);
+    }
     h.status = static_cast<std::uint32_t>(h.needed_bytes ? SlotStatus::too_large : SlotStatus::ok);
   } catch (const Error& e) {
     view.set_error(s, e.code(), fmt::format("{}: batch {} of epoch {}: {}", who, h.batch_index, h.epoch, e.what()));
@@ -221,9 +239,11 @@ void BatchFiller::read_ahead(const SegmentView& view, std::uint32_t s) noexcept 
   r->will_need({view.slot_indices(s), view.slot_header(s).num_samples});
 }
 
-BatchFiller::BatchFiller(const DatasetSpec& dataset)
+BatchFiller::BatchFiller(const DatasetSpec& dataset, std::size_t batch_size)
     : BatchFiller(LazyReader(dataset),
                   SamplePipelines(dataset.pipeline, dataset.expected, dataset.seed, dataset.limits),
-                  dataset.on_decode_error) {}
+                  dataset.on_decode_error) {
+  transform_ = make_transform_stage(dataset, pipelines_.output(), batch_size);
+}
 
 }  // namespace stoker::detail

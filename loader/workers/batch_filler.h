@@ -15,6 +15,7 @@
 #include "loader/pipeline/pipeline.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/workers/dataset_spec.h"
+#include "loader/workers/transform_stage.h"
 
 namespace stoker::detail {
 
@@ -53,9 +54,11 @@ class LazyReader {
 class BatchFiller {
  public:
   // The dataset and pipelines of `dataset` (the pipelines built from their text here).
-  explicit BatchFiller(const DatasetSpec& dataset);
+  BatchFiller(const DatasetSpec& dataset, std::size_t batch_size);
   BatchFiller(LazyReader reader, SamplePipelines pipelines, OnDecodeError on_decode_error = OnDecodeError::fail)
       : reader_(std::move(reader)), pipelines_(std::move(pipelines)), on_decode_error_(on_decode_error) {}
+  // From now on, each batch goes through `stage` (the user's transform) on its way into the slot.
+  void set_transform(std::unique_ptr<TransformStage> stage) noexcept { transform_ = std::move(stage); }
 
   // Fills slot s and sets its status: ok; error, with the text (prefixed with `who`) in the slot;
   // or too_large, when a bytes field did not fit its region. Never throws.
@@ -87,8 +90,11 @@ class BatchFiller {
   // the batch, or is skipped (zeros, and a note) under OnDecodeError::skip.
   void run_pipeline(std::size_t f, std::size_t k, std::span<const std::byte> in, std::uint64_t epoch,
                     std::uint64_t index, std::byte* dst);
-  // "FILE: field 'NAME', sample I", a shard set's sample named by its shard too.
-  std::string sample_name(const Field& field, std::uint64_t index);
+  // Reads slot s through the transform: into its staging slot, then the transform into slot s.
+  void read_through_transform(const SegmentView& view, std::uint32_t s);
+  // "FILE: field 'NAME', sample I", a shard set's sample named by its shard too; without a field,
+  // "FILE: sample I".
+  std::string sample_name(const Field* field, std::uint64_t index);
   void made_progress() noexcept {
     if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
   }
@@ -104,6 +110,7 @@ class BatchFiller {
   std::vector<formats::FieldOut> out_;
   std::uint64_t sample_bytes_ = 0;
   std::atomic<std::uint64_t>* progress_ = nullptr;
+  std::unique_ptr<TransformStage> transform_;
 };
 
 // Samples at least this large are read ahead (Reader::will_need) before they are read: for them a

@@ -10,6 +10,7 @@
 #include "loader/shm/shm_segment.h"
 #include "loader/workers/server_loop.h"
 #include "loader/workers/setup_channel.h"
+#include "loader/workers/transform_stage.h"
 #include "loader/workers/worker.h"
 #include "loader/workers/worker_setup.h"
 #include "stoker/error.h"
@@ -52,7 +53,7 @@ void receive(int sock) {
   s.fds = std::move(received.fds);
   s.segment = ShmSegment::map_shared(s.fds[0].get(), ring.segment_bytes);
   const DatasetSpec& d = s.setup.dataset;
-  const Schema delivered = SamplePipelines(d.pipeline, d.expected, d.seed, d.limits).output();
+  const Schema delivered = delivered_schema(d);
   s.layout = std::make_unique<SegmentLayout>(delivered, ring.batch_size, ring.num_workers, ring.sample_bound);
   if (const std::string why = s.layout->check(s.segment.data(), s.segment.size()); !why.empty()) {
     throw Error(ErrorCode::internal, fmt::format("stoker: the fork server refuses the loader's ring: {}", why));
@@ -61,9 +62,20 @@ void receive(int sock) {
 
 }  // namespace
 
-void serve_exec_fork_server(int sock) {
+void serve_exec_fork_server(int sock, const TransformFactory* factory, const std::function<void()>* after_fork_child) {
   try {
     receive(sock);
+    const DatasetSpec& d = served().setup.dataset;
+    if (!d.transform.empty()) {
+      if (!factory) {
+        throw Error(ErrorCode::invalid_option,
+                    "stoker: this fork server was sent a transform, and it is no transform host "
+                    "(serve_transform_host, stoker/transform.h)");
+      }
+      std::shared_ptr<SampleTransform> t = (*factory)(d.transform_payload);
+      if (!t) throw Error(ErrorCode::transform, "stoker: the transform host's factory made no transform");
+      set_hosted_transform(std::move(t));
+    }
   } catch (const Error& e) {
     fail_setup(sock, static_cast<int>(e.code()), e.what());
   } catch (const std::exception& e) {
@@ -72,7 +84,8 @@ void serve_exec_fork_server(int sock) {
   const Served& s = served();
   std::vector<int> keep;
   for (std::size_t i = 2; i < s.fds.size(); ++i) keep.push_back(s.fds[i].get());
-  const std::function<void(std::uint32_t)> worker_main = [](std::uint32_t w) {
+  const std::function<void(std::uint32_t)> worker_main = [after_fork_child](std::uint32_t w) {
+    if (after_fork_child && *after_fork_child) (*after_fork_child)();
     const Served& in = served();
     in.segment.prefault();
     run_worker(WorkerContext{in.layout.get(), in.segment.data(), in.segment.size(), w, in.fds[kSetupFixedFds + w].get(),

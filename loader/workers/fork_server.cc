@@ -32,11 +32,7 @@ std::string spawn_failure(std::uint32_t worker, int err) {
                      std::strerror(err), name ? name : "?", hint);
 }
 
-ErrorCode known_code(int code) {
-  return code >= static_cast<int>(ErrorCode::invalid_option) && code <= static_cast<int>(ErrorCode::internal)
-             ? static_cast<ErrorCode>(code)
-             : ErrorCode::internal;
-}
+ErrorCode known_code(int code) { return code < 0 ? ErrorCode::internal : error_code_from_wire(code); }
 
 bool peer_hung_up(int sock) {
   pollfd p{sock, POLLOUT, 0};
@@ -119,7 +115,9 @@ void ForkServer::await_workers(std::uint32_t num_workers, const ExecStart* exec)
   // A server started by exec is a program whose main() must begin with stoker::init(): one that
   // does not never answers, or exits on its own. Say so rather than wait forever.
   std::string exec_hint;
-  if (exec && exec->program == "/proc/self/exe") {
+  if (exec && !exec->role.empty()) {
+    exec_hint = "; it is " + exec->role;
+  } else if (exec && exec->program == "/proc/self/exe") {
     exec_hint =
         "; it is this program started again, so main() must call stoker::init(argc, argv) before anything else "
         "(stoker/init.h)";

@@ -44,6 +44,9 @@ struct ExecStart {
   std::vector<int> fds;
   std::string program;  // the path to exec: /proc/self/exe, or the worker executable
   std::vector<std::string> argv;
+  // What the program is, for a message when it does not start its workers ("" for the worker
+  // executable or this program, which the message then names).
+  std::string role;
 };
 
 class ForkServer {

@@ -8,6 +8,8 @@
 #include "loader/workers/fork_protocol.h"
 #include "loader/workers/probe.h"
 #include "loader/workers/program_image.h"
+#include "stoker/error.h"
+#include "stoker/transform.h"
 
 namespace stoker {
 
@@ -28,6 +30,18 @@ void init(int argc, char** argv) {
 void set_worker_executable(const std::string& path) { detail::set_worker_program(path); }
 
 std::string worker_executable() { return detail::worker_program(); }
+
+void serve_transform_host(const TransformFactory& factory, const std::function<void()>& after_fork_child) {
+  const char* sock = std::getenv(detail::kForkServerEnv);
+  if (!sock) {
+    throw Error(ErrorCode::invalid_option,
+                "stoker: serve_transform_host: this process was not started as a Loader's fork server "
+                "(Options::transform.host names the program that calls it)");
+  }
+  const int fd = std::atoi(sock);
+  ::unsetenv(detail::kForkServerEnv);
+  detail::serve_exec_fork_server(fd, &factory, &after_fork_child);
+}
 
 bool clean_workers() noexcept {
   try {

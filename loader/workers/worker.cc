@@ -35,7 +35,7 @@ void run_worker(const WorkerContext& ctx) {
   const SegmentView view(ctx.segment, *ctx.layout);
   WorkerChannel ch = view.channel(ctx.worker);
   // The pipelines are built again here, from their text: they are data, whatever the process.
-  BatchFiller filler(*ctx.dataset);
+  BatchFiller filler(*ctx.dataset, ctx.layout->batch_size());
   filler.set_progress_counter(ch.progress);
   std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {

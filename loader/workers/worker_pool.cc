@@ -53,7 +53,11 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     run_worker(WorkerContext{&slots_->layout(), slots_->segment().data(), slots_->segment().size(), w,
                              task_events_[w].get(), done_event_.get(), lifeline_.read_end(), dataset_.get()});
   };
-  if (std::optional<ProgramImage> image = fork_server_image()) {
+  std::optional<ProgramImage> image = fork_server_image();
+  if (!dataset_->transform_host.empty()) {
+    image = ProgramImage{dataset_->transform_host.front(), dataset_->transform_host};  // the transform's host
+  }
+  if (image) {
     // A fresh exec of this program serves the workers: it gets the same settings as text and the
     // same descriptors over its socket (loader/workers/exec_server.h).
     RingSetup ring;
@@ -69,6 +73,12 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     for (const auto& t : task_events_) exec_->fds.push_back(t.get());
     exec_->program = std::move(image->path);
     exec_->argv = std::move(image->argv);
+    if (!dataset_->transform_host.empty()) {
+      exec_->role = fmt::format(
+          "the transform's host {}, which must call stoker::serve_transform_host "
+          "(stoker/transform.h) and did not answer as one; its standard error says why",
+          exec_->program);
+    }
   }
   server_ = std::make_unique<ForkServer>(num_workers_, worker_main_, keep_, lifeline_.read_end(),
                                          exec_ ? &*exec_ : nullptr, oom_score_adj_);

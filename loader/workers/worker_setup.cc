@@ -7,6 +7,7 @@
 
 #include "formats/core/schema_json.h"
 #include "loader/workers/reader_options_json.h"
+#include "loader/workers/transform_stage.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -91,6 +92,41 @@ std::vector<std::optional<formats::FileIdentity>> identities_from_json(const jso
   return out;
 }
 
+Schema delivered_schema(const DatasetSpec& d) {
+  if (!d.transform.empty()) return transform_schema(d.transform, d.expected.num_samples);
+  return SamplePipelines(d.pipeline, d.expected, d.seed, d.limits).output();
+}
+
+namespace {
+
+json transform_to_json(const std::vector<TransformField>& fields) {
+  json out = json::array();
+  for (const TransformField& f : fields) {
+    out.push_back({{"name", text_to_json(f.name)},
+                   {"dtype", static_cast<int>(f.dtype)},
+                   {"shape", f.shape},
+                   {"ragged", f.ragged},
+                   {"max_sample_bytes", f.max_sample_bytes}});
+  }
+  return out;
+}
+
+std::vector<TransformField> transform_from_json(const json& j) {
+  std::vector<TransformField> out;
+  for (const json& f : j) {
+    const int dtype = f.at("dtype").get<int>();
+    if (dtype < 0 || dtype > static_cast<int>(DType::bf16)) {
+      throw Error(ErrorCode::internal, fmt::format("stoker: the worker setup's transform has dtype {}", dtype));
+    }
+    out.push_back(TransformField{text_from_json(f.at("name")), static_cast<DType>(dtype),
+                                 f.at("shape").get<std::vector<std::int64_t>>(), f.at("ragged").get<bool>(),
+                                 f.at("max_sample_bytes").get<std::uint64_t>()});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
   json j = {{"expected", formats::schema_to_json(formats::StoredSchema{d.expected, true, std::nullopt, {}})},
             {"pipeline", d.pipeline},
@@ -103,7 +139,10 @@ std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
             {"sample_bound", ring.sample_bound},
             {"segment_bytes", ring.segment_bytes},
             {"stoker_version", ring.stoker_version},
-            {"option_spelling", static_cast<int>(ring.option_spelling)}};
+            {"option_spelling", static_cast<int>(ring.option_spelling)},
+            {"transform", transform_to_json(d.transform)},
+            {"transform_payload", text_to_json(d.transform_payload)},
+            {"staging_bound", d.staging_bound}};
   put_reader_options(j, d.path, d.reader_options);
   return j.dump();
 }
@@ -120,6 +159,9 @@ WorkerSetup setup_from_json(const std::string& text) {
     d.limits.max_image_pixels = j.at("max_image_pixels").get<std::uint64_t>();
     d.on_decode_error = j.at("skip_decode_errors").get<bool>() ? OnDecodeError::skip : OnDecodeError::fail;
     d.identity = DatasetIdentity::from_words(j.at("identity").get<std::vector<std::uint64_t>>());
+    d.transform = transform_from_json(j.at("transform"));
+    d.transform_payload = text_from_json(j.at("transform_payload"));
+    d.staging_bound = j.at("staging_bound").get<std::vector<std::uint64_t>>();
     s.ring.num_workers = j.at("num_workers").get<std::uint32_t>();
     s.ring.batch_size = j.at("batch_size").get<std::uint64_t>();
     s.ring.sample_bound = j.at("sample_bound").get<std::vector<std::uint64_t>>();

@@ -23,6 +23,9 @@ struct RingSetup {
 
 std::string setup_to_json(const DatasetSpec& dataset, const RingSetup& ring);
 
+// What the workers write into a slot: the transform's fields, or else the pipelines' output.
+Schema delivered_schema(const DatasetSpec& dataset);
+
 struct WorkerSetup {
   DatasetSpec dataset;
   RingSetup ring;

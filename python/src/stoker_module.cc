@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "binding.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "stoker/options.h"
@@ -86,9 +87,21 @@ struct ExitGate {
 
 constinit ExitGate g_gate;  // never destroyed while threads may wait in it: trivially destructible
 
-[[noreturn]] void park_until_the_process_ends() noexcept {
+}  // namespace
+
+namespace stoker_py {
+
+void park_until_the_process_ends() noexcept {
   for (;;) ::pause();
 }
+bool gate_hold() noexcept { return g_gate.hold(); }
+void gate_release() noexcept { g_gate.release(); }
+
+}  // namespace stoker_py
+
+namespace {
+
+using stoker_py::park_until_the_process_ends;
 
 // Around every call into the binding (nb::call_guard), entered with the GIL.
 struct Inside {
@@ -192,6 +205,7 @@ struct PyOptions {
   std::uint32_t shard_rank = 0, shard_world_size = 1, max_respawns = 3;
   int worker_oom_score_adj = 500;
   double shm_fraction = 0.5, timeout_s = 300, shutdown_grace_s = 2;
+  stoker::Transform transform;  // set_transform()
 };
 
 [[noreturn]] void bad(const std::string& name, const std::string& value, const char* allowed) {
@@ -270,31 +284,11 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
     bad("staging", p.staging, "'auto', 'pinned_copy', 'registered_shm'");
   }
   o.on_warning = [warnings](std::string_view w) { warnings->push(w); };
+  o.transform = p.transform;
   return o;
 }
 
-nb::dlpack::dtype to_dlpack(stoker::DType t) {
-  using C = nb::dlpack::dtype_code;
-  auto make = [](C code, int bits) {
-    return nb::dlpack::dtype{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits), 1};
-  };
-  switch (t) {
-    case stoker::DType::u8: return make(C::UInt, 8);
-    case stoker::DType::i8: return make(C::Int, 8);
-    case stoker::DType::u16: return make(C::UInt, 16);
-    case stoker::DType::i16: return make(C::Int, 16);
-    case stoker::DType::i32: return make(C::Int, 32);
-    case stoker::DType::i64: return make(C::Int, 64);
-    case stoker::DType::f16: return make(C::Float, 16);
-    case stoker::DType::f32: return make(C::Float, 32);
-    case stoker::DType::f64: return make(C::Float, 64);
-    case stoker::DType::b8: return make(C::Bool, 8);
-    case stoker::DType::u32: return make(C::UInt, 32);
-    case stoker::DType::u64: return make(C::UInt, 64);
-    case stoker::DType::bf16: return make(C::Bfloat, 16);
-  }
-  return make(C::UInt, 8);
-}
+using stoker_py::to_dlpack;
 
 enum class Framework { numpy, torch };
 
@@ -351,14 +345,31 @@ struct FieldKeys {
   // With on_decode_error="skip": the key of the skipped samples' positions (stoker::kSkippedKey,
   // which no field has then); None otherwise.
   nb::object skipped;
-  FieldKeys(const stoker::Schema& schema, bool skip) {
+  // Per field: a transform's ragged field, delivered as its values (of its dtype, rows of its
+  // trailing dimensions) and offsets counted in rows; nullptr for any other.
+  std::vector<const stoker::TransformField*> ragged;
+  FieldKeys(const stoker::Schema& schema, bool skip, const stoker::Transform& transform) {
     for (const stoker::Field& f : schema.fields) {
       const std::string offsets = f.name + ".offsets";
       keys.emplace_back(nb::str(f.name.data(), f.name.size()), nb::str(offsets.data(), offsets.size()));
     }
     if (skip) skipped = nb::str(stoker::kSkippedKey.data(), stoker::kSkippedKey.size());
+    fields_ = transform.fields;
+    for (std::size_t i = 0; i < schema.fields.size(); ++i) {
+      ragged.push_back(i < fields_.size() && fields_[i].ragged ? &fields_[i] : nullptr);
+    }
   }
+
+ private:
+  std::vector<stoker::TransformField> fields_;
 };
+
+// The bytes of one row of a ragged field: its dtype's size times its trailing dimensions.
+std::size_t row_bytes(const stoker::TransformField& f) {
+  std::size_t n = stoker::dtype_size(f.dtype);
+  for (std::size_t d = 1; d < f.shape.size(); ++d) n *= static_cast<std::size_t>(f.shape[d]);
+  return n;
+}
 
 // The batch as {field: array}, field order kept; a bytes field as `name` (u8, flat) and
 // `name.offsets` (i64, B+1); with on_decode_error="skip", the positions of its skipped samples
@@ -387,9 +398,16 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
     const bool on_device = f.device.kind == stoker::Device::Kind::cuda;
     const int device_type = on_device ? nb::device::cuda::value : nb::device::cpu::value;
     const int device_id = on_device ? f.device.index : 0;
-    const nb::dlpack::dtype dtype = to_dlpack(f.dtype);
+    nb::dlpack::dtype dtype = to_dlpack(f.dtype);
     std::vector<std::size_t> shape =
         f.kind == stoker::FieldKind::bytes ? std::vector<std::size_t>{f.bytes} : sizes(f.shape);
+    const stoker::TransformField* ragged = names.ragged.at(i);
+    if (ragged) {  // its values as rows of its dtype
+      dtype = to_dlpack(ragged->dtype);
+      shape = {f.bytes / row_bytes(*ragged)};
+      for (std::size_t d = 1; d < ragged->shape.size(); ++d)
+        shape.push_back(static_cast<std::size_t>(ragged->shape[d]));
+    }
     const auto& [name, offsets_name] = names.keys.at(i);
     if (copy && on_device) {
       out[name] = make_array(fw, f.data, shape, dtype, device_type, device_id, owner).attr("clone")();
@@ -407,7 +425,16 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
     if (f.kind == stoker::FieldKind::bytes) {
       const std::vector<std::size_t> oshape{f.offsets.size()};
       const nb::dlpack::dtype i64 = to_dlpack(stoker::DType::i64);  // offsets are below 2^63
-      if (copy) {
+      if (ragged) {                                                 // offsets in rows, in memory of their own
+        auto* o = new OwnedBytes{std::make_unique<std::byte[]>(f.offsets.size_bytes())};
+        nb::capsule own = owning_capsule(o);
+        const std::size_t row = row_bytes(*ragged);
+        for (std::size_t k = 0; k < f.offsets.size(); ++k) {
+          const auto v = static_cast<std::int64_t>(f.offsets[k] / row);
+          std::memcpy(o->data.get() + k * sizeof v, &v, sizeof v);
+        }
+        out[offsets_name] = make_array(fw, o->data.get(), oshape, i64, nb::device::cpu::value, 0, own);
+      } else if (copy) {
         auto* o = new OwnedBytes{std::make_unique<std::byte[]>(f.offsets.size_bytes())};
         nb::capsule own = owning_capsule(o);
         std::memcpy(o->data.get(), f.offsets.data(), f.offsets.size_bytes());
@@ -549,7 +576,7 @@ class PyLoader {
       GilRelease release;
       loader_ = std::make_shared<stoker::Loader>(std::move(o), keep_building);
     }
-    keys_ = std::make_shared<const FieldKeys>(loader_->schema(), options.on_decode_error == "skip");
+    keys_ = std::make_shared<const FieldKeys>(loader_->schema(), options.on_decode_error == "skip", options.transform);
     warnings_->issue();
   }
 
@@ -675,6 +702,33 @@ void set_types(nb::object error, nb::object warning) {
 
 }  // namespace
 
+namespace stoker_py {
+
+nb::dlpack::dtype to_dlpack(stoker::DType t) {
+  using C = nb::dlpack::dtype_code;
+  auto make = [](C code, int bits) {
+    return nb::dlpack::dtype{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits), 1};
+  };
+  switch (t) {
+    case stoker::DType::u8: return make(C::UInt, 8);
+    case stoker::DType::i8: return make(C::Int, 8);
+    case stoker::DType::u16: return make(C::UInt, 16);
+    case stoker::DType::i16: return make(C::Int, 16);
+    case stoker::DType::i32: return make(C::Int, 32);
+    case stoker::DType::i64: return make(C::Int, 64);
+    case stoker::DType::f16: return make(C::Float, 16);
+    case stoker::DType::f32: return make(C::Float, 32);
+    case stoker::DType::f64: return make(C::Float, 64);
+    case stoker::DType::b8: return make(C::Bool, 8);
+    case stoker::DType::u32: return make(C::UInt, 32);
+    case stoker::DType::u64: return make(C::UInt, 64);
+    case stoker::DType::bf16: return make(C::Bfloat, 16);
+  }
+  return make(C::UInt, 8);
+}
+
+}  // namespace stoker_py
+
 NB_MODULE(_core, m) {
   m.doc() = "stoker's C++ core (use the stoker package, not this module)";
   stoker::set_option_spelling(stoker::OptionSpelling::python);
@@ -735,7 +789,25 @@ NB_MODULE(_core, m) {
       .def_rw("shutdown_grace_s", &PyOptions::shutdown_grace_s)
       .def_rw("device", &PyOptions::device)
       .def_rw("prefetch_to_device", &PyOptions::prefetch_to_device)
-      .def_rw("staging", &PyOptions::staging);
+      .def_rw("staging", &PyOptions::staging)
+      // The transform: a Runner (python/stoker/_transform.py) run here without workers, the host's argv
+      // and payload for workers, and its fields as (name, dtype, shape, ragged, max_sample_bytes).
+      .def("set_transform",
+           [](PyOptions& p, nb::object runner, std::vector<std::string> host, nb::bytes payload, nb::list fields) {
+             stoker::Transform& t = p.transform;
+             t.local = stoker_py::make_py_transform(std::move(runner));
+             t.host = std::move(host);
+             t.payload.assign(payload.c_str(), payload.size());
+             t.fields.clear();
+             for (nb::handle f : fields) {
+               const auto dtype = stoker::parse_dtype(nb::cast<std::string>(f[1]));
+               if (!dtype) throw stoker::Error(stoker::ErrorCode::invalid_option, "stoker: transform: unknown dtype");
+               t.fields.push_back(stoker::TransformField{nb::cast<std::string>(f[0]), *dtype,
+                                                         nb::cast<std::vector<std::int64_t>>(f[2]),
+                                                         nb::cast<bool>(f[3]), nb::cast<std::uint64_t>(f[4])});
+             }
+           });
+  stoker_py::bind_transform(m);
 
   nb::class_<PyEpoch>(m, "Epoch", "One epoch's batches, in order: iterate it.")
       .def("__iter__", [](nb::handle self) { return self; })

@@ -8,7 +8,9 @@
             ...
 
 Workers are processes of the small program ``stoker/_bin/stoker-worker`` shipped with this
-package (``STOKER_WORKER_EXECUTABLE`` names another): they run no Python.
+package (``STOKER_WORKER_EXECUTABLE`` names another): they run no Python, unless a Loader is given
+``transform=``, a function of yours: its workers are then forked from an exec of this interpreter
+(docs/transform.md).
 """
 import atexit as _atexit
 import os as _os

@@ -1,4 +1,4 @@
-from typing import Any, Iterator, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Literal, Optional, Sequence, Tuple, Union
 import os
 
 __version__: str
@@ -56,6 +56,10 @@ class Loader:
         lmdb_count_key: Optional[str] = None,
         held_batches: int = 1,
         on_decode_error: Literal["fail", "skip"] = "fail",
+        transform: Optional[Callable[[Dict[str, Any], Any], Dict[str, Any]]] = None,
+        seed_globals: bool = True,
+        ragged: Union[None, Sequence[str], Dict[str, int]] = None,
+        transform_output: Optional[Dict[str, Tuple[Any, Sequence[Optional[int]]]]] = None,
     ) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     def __iter__(self) -> _EpochIterator: ...

@@ -6,7 +6,8 @@ class Error(RuntimeError):
 
     ``code`` says what kind of failure it is, as stoker::ErrorCode names it: "invalid_option",
     "dataset", "io", "shm", "worker_died", "worker_stuck", "slots_held", "device",
-    "state_mismatch", "interrupted", "wrong_process" or "internal".
+    "state_mismatch", "interrupted", "wrong_process", "internal" or "transform" (the
+    ``transform=`` function raised, or returned what it did not declare).
     """
 
     def __init__(self, message: str, code: str = "internal"):

@@ -185,6 +185,15 @@ class Loader:
         A warning that raises (``-W error``) loses no batch: the next call returns it.
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
         the out-of-memory killer takes a worker, which is replaced, before the trainer.
+      transform: a function ``(sample, rng) -> dict`` run in the workers on every sample after the
+        pipeline (docs/transform.md): ``sample`` maps each field to a read-only numpy array; it
+        returns numpy arrays, CPU torch tensors or numbers, the fields the Loader delivers. It
+        travels by pickle (cloudpickle, where installed, for lambdas and closures). What it returns
+        is learnt from sample 0 in a process of its own, or declared: ``transform_output={name:
+        (dtype, shape)}``. ``rng`` is a numpy Generator seeded from (seed, epoch, index); with
+        ``seed_globals`` (default) torch's, numpy's and Python's global generators are seeded so
+        too: the same batches for any num_workers. ``ragged``: fields whose first dimension varies
+        (a list, or {name: most elements per sample}), delivered as values and ``name.offsets``.
       format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
         prefetch_to_device, staging ("auto", "pinned_copy", "registered_shm"): as in stoker::Options.
 
@@ -211,7 +220,8 @@ class Loader:
                  copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
                  prefetch_to_device=2, staging="auto", worker_oom_score_adj=500,
                  max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None,
-                 held_batches=1, on_decode_error="fail"):
+                 held_batches=1, on_decode_error="fail", transform=None, seed_globals=True, ragged=None,
+                 transform_output=None):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
@@ -220,7 +230,8 @@ class Loader:
                    shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
                    worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels,
                    max_open_shards=max_open_shards, lmdb_keys=lmdb_keys, lmdb_count_key=lmdb_count_key,
-                   held_batches=held_batches, on_decode_error=on_decode_error)
+                   held_batches=held_batches, on_decode_error=on_decode_error, transform=transform,
+                   seed_globals=seed_globals, ragged=ragged, transform_output=transform_output)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None
@@ -242,6 +253,10 @@ class Loader:
                 where = None if options.device == "cuda" else options.device
                 current_stream = lambda: torch.cuda.current_stream(where).cuda_stream  # noqa: E731
         copy = _bool("copy", copy)
+        if transform is not None:
+            from . import _transform
+            _transform.configure(options, cfg, transform, seed_globals, ragged, transform_output,
+                                 300.0 if cfg["timeout"] in (None, 0) else max(float(cfg["timeout"]), 60.0))
         self._config = cfg
         self._epoch = 0
         # A loaded state and its epoch (already started; None once unpickled), resumed by the next

@@ -1,0 +1,142 @@
+// A Python function as the Loader's transform (stoker/transform.h): the package's Runner
+// (python/stoker/_transform.py) is called once per sample with the sample's fields as read-only
+// numpy arrays over the worker's memory and the four words the seed rule draws from (seed, epoch,
+// index); it returns the declared fields as C-contiguous arrays, or the text of what went wrong.
+// The same object serves the trainer (a Loader without workers) and each worker of a transform
+// host, an exec of the trainer's interpreter (python/stoker/_transform_host.py).
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "binding.h"
+#include "stoker/error.h"
+
+namespace stoker_py {
+namespace {
+
+// SplitMix64's output function of z + its increment: what the seed rule is made of
+// (docs/transform.md gives it in Python).
+std::uint64_t mix(std::uint64_t z) noexcept {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+constexpr std::uint64_t kTransformStream = 0x7472616e73666f72ull;  // "transfor"
+
+std::array<std::uint64_t, 4> seed_words(std::uint64_t seed, std::uint64_t epoch, std::uint64_t index) noexcept {
+  const std::uint64_t key = mix(mix(mix(seed ^ kTransformStream) ^ epoch) ^ index);
+  return {mix(key), mix(key + 1), mix(key + 2), mix(key + 3)};
+}
+
+std::optional<stoker::DType> from_dlpack(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes != 1) return std::nullopt;
+  for (auto d : {stoker::DType::u8, stoker::DType::i8, stoker::DType::u16, stoker::DType::i16, stoker::DType::i32,
+                 stoker::DType::i64, stoker::DType::f16, stoker::DType::f32, stoker::DType::f64, stoker::DType::b8,
+                 stoker::DType::u32, stoker::DType::u64, stoker::DType::bf16}) {
+    if (to_dlpack(d) == t) return d;
+  }
+  (void)C::Int;
+  return std::nullopt;
+}
+
+class PyTransform final : public stoker::SampleTransform {
+ public:
+  explicit PyTransform(nb::object runner) : runner_(std::move(runner)) {
+    seed_ = nb::cast<std::uint64_t>(runner_.attr("seed"));
+    for (nb::handle n : runner_.attr("names")) names_.push_back(nb::cast<std::string>(n));
+  }
+  ~PyTransform() override {
+    if (!Py_IsInitialized()) {
+      (void)runner_.release();  // the interpreter is gone: nothing to give back
+      return;
+    }
+    nb::gil_scoped_acquire acquire;
+    runner_.reset();
+  }
+
+  void apply(std::span<const stoker::SampleField> in, std::uint64_t epoch, std::uint64_t index,
+             stoker::SampleSink& out) override {
+    if (!gate_hold()) park_until_the_process_ends();
+    struct Released {
+      ~Released() { gate_release(); }
+    } released;
+    nb::gil_scoped_acquire acquire;
+    std::string failure;
+    try {
+      call(in, epoch, index, out, failure);
+    } catch (nb::python_error& e) {
+      // What the runner lets through: KeyboardInterrupt, SystemExit and their kin.
+      failure = e.what();
+    }
+    if (!failure.empty()) throw stoker::Error(stoker::ErrorCode::transform, failure);
+  }
+
+ private:
+  void call(std::span<const stoker::SampleField> in, std::uint64_t epoch, std::uint64_t index, stoker::SampleSink& out,
+            std::string& failure) {
+    nb::dict sample;
+    std::vector<std::size_t> shape;
+    for (const stoker::SampleField& f : in) {
+      shape.assign(f.shape.begin(), f.shape.end());
+      nb::ndarray<nb::numpy, nb::ro> a(f.data.data(), shape.size(), shape.data(), nb::handle(), nullptr,
+                                       to_dlpack(f.dtype));
+      sample[nb::str(f.name.data(), f.name.size())] = a.cast();
+    }
+    const std::array<std::uint64_t, 4> w = seed_words(seed_, epoch, index);
+    nb::object result = runner_(sample, w[0], w[1], w[2], w[3]);
+    if (nb::isinstance<nb::str>(result)) {
+      failure = nb::cast<std::string>(result);
+      return;
+    }
+    std::vector<std::int64_t> dims;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> a;
+      if (!nb::try_cast(result[i], a)) {
+        failure = "the transform's field '" + names_[i] + "' is not an array stoker can read";
+        return;
+      }
+      const std::optional<stoker::DType> dtype = from_dlpack(a.dtype());
+      if (!dtype) {
+        failure = "the transform's field '" + names_[i] + "' has a dtype stoker cannot deliver";
+        return;
+      }
+      dims.assign(a.ndim(), 0);
+      for (std::size_t d = 0; d < a.ndim(); ++d) dims[d] = static_cast<std::int64_t>(a.shape(d));
+      const auto* data = static_cast<const std::byte*>(a.data());
+      out.put(stoker::SampleField{names_[i], *dtype, dims, {data, a.nbytes()}});
+    }
+  }
+
+  nb::object runner_;
+  std::uint64_t seed_ = 0;
+  std::vector<std::string> names_;
+};
+
+}  // namespace
+
+std::shared_ptr<stoker::SampleTransform> make_py_transform(nb::object runner) {
+  return std::make_shared<PyTransform>(std::move(runner));
+}
+
+void bind_transform(nb::module_& m) {
+  m.def("_transform_seed_words", [](std::uint64_t seed, std::uint64_t epoch, std::uint64_t index) {
+    const auto w = seed_words(seed, epoch, index);
+    return std::vector<std::uint64_t>(w.begin(), w.end());
+  });
+  // Never returns: the process serves a Loader's workers until the Loader ends (stoker/transform.h).
+  m.def("_serve_transform_host", [](nb::object build) {
+    const stoker::TransformFactory factory = [build](const std::string& payload) {
+      return make_py_transform(build(nb::bytes(payload.data(), payload.size())));
+    };
+    const std::function<void()> after_fork = [] { PyOS_AfterFork_Child(); };
+    stoker::serve_transform_host(factory, after_fork);
+  });
+}
+
+}  // namespace stoker_py

@@ -1,0 +1,329 @@
+"""transform=: a Python function run in stoker's workers on every sample (docs/transform.md).
+
+The trainer pickles the function, learns what it returns from the first sample in a process of its
+own (unless declared), and hands the C++ Loader a Runner (used without workers) and the argv of a
+host: an exec of this interpreter that rebuilds the Runner once from the pickle, then forks the
+workers, which share the modules it imported."""
+import json
+import os
+import pickle
+import random
+import subprocess
+import sys
+import traceback
+
+from ._errors import Error
+
+_MASK = (1 << 64) - 1
+_STREAM = 0x7472616E73666F72  # "transfor"
+
+
+def _mix(z):
+    z = (z + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def seed_words(seed: int, epoch: int, index: int) -> tuple:
+    """The four 64-bit words sample ``index`` of ``epoch`` is seeded from (docs/transform.md)."""
+    key = _mix(_mix(_mix(seed ^ _STREAM) ^ epoch) ^ index)
+    return tuple(_mix((key + i) & _MASK) for i in range(4))
+
+
+def seed_generators(words, bit_generator=None, seed_globals=True):
+    """Seeds as a worker does before each call: ``bit_generator`` (a numpy PCG64) from words 0-3,
+    and with ``seed_globals`` torch's default generator (when torch is imported), numpy's global
+    generator and Python's ``random``."""
+    w0, w1, w2, w3 = words
+    if bit_generator is not None:
+        bit_generator.state = {"bit_generator": "PCG64", "state": {"state": (w0 << 64) | w1, "inc": (w2 << 64) | w3 | 1},
+                               "has_uint32": 0, "uinteger": 0}
+    if seed_globals:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.default_generator.manual_seed(w0)
+        import numpy
+        numpy.random.seed(w1 & 0xFFFFFFFF)
+        random.seed(w2)
+
+
+_NUMPY_TO_STOKER = {"uint8": "u8", "int8": "i8", "uint16": "u16", "int16": "i16", "int32": "i32", "int64": "i64",
+                    "float16": "f16", "float32": "f32", "float64": "f64", "bool": "bool", "uint32": "u32",
+                    "uint64": "u64"}
+
+
+def _failure(e):
+    """The exception's type, message and traceback without the Runner's own frame."""
+    tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+    lines = traceback.format_exception(type(e), e, tb)
+    return "the transform raised " + "".join(traceback.format_exception_only(type(e), e)).strip() + "\n" + \
+        "".join(lines).rstrip()
+
+
+class Runner:
+    """The user's function, called on one sample: seeds the generators from the words the C++ side
+    computed, calls it, and returns its fields in the declared order as C-contiguous numpy arrays,
+    or the text of what went wrong."""
+
+    def __init__(self, fn, seed, names, seed_globals):
+        import numpy
+        self.fn = fn
+        self.seed = seed
+        self.names = tuple(names)
+        self.seed_globals = seed_globals
+        self._np = numpy
+        self._bits = numpy.random.PCG64()
+        self.rng = numpy.random.Generator(self._bits)
+        self._torch_seen = False  # whether torch was imported at the last call
+
+    def __call__(self, sample, w0, w1, w2, w3):
+        for v in sample.values():
+            v.setflags(write=False)  # views of the worker's memory
+        try:
+            seed_generators((w0, w1, w2, w3), self._bits, self.seed_globals)
+            if self.seed_globals and not self._torch_seen:
+                self._torch_seen = "torch" in sys.modules
+                out = self.fn(sample, self.rng)
+                if not self._torch_seen and "torch" in sys.modules:
+                    # The call imported torch, after its generator would have been seeded: again,
+                    # seeded, so that this sample draws as every other.
+                    self._torch_seen = True
+                    seed_generators((w0, w1, w2, w3), self._bits, self.seed_globals)
+                    out = self.fn(sample, self.rng)
+            else:
+                out = self.fn(sample, self.rng)
+        except Exception as e:  # noqa: BLE001 - the user's, reported with its traceback
+            return _failure(e)
+        try:
+            return self.fields(out)
+        except _Refused as e:
+            return str(e)
+
+    def fields(self, out):
+        if not isinstance(out, dict):
+            raise _Refused(f"the transform returned {type(out).__name__}, not a dict of fields")
+        if len(out) != len(self.names) or any(n not in out for n in self.names):
+            missing = [n for n in self.names if n not in out]
+            extra = [n for n in out if n not in self.names]
+            raise _Refused(f"the transform returned fields {list(out)}, not {list(self.names)} as declared (or "
+                           f"learned from the first sample): missing {missing}, extra {extra}")
+        return [_array(self._np, n, out[n]) for n in self.names]
+
+
+class _Refused(Exception):
+    pass
+
+
+def _array(np, name, value):
+    """A field's value as a C-contiguous numpy array: numpy arrays and scalars, CPU torch tensors,
+    Python numbers."""
+    if isinstance(value, np.ndarray):
+        a = value
+    elif type(value).__module__ == "torch" and hasattr(value, "numpy"):
+        if value.device.type != "cpu":
+            raise _Refused(f"the transform's field '{name}' is a tensor on {value.device}: return CPU tensors "
+                           "(workers never touch the GPU)")
+        a = value.detach().numpy()
+    elif isinstance(value, (bool, int, float, np.generic)):
+        a = np.asarray(value)
+    else:
+        raise _Refused(f"the transform's field '{name}' is {type(value).__name__}: return numpy arrays, CPU torch "
+                       "tensors or numbers")
+    if a.dtype.name not in _NUMPY_TO_STOKER:
+        raise _Refused(f"the transform's field '{name}' has dtype {a.dtype}, which stoker cannot deliver")
+    return a if a.flags.c_contiguous else a.copy(order="C")  # ascontiguousarray makes a scalar 1-D
+
+
+# ---- in the trainer: pickle, learn, configure ---------------------------------------------------
+
+def _pickled(fn):
+    """The function's pickle and the module that made it: pickle, or cloudpickle for what pickle
+    cannot take (a lambda, a closure) where cloudpickle is installed."""
+    try:
+        return pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL), "pickle"
+    except Exception as e:  # noqa: BLE001 - pickle raises several kinds
+        why = e
+    try:
+        import cloudpickle
+    except ImportError:
+        raise TypeError(
+            f"stoker: transform={fn!r} cannot be pickled ({type(why).__name__}: {why}), and the workers receive it "
+            "by pickle: define it with def at the top level of a module (not a lambda, nor a function defined "
+            "inside another), a callable class instance or functools.partial of one; or install cloudpickle, "
+            "which stoker then uses for such functions") from None
+    return cloudpickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL), "cloudpickle"
+
+
+def _main_path(data):
+    """The trainer's script, when the pickle names something of __main__: the host imports it as
+    __mp_main__ (as multiprocessing's spawn does), so that its functions resolve."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return os.path.abspath(path) if path and b"__main__" in data else None
+
+
+_READ_KEYS = ("source", "fields", "group", "pipeline", "format", "lmdb_keys", "lmdb_count_key", "max_image_pixels",
+              "on_decode_error", "max_open_shards")
+
+
+def _learn(cfg, payload, timeout):
+    """Runs the transform on sample 0 in a process of its own and returns what it returned:
+    [(name, dtype, shape, sample bytes)]. A transform that kills that process is named here."""
+    request = pickle.dumps({"payload": payload, "read": {k: cfg[k] for k in _READ_KEYS}})
+    argv = _python_argv("from stoker import _transform; _transform.learn_main()")
+    try:
+        done = subprocess.run(argv, input=request, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Error(f"stoker: transform: learning what it returns from sample 0 took more than {timeout:g} s (in a "
+                    "process of its own): declare its fields instead (transform_output=)", "transform") from None
+    if done.returncode != 0:
+        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
+        tail = done.stderr.decode(errors="replace").strip()[-4000:]
+        raise Error(f"stoker: transform: the process that runs it on sample 0 to learn its fields ended with {how}"
+                    + (f":\n{tail}" if tail else ""), "transform")
+    answer = json.loads(done.stdout.decode())
+    if "error" in answer:
+        raise Error(f"stoker: transform: on sample 0 (run to learn what it returns): {answer['error']}",
+                    answer.get("code", "transform"))
+    return answer["fields"]
+
+
+def _python_argv(code):
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); {code}"]
+
+
+def _declared(transform_output):
+    if not isinstance(transform_output, dict) or not transform_output:
+        raise TypeError("stoker: transform_output must be a non-empty dict {name: (dtype, shape)}")
+    out = []
+    for name, spec in transform_output.items():
+        if not isinstance(name, str) or not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            raise TypeError(f"stoker: transform_output[{name!r}] must be (dtype, shape)")
+        import numpy
+        dtype = numpy.dtype(spec[0]).name
+        if dtype not in _NUMPY_TO_STOKER:
+            raise Error(f"stoker: transform_output[{name!r}]: dtype {dtype} cannot be delivered", "invalid_option")
+        shape = list(spec[1])
+        out.append((name, dtype, shape, None))
+    return out
+
+
+def configure(options, cfg, transform, seed_globals, ragged, transform_output, timeout):
+    """Sets options' transform from the Loader's keyword arguments."""
+    if not callable(transform):
+        raise TypeError(f"stoker: transform must be callable (sample, rng) -> dict, not {type(transform).__name__}")
+    if not isinstance(seed_globals, bool):
+        raise TypeError("stoker: seed_globals must be a bool")
+    if ragged is None:
+        ragged = {}
+    elif isinstance(ragged, (list, tuple)):
+        ragged = {n: None for n in ragged}
+    if not isinstance(ragged, dict) or not all(isinstance(n, str) for n in ragged):
+        raise TypeError("stoker: ragged must be a list of field names, or a dict {name: most elements per sample}")
+    data, pickler = _pickled(transform)
+    payload = pickle.dumps({"fn": data, "pickler": pickler, "sys_path": list(sys.path), "main": _main_path(data),
+                            "seed": cfg["seed"], "seed_globals": seed_globals})
+    learned = _declared(transform_output) if transform_output is not None else _learn(cfg, payload, timeout)
+    fields = []
+    for name, dtype, shape, sample_bytes in learned:
+        is_ragged = name in ragged or (shape and shape[0] is None)
+        max_bytes = 0
+        if is_ragged:
+            if not shape:
+                raise Error(f"stoker: transform: ragged field '{name}' is a scalar", "invalid_option")
+            import numpy
+            row = numpy.dtype(dtype).itemsize
+            for d in shape[1:]:
+                row *= int(d)
+            most = ragged.get(name)
+            if most is not None:
+                max_bytes = int(most) * row
+            else:  # learned: room for 8 times sample 0 per sample, over the batch
+                max_bytes = max(8 * (sample_bytes or 0), 4096)
+            shape = [1] + [int(d) for d in shape[1:]]
+        fields.append((name, _NUMPY_TO_STOKER[dtype], [int(d) for d in shape], bool(is_ragged), max_bytes))
+    unknown = [n for n in ragged if n not in [f[0] for f in fields]]
+    if unknown:
+        raise Error(f"stoker: ragged names {unknown}, which the transform does not return "
+                    f"({[f[0] for f in fields]})", "invalid_option")
+    names = [f[0] for f in fields]
+    runner = Runner(transform, cfg["seed"], names, seed_globals)
+    host = _python_argv("from stoker import _transform; _transform.host_main()")
+    payload = pickle.dumps({**pickle.loads(payload), "names": names})
+    options.set_transform(runner, host, payload, fields)
+    return fields
+
+
+# ---- in the host and the learning process --------------------------------------------------------
+
+def _build(payload):
+    """The Runner a payload describes, its function unpickled in this process."""
+    cfg = pickle.loads(payload)
+    sys.path[:] = cfg["sys_path"]
+    if cfg["main"] and "__mp_main__" not in sys.modules:
+        import multiprocessing.spawn
+        multiprocessing.spawn.import_main_path(cfg["main"])
+    if cfg["pickler"] == "cloudpickle":
+        import cloudpickle  # noqa: F401 - what its pickles load with
+    fn = pickle.loads(cfg["fn"])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)  # as DataLoader's workers: one thread each
+    return Runner(fn, cfg["seed"], cfg.get("names", ()), cfg["seed_globals"])
+
+
+def _one_thread_pools():
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(v, "1")
+
+
+def host_main():
+    """The transform host's whole life (stoker/transform.h): never returns."""
+    _one_thread_pools()
+    from . import _core
+    _core._serve_transform_host(_build)
+
+
+def learn_main():
+    """Reads sample 0 without workers and runs the transform on it; writes its fields as JSON."""
+    _one_thread_pools()
+    request = pickle.loads(sys.stdin.buffer.read())
+    out = sys.stdout
+    sys.stdout = sys.stderr  # what the transform prints is not the answer
+    try:
+        from ._loader import Loader
+        read = request["read"]
+        loader = Loader(**read, batch_size=1, num_workers=0, shard=(0, 1), framework="numpy", copy=True)
+        batch = next(iter(loader))
+        sample = {}
+        for name, kind, _dtype, _shape in loader.schema:
+            if kind == "bytes":
+                o = batch[name + ".offsets"]
+                sample[name] = batch[name][o[0]:o[1]]
+            else:
+                sample[name] = batch[name][0]
+            sample[name].setflags(write=False)
+        runner = _build(request["payload"])
+        seed_generators(seed_words(runner.seed, 0, 0), runner._bits, runner.seed_globals)
+        try:
+            result = runner.fn(sample, runner.rng)
+        except Exception as e:  # noqa: BLE001
+            answer = {"error": _failure(e)}
+        else:
+            if not isinstance(result, dict):
+                answer = {"error": f"the transform returned {type(result).__name__}, not a dict of fields"}
+            else:
+                import numpy
+                fields = []
+                for name, value in result.items():
+                    a = _array(numpy, name, value)
+                    fields.append((name, a.dtype.name, list(a.shape), a.nbytes))
+                answer = {"fields": fields}
+    except _Refused as e:
+        answer = {"error": str(e)}
+    except Error as e:
+        answer = {"error": str(e), "code": e.code}
+    out.write(json.dumps(answer))
+    out.flush()

@@ -1,0 +1,251 @@
+"""transform=: a Python function in the workers. Its output is compared, sample for sample, with the
+same function applied in a plain loop to h5py / py-lmdb reads seeded by the documented rule."""
+import functools
+import os
+import signal
+import warnings
+
+import h5py
+import lmdb
+import numpy as np
+import pytest
+import stoker
+from stoker import _transform
+
+import transforms
+from conftest import N
+
+
+def reference(fn, sample, seed, epoch, index, seed_globals=True):
+    """fn applied as the docs say a worker applies it."""
+    bits = np.random.PCG64()
+    _transform.seed_generators(_transform.seed_words(seed, epoch, index), bits, seed_globals)
+    return fn(sample, np.random.Generator(bits))
+
+
+def fixed_sample(f, i):
+    return {"image": f["image"][i], "label": f["label"][i], "x": f["x"][i]}
+
+
+def collect(loader, epoch=0):
+    loader.set_epoch(epoch)
+    it = iter(loader)
+    out = []
+    for batch in it:
+        out.append((list(it.indices), {k: np.array(v) for k, v in batch.items()}))
+    return out
+
+
+def test_the_seed_rule_in_python_equals_the_one_in_cpp():
+    from stoker import _core
+    for seed, epoch, index in [(0, 0, 0), (1, 2, 3), (2**64 - 1, 7, 10**12)]:
+        assert tuple(_core._transform_seed_words(seed, epoch, index)) == _transform.seed_words(seed, epoch, index)
+
+
+@pytest.mark.parametrize("workers", [0, 1, 3])
+def test_output_equals_a_plain_loop_sample_for_sample(data, workers):
+    loader = stoker.Loader(data["fixed"], batch_size=16, num_workers=workers, shuffle=True, seed=5,
+                           framework="numpy", transform=transforms.noisy, fields=["image", "label"])
+    assert [(n, k, d, list(s)) for n, k, d, s in loader.schema] == [
+        ("image", "fixed", "f32", [3, 8, 8]), ("label", "fixed", "i64", []), ("weight", "fixed", "f32", [])]
+    seen = []
+    with h5py.File(data["fixed"]) as f:
+        for indices, batch in collect(loader, epoch=2):
+            for k, i in enumerate(indices):
+                want = reference(transforms.noisy, {"image": f["image"][i], "label": f["label"][i]}, 5, 2, i)
+                for name in ("image", "label", "weight"):
+                    np.testing.assert_array_equal(batch[name][k], want[name], err_msg=f"{name} of sample {i}")
+            seen += indices
+    assert sorted(seen) == list(range(N))
+
+
+def test_the_global_generators_give_the_same_batches_for_1_and_3_workers(data):
+    pytest.importorskip("torch")
+    runs = []
+    for workers in (1, 3):
+        loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=workers, shuffle=True, seed=9,
+                               framework="numpy", transform=transforms.globals_drawn, fields=["label"])
+        runs.append(collect(loader, epoch=1))
+    assert [i for i, _ in runs[0]] == [i for i, _ in runs[1]]
+    for (_, a), (_, b) in zip(*runs):
+        for name in ("np", "py", "torch", "rng", "label"):
+            np.testing.assert_array_equal(a[name], b[name])
+    # and as the plain loop seeds them
+    import torch  # noqa: F401 - torch's generator is seeded only where torch is imported
+    indices, batch = runs[0][0]
+    with h5py.File(data["fixed"]) as f:
+        want = reference(transforms.globals_drawn, {"label": f["label"][indices[0]]}, 9, 1, indices[0])
+    for name in ("np", "py", "torch", "rng"):
+        np.testing.assert_array_equal(batch[name][0], np.asarray(want[name]))
+
+
+def test_a_pipeline_runs_before_the_transform(data):
+    loader = stoker.Loader(data["jpegs"], pipeline="data=decode(16,20)", batch_size=5, num_workers=2,
+                           framework="numpy", transform=transforms.decoded_mean)
+    plain = stoker.Loader(data["jpegs"], pipeline="data=decode(16,20)", batch_size=5, framework="numpy")
+    got = collect(loader)
+    for (indices, batch), (_, decoded) in zip(got, collect(plain)):
+        np.testing.assert_allclose(batch["mean"], decoded["data"].reshape(len(indices), -1, 3).mean(axis=1),
+                                   rtol=1e-6)
+
+
+def test_an_lmdb_bytes_field_arrives_as_a_read_only_array(data):
+    seen = []
+    loader = stoker.Loader(data["plain_lmdb"], batch_size=7, num_workers=2, framework="numpy",
+                           transform=functools.partial(_length_and_sum))
+    env = lmdb.open(str(data["plain_lmdb"]), readonly=True, lock=False)
+    with env.begin() as txn:
+        for indices, batch in collect(loader):
+            for k, i in enumerate(indices):
+                value = np.frombuffer(txn.get(str(i).encode()), dtype=np.uint8)
+                assert batch["n"][k] == len(value)
+                assert batch["sum"][k] == int(value.sum())
+                seen.append(i)
+    assert sorted(seen) == list(range(N))
+
+
+def _length_and_sum(sample, rng):
+    value = next(iter(sample.values()))
+    assert not value.flags.writeable
+    return {"n": np.int64(len(value)), "sum": np.int64(value.sum())}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_ragged_field_arrives_as_values_and_offsets(data, workers):
+    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=workers, framework="numpy",
+                           transform=transforms.tokens, ragged=["tokens"], fields=["label"])
+    with h5py.File(data["fixed"]) as f:
+        for indices, batch in collect(loader):
+            assert batch["tokens"].dtype == np.int32
+            offsets = batch["tokens.offsets"]
+            assert len(offsets) == len(indices) + 1 and offsets[0] == 0
+            for k, i in enumerate(indices):
+                want = transforms.tokens({"label": f["label"][i]}, None)["tokens"]
+                np.testing.assert_array_equal(batch["tokens"][offsets[k]:offsets[k + 1]], want)
+
+
+def test_a_ragged_field_of_rows_counts_its_offsets_in_rows(data):
+    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy",
+                           transform=transforms.boxes, ragged={"boxes": 3}, fields=["label"])
+    with h5py.File(data["fixed"]) as f:
+        for indices, batch in collect(loader):
+            assert batch["boxes"].shape[1:] == (4,)
+            offsets = batch["boxes.offsets"]
+            for k, i in enumerate(indices):
+                want = transforms.boxes({"label": f["label"][i]}, None)["boxes"]
+                np.testing.assert_array_equal(batch["boxes"][offsets[k]:offsets[k + 1]], want)
+
+
+def test_declared_fields_skip_the_learning_and_a_callable_instance_pickles(data):
+    loader = stoker.Loader(data["fixed"], batch_size=9, num_workers=2, framework="numpy", fields=["x"],
+                           transform=transforms.Scale(3.0), transform_output={"x": ("float32", (4,))})
+    with h5py.File(data["fixed"]) as f:
+        for indices, batch in collect(loader):
+            for k, i in enumerate(indices):
+                np.testing.assert_array_equal(batch["x"][k], f["x"][i] * 3)
+
+
+def test_the_transform_runs_in_the_workers(data):
+    loader = stoker.Loader(data["fixed"], batch_size=50, num_workers=2, framework="numpy", fields=["label"],
+                           transform=transforms.pid)
+    pids = {int(p) for _, batch in collect(loader) for p in batch["pid"]}
+    assert pids <= set(loader.worker_pids()) and os.getpid() not in pids
+
+
+def test_resume_with_other_workers_and_batch_size_gives_the_rest_transformed_alike(data):
+    kwargs = dict(shuffle=True, seed=4, framework="numpy", transform=transforms.noisy, fields=["image", "label"])
+    whole = {i: b for indices, batch in collect(stoker.Loader(data["fixed"], batch_size=10, num_workers=1, **kwargs))
+             for i, b in zip(indices, batch["image"])}
+    first = stoker.Loader(data["fixed"], batch_size=10, num_workers=1, **kwargs)
+    it = iter(first)
+    delivered = []
+    for _ in range(5):
+        next(it)
+        delivered += list(it.indices)
+    state = first.state_dict()
+    first.close()
+    second = stoker.Loader(data["fixed"], batch_size=7, num_workers=3, **kwargs)
+    second.load_state_dict(state)
+    it = iter(second)
+    rest = []
+    for batch in it:
+        for i, image in zip(it.indices, batch["image"]):
+            np.testing.assert_array_equal(image, whole[i])
+            rest.append(i)
+    assert sorted(delivered + rest) == list(range(N))
+
+
+def test_an_exception_names_the_sample_and_carries_its_traceback(data):
+    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=2, framework="numpy", fields=["label"],
+                           transform=transforms.raises_on_17)
+    with pytest.raises(stoker.Error) as e:
+        collect(loader)
+    assert e.value.code == "transform"
+    text = str(e.value)
+    assert "sample 17" in text and "ValueError: sample seventeen is bad" in text
+    assert "transforms.py" in text and "in raises_on_17" in text
+
+
+def test_a_lambda_is_a_type_error_saying_what_to_do(data):
+    try:
+        import cloudpickle  # noqa: F401
+    except ImportError:
+        with pytest.raises(TypeError, match="cannot be pickled.*top level of a module.*cloudpickle"):
+            stoker.Loader(data["fixed"], num_workers=1, transform=lambda s, r: s)
+    else:
+        loader = stoker.Loader(data["fixed"], num_workers=1, framework="numpy", fields=["label"],
+                               transform=lambda s, r: {"twice": s["label"] * 2})
+        assert collect(loader)[0][1]["twice"][0] == -100
+
+
+def test_a_shape_that_changes_is_named(data):
+    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"],
+                           transform=transforms.shape_changes)
+    with pytest.raises(stoker.Error, match=r"sample 50: the transform returned field 'x' as f32\[3\], not f32\[2\] as declared"):
+        collect(loader)
+
+
+def test_a_wrong_return_type_is_named(data):
+    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"],
+                           transform=transforms.wrong_type)
+    with pytest.raises(stoker.Error, match="sample 17: the transform returned list, not a dict of fields"):
+        collect(loader)
+    with pytest.raises(stoker.Error, match="field 'name' is str: return numpy arrays"):
+        stoker.Loader(data["fixed"], num_workers=1, fields=["label"], transform=transforms.returns_str_field)
+
+
+def test_a_transform_that_exits_is_a_worker_death_and_the_sample_is_named(data):
+    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=2, framework="numpy", fields=["label"],
+                           transform=transforms.exits_on_17, max_respawns=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(stoker.Error) as e:
+            collect(loader)
+    assert e.value.code == "worker_died"
+    assert "batch 2" in str(e.value)
+
+
+def test_a_killed_worker_is_replaced_and_the_data_is_the_same(data):
+    kwargs = dict(batch_size=4, framework="numpy", fields=["label"], transform=transforms.slow, shuffle=True, seed=2)
+    want = collect(stoker.Loader(data["fixed"], num_workers=2, **kwargs))
+    loader = stoker.Loader(data["fixed"], num_workers=2, **kwargs)
+    it = iter(loader)
+    got = []
+    with pytest.warns(stoker.StokerWarning, match="respawn|died|killed"):
+        for n, batch in enumerate(it):
+            if n == 3:
+                os.kill(loader.worker_pids()[1], signal.SIGKILL)
+            got.append((list(it.indices), np.array(batch["label"])))
+    assert [i for i, _ in got] == [i for i, _ in want]
+    for (_, a), (_, b) in zip(got, want):
+        np.testing.assert_array_equal(a, b["label"])
+
+
+def test_a_transform_that_kills_the_learning_process_is_named(data):
+    with pytest.raises(stoker.Error, match="sample 0 to learn its fields ended with exit status 3") as e:
+        stoker.Loader(data["fixed"], num_workers=1, fields=["label"], transform=_exits_at_once)
+    assert e.value.code == "transform"
+
+
+def _exits_at_once(sample, rng):
+    os._exit(3)

@@ -1,0 +1,83 @@
+"""Transforms the tests hand to stoker.Loader(transform=...): module-level, so that they pickle by
+reference and the workers' interpreter imports them from here."""
+import os
+import random
+import time
+
+import numpy as np
+
+
+def noisy(sample, rng):
+    """Changes a field's dtype, keeps one, adds one, drops one; draws from rng."""
+    image = sample["image"].astype(np.float32) / 255 + rng.normal(size=sample["image"].shape).astype(np.float32)
+    return {"image": image, "label": sample["label"], "weight": np.float32(0.5)}
+
+
+def globals_drawn(sample, rng):
+    """Draws from every global generator a worker seeds."""
+    import torch
+    return {"label": sample["label"], "np": np.float64(np.random.rand()), "py": random.random(),
+            "torch": torch.rand(3), "rng": rng.integers(0, 1 << 30, size=2)}
+
+
+def tokens(sample, rng):
+    """A ragged field: label % 7 token ids."""
+    n = int(sample["label"]) % 7
+    return {"tokens": np.arange(n, dtype=np.int32) + int(sample["label"]), "label": sample["label"]}
+
+
+def boxes(sample, rng):
+    """A ragged field of rows: label % 4 boxes of 4 floats."""
+    n = int(sample["label"]) % 4
+    return {"boxes": np.full((n, 4), float(sample["label"]), dtype=np.float32)}
+
+
+def pid(sample, rng):
+    return {"pid": np.int64(os.getpid()), "label": sample["label"]}
+
+
+def decoded_mean(sample, rng):
+    """After a pipeline: the decoded image's channel means."""
+    return {"mean": sample["data"].reshape(-1, 3).mean(axis=0)}
+
+
+def raises_on_17(sample, rng):
+    if int(sample["label"]) == 17 * 3 - 50:
+        raise ValueError("sample seventeen is bad")
+    return {"label": sample["label"]}
+
+
+def shape_changes(sample, rng):
+    n = 2 if int(sample["label"]) < 100 else 3
+    return {"x": np.zeros(n, dtype=np.float32)}
+
+
+def wrong_type(sample, rng):
+    if int(sample["label"]) > 0:
+        return [sample["label"]]
+    return {"label": sample["label"]}
+
+
+def returns_str_field(sample, rng):
+    return {"label": sample["label"], "name": "a str"}
+
+
+def exits_on_17(sample, rng):
+    if int(sample["label"]) == 17 * 3 - 50:
+        os._exit(3)
+    return {"label": sample["label"]}
+
+
+def slow(sample, rng):
+    time.sleep(0.01)
+    return {"label": sample["label"]}
+
+
+class Scale:
+    """A callable instance: pickles with its state."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, sample, rng):
+        return {"x": sample["x"] * self.factor}

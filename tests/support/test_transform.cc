@@ -1,0 +1,44 @@
+#include "tests/support/test_transform.h"
+
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "stoker/error.h"
+
+namespace stoker::test {
+namespace {
+
+class TwiceAndIds final : public SampleTransform {
+ public:
+  explicit TwiceAndIds(std::int64_t factor) : factor_(factor) {}
+  void apply(std::span<const SampleField> in, std::uint64_t, std::uint64_t index, SampleSink& out) override {
+    if (factor_ == 7 && index == 13) throw Error(ErrorCode::transform, "thirteen");
+    std::int64_t label = 0;
+    for (const SampleField& f : in) {
+      if (f.name == "label") std::memcpy(&label, f.data.data(), sizeof label);
+    }
+    const std::int64_t twice = label * 2 * factor_;
+    out.put({"twice", DType::i64, {}, std::as_bytes(std::span(&twice, 1))});
+    const std::vector<std::int32_t> ids(index % 5, static_cast<std::int32_t>(index));
+    const std::int64_t n = static_cast<std::int64_t>(ids.size());
+    out.put({"ids", DType::i32, {&n, 1}, std::as_bytes(std::span(ids))});
+  }
+
+ private:
+  std::int64_t factor_;
+};
+
+}  // namespace
+
+std::shared_ptr<SampleTransform> twice_and_ids(std::int64_t factor) { return std::make_shared<TwiceAndIds>(factor); }
+
+std::vector<TransformField> twice_and_ids_fields() {
+  return {{"twice", DType::i64, {}, false, 0}, {"ids", DType::i32, {1}, true, 64}};
+}
+
+void serve_test_transform_host() {
+  serve_transform_host([](const std::string& payload) { return twice_and_ids(std::stoll(payload)); }, {});
+}
+
+}  // namespace stoker::test
