@@ -40,7 +40,7 @@ Delivery plan_delivery(const Options& o, const Schema& pipelines_output, const P
 }
 
 DatasetSpec dataset_spec(const Options& o, const formats::ReaderOptions& reader_options, const Schema& found,
-                         std::optional<DatasetIdentity> identity, const Delivery& delivery) {
+                         const std::optional<DatasetIdentity>& identity, const Delivery& delivery) {
   DatasetSpec dataset;
   dataset.path = o.source;
   dataset.reader_options = reader_options;
@@ -49,7 +49,7 @@ DatasetSpec dataset_spec(const Options& o, const formats::ReaderOptions& reader_
   dataset.seed = o.seed;
   dataset.limits = OpLimits{o.max_image_pixels};
   dataset.on_decode_error = o.on_decode_error;
-  dataset.identity = std::move(identity);
+  dataset.identity = identity;
   const Transform& t = o.transform;
   if (!t.enabled()) return dataset;
   dataset.transform = t.fields;

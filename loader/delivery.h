@@ -28,6 +28,6 @@ Delivery plan_delivery(const Options& options, const Schema& pipelines_output, c
 // What every worker is given: the dataset `reader_options` open and the schema found there, the
 // pipelines and the transform.
 DatasetSpec dataset_spec(const Options& options, const formats::ReaderOptions& reader_options, const Schema& found,
-                         std::optional<DatasetIdentity> identity, const Delivery& delivery);
+                         const std::optional<DatasetIdentity>& identity, const Delivery& delivery);
 
 }  // namespace stoker::detail

@@ -86,12 +86,19 @@ struct Transform {
   bool enabled() const noexcept { return !fields.empty(); }
 };
 
+// What a host's interpreter does around each fork of a worker (CPython: PyOS_BeforeFork,
+// PyOS_AfterFork_Parent, PyOS_AfterFork_Child): its locks and at-fork handlers kept consistent.
+struct ForkHooks {
+  std::function<void()> before;  // in the host, before fork
+  std::function<void()> parent;  // in the host, after fork (whether or not it succeeded)
+  std::function<void()> child;   // in the worker, first
+};
+
 // In a program started as a transform host (Transform::host): receives the Loader's setup, calls
-// `factory(payload)` once, then forks the workers, each of which calls `after_fork_child` first
-// (an interpreter's own bookkeeping after fork), and serves them. Never returns; throws
-// stoker::Error (ErrorCode::invalid_option) in a process that was not started as a fork server.
+// `factory(payload)` once, then forks the workers, around each fork calling `hooks`, and serves
+// them. Never returns; throws stoker::Error (ErrorCode::invalid_option) in a process that was not
+// started as a fork server.
 using TransformFactory = std::function<std::shared_ptr<SampleTransform>(const std::string& payload)>;
-[[noreturn]] STOKER_API void serve_transform_host(const TransformFactory& factory,
-                                                  const std::function<void()>& after_fork_child);
+[[noreturn]] STOKER_API void serve_transform_host(const TransformFactory& factory, const ForkHooks& hooks = {});
 
 }  // namespace stoker

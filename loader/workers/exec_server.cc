@@ -62,7 +62,7 @@ void receive(int sock) {
 
 }  // namespace
 
-void serve_exec_fork_server(int sock, const TransformFactory* factory, const std::function<void()>* after_fork_child) {
+void serve_exec_fork_server(int sock, const TransformFactory* factory, const ForkHooks* hooks) {
   try {
     receive(sock);
     const DatasetSpec& d = served().setup.dataset;
@@ -84,14 +84,13 @@ void serve_exec_fork_server(int sock, const TransformFactory* factory, const std
   const Served& s = served();
   std::vector<int> keep;
   for (std::size_t i = 2; i < s.fds.size(); ++i) keep.push_back(s.fds[i].get());
-  const std::function<void(std::uint32_t)> worker_main = [after_fork_child](std::uint32_t w) {
-    if (after_fork_child && *after_fork_child) (*after_fork_child)();
+  const std::function<void(std::uint32_t)> worker_main = [](std::uint32_t w) {
     const Served& in = served();
     in.segment.prefault();
     run_worker(WorkerContext{in.layout.get(), in.segment.data(), in.segment.size(), w, in.fds[kSetupFixedFds + w].get(),
                              in.fds[2].get(), in.fds[1].get(), &in.setup.dataset});
   };
-  serve(sock, s.fds[1].get(), s.setup.ring.num_workers, worker_main, std::move(keep));
+  serve(sock, s.fds[1].get(), s.setup.ring.num_workers, worker_main, std::move(keep), hooks);
 }
 
 }  // namespace stoker::detail

@@ -12,8 +12,8 @@ namespace stoker::detail {
 // In a process exec'd as a fork server: everything that can fail is checked before serving and
 // reported to the loader (fail_setup); never returns. A transform host (serve_transform_host)
 // passes its factory, which rebuilds the setup's transform before any worker is forked, and what
-// each worker calls first; a plain fork server refuses a setup with a transform.
+// its interpreter does around each fork; a plain fork server refuses a setup with a transform.
 [[noreturn]] void serve_exec_fork_server(int sock, const TransformFactory* factory = nullptr,
-                                         const std::function<void()>* after_fork_child = nullptr);
+                                         const ForkHooks* hooks = nullptr);
 
 }  // namespace stoker::detail

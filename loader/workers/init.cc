@@ -31,7 +31,7 @@ void set_worker_executable(const std::string& path) { detail::set_worker_program
 
 std::string worker_executable() { return detail::worker_program(); }
 
-void serve_transform_host(const TransformFactory& factory, const std::function<void()>& after_fork_child) {
+void serve_transform_host(const TransformFactory& factory, const ForkHooks& hooks) {
   const char* sock = std::getenv(detail::kForkServerEnv);
   if (!sock) {
     throw Error(ErrorCode::invalid_option,
@@ -40,7 +40,7 @@ void serve_transform_host(const TransformFactory& factory, const std::function<v
   }
   const int fd = std::atoi(sock);
   ::unsetenv(detail::kForkServerEnv);
-  detail::serve_exec_fork_server(fd, &factory, &after_fork_child);
+  detail::serve_exec_fork_server(fd, &factory, &hooks);
 }
 
 bool clean_workers() noexcept {

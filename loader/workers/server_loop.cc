@@ -24,8 +24,9 @@ namespace {
 
 class Server {
  public:
-  Server(int sock, int lifeline, int sigfd, std::uint32_t n, const std::function<void(std::uint32_t)>& worker_main)
-      : sock_(sock), lifeline_(lifeline), sigfd_(sigfd), worker_main_(worker_main), workers_(n, -1) {}
+  Server(int sock, int lifeline, int sigfd, std::uint32_t n, const std::function<void(std::uint32_t)>& worker_main,
+         const ForkHooks* hooks)
+      : sock_(sock), lifeline_(lifeline), sigfd_(sigfd), worker_main_(worker_main), hooks_(hooks), workers_(n, -1) {}
 
   [[noreturn]] void run() {
     for (std::uint32_t w = 0; w < workers_.size(); ++w) {
@@ -72,8 +73,15 @@ class Server {
   // Forks worker w and reports it (spawned, or spawn_failed with the errno); false on failure.
   bool spawn(std::uint32_t w) {
     const pid_t server = ::getpid();
+    if (hooks_ && hooks_->before) hooks_->before();
     const pid_t pid = Env::get().fork();
-    if (pid == 0) run_worker_process(w, server);
+    const int fork_errno = errno;
+    if (pid == 0) {
+      if (hooks_ && hooks_->child) hooks_->child();
+      run_worker_process(w, server);
+    }
+    if (hooks_ && hooks_->parent) hooks_->parent();
+    errno = fork_errno;
     if (pid < 0) {
       send_msg(sock_, Message{MsgType::spawn_failed, w, 0, errno, 0});
       return false;
@@ -153,13 +161,14 @@ class Server {
 
   int sock_, lifeline_, sigfd_;
   const std::function<void(std::uint32_t)>& worker_main_;
+  const ForkHooks* hooks_;
   std::vector<pid_t> workers_;
 };
 
 }  // namespace
 
 void serve(int sock, int lifeline, std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
-           std::vector<int> keep) {
+           std::vector<int> keep, const ForkHooks* hooks) {
   reset_signals();
   sigset_t chld;
   sigemptyset(&chld);
@@ -170,7 +179,7 @@ void serve(int sock, int lifeline, std::uint32_t num_workers, const std::functio
   keep.insert(keep.end(), {sock, lifeline, sigfd});
   close_all_except(keep);
   ::prctl(PR_SET_NAME, "stoker-forksrv");
-  Server server(sock, lifeline, sigfd, num_workers, worker_main);
+  Server server(sock, lifeline, sigfd, num_workers, worker_main, hooks);
   server.run();
 }
 

@@ -7,12 +7,16 @@
 #include <functional>
 #include <vector>
 
+#include "stoker/transform.h"
+
 namespace stoker::detail {
 
 // Resets signals (loader/workers/child_hygiene.h), closes every descriptor but `sock`, `lifeline`
 // and `keep`, forks `num_workers` workers, each running worker_main(w) and exiting 0 when it
-// returns, and serves the loader on `sock` (loader/workers/fork_protocol.h). Never returns.
+// returns, and serves the loader on `sock` (loader/workers/fork_protocol.h). `hooks` (a transform
+// host's interpreter's) are called around each fork of a worker. Never returns.
 [[noreturn]] void serve(int sock, int lifeline, std::uint32_t num_workers,
-                        const std::function<void(std::uint32_t)>& worker_main, std::vector<int> keep);
+                        const std::function<void(std::uint32_t)>& worker_main, std::vector<int> keep,
+                        const ForkHooks* hooks = nullptr);
 
 }  // namespace stoker::detail

@@ -130,12 +130,15 @@ void bind_transform(nb::module_& m) {
     return std::vector<std::uint64_t>(w.begin(), w.end());
   });
   // Never returns: the process serves a Loader's workers until the Loader ends (stoker/transform.h).
-  m.def("_serve_transform_host", [](nb::object build) {
+  m.def("_serve_transform_host", [](const nb::object& build) {
     const stoker::TransformFactory factory = [build](const std::string& payload) {
       return make_py_transform(build(nb::bytes(payload.data(), payload.size())));
     };
-    const std::function<void()> after_fork = [] { PyOS_AfterFork_Child(); };
-    stoker::serve_transform_host(factory, after_fork);
+    // The interpreter's own bookkeeping around fork, as os.fork does it: its locks, and the at-fork
+    // handlers modules registered (h5py's, random's).
+    const stoker::ForkHooks hooks{[] { PyOS_BeforeFork(); }, [] { PyOS_AfterFork_Parent(); },
+                                  [] { PyOS_AfterFork_Child(); }};
+    stoker::serve_transform_host(factory, hooks);
   });
 }
 

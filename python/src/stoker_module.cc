@@ -792,21 +792,21 @@ NB_MODULE(_core, m) {
       .def_rw("staging", &PyOptions::staging)
       // The transform: a Runner (python/stoker/_transform.py) run here without workers, the host's argv
       // and payload for workers, and its fields as (name, dtype, shape, ragged, max_sample_bytes).
-      .def("set_transform",
-           [](PyOptions& p, nb::object runner, std::vector<std::string> host, nb::bytes payload, nb::list fields) {
-             stoker::Transform& t = p.transform;
-             t.local = stoker_py::make_py_transform(std::move(runner));
-             t.host = std::move(host);
-             t.payload.assign(payload.c_str(), payload.size());
-             t.fields.clear();
-             for (nb::handle f : fields) {
-               const auto dtype = stoker::parse_dtype(nb::cast<std::string>(f[1]));
-               if (!dtype) throw stoker::Error(stoker::ErrorCode::invalid_option, "stoker: transform: unknown dtype");
-               t.fields.push_back(stoker::TransformField{nb::cast<std::string>(f[0]), *dtype,
-                                                         nb::cast<std::vector<std::int64_t>>(f[2]),
-                                                         nb::cast<bool>(f[3]), nb::cast<std::uint64_t>(f[4])});
-             }
-           });
+      .def("set_transform", [](PyOptions& p, nb::object runner, std::vector<std::string> host, const nb::bytes& payload,
+                               const nb::list& fields) {
+        stoker::Transform& t = p.transform;
+        t.local = stoker_py::make_py_transform(std::move(runner));
+        t.host = std::move(host);
+        t.payload.assign(payload.c_str(), payload.size());
+        t.fields.clear();
+        for (nb::handle f : fields) {
+          const auto dtype = stoker::parse_dtype(nb::cast<std::string>(f[1]));
+          if (!dtype) throw stoker::Error(stoker::ErrorCode::invalid_option, "stoker: transform: unknown dtype");
+          t.fields.push_back(stoker::TransformField{nb::cast<std::string>(f[0]), *dtype,
+                                                    nb::cast<std::vector<std::int64_t>>(f[2]), nb::cast<bool>(f[3]),
+                                                    nb::cast<std::uint64_t>(f[4])});
+        }
+      });
   stoker_py::bind_transform(m);
 
   nb::class_<PyEpoch>(m, "Epoch", "One epoch's batches, in order: iterate it.")

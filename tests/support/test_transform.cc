@@ -38,7 +38,7 @@ std::vector<TransformField> twice_and_ids_fields() {
 }
 
 void serve_test_transform_host() {
-  serve_transform_host([](const std::string& payload) { return twice_and_ids(std::stoll(payload)); }, {});
+  serve_transform_host([](const std::string& payload) { return twice_and_ids(std::stoll(payload)); });
 }
 
 }  // namespace stoker::test
