@@ -46,6 +46,7 @@ DatasetSpec dataset_spec(const Options& o, const formats::ReaderOptions& reader_
   dataset.reader_options = reader_options;
   dataset.expected = found;
   dataset.pipeline = o.pipeline;
+  dataset.op_libraries = o.op_libraries;
   dataset.seed = o.seed;
   dataset.limits = OpLimits{o.max_image_pixels};
   dataset.on_decode_error = o.on_decode_error;

@@ -17,6 +17,7 @@
 #include "loader/base/posix_error.h"
 #include "loader/delivery.h"
 #include "loader/options_check.h"
+#include "loader/pipeline/op_library.h"
 #include "loader/plan/launcher_env.h"
 #include "loader/shm/ring_sizing.h"
 #include "loader/shm/shm_budget.h"
@@ -101,9 +102,8 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
 
 LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_going) {
   Scanned s;
-  // With workers, the file is first read by a probe process, so that a file HDF5 or LMDB cannot
-  // survive kills that process, not this one (loader/workers/probe.h). Without, the loader reads it
-  // itself, and keeps the reader. No handle stays open here before a fork.
+  // With workers a probe process reads the file first, so that a file HDF5 or LMDB cannot survive kills
+  // it, not this one (loader/workers/probe.h); without, this one reads it. No handle stays open here.
   std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
   if (design_.num_workers == 0) {
@@ -117,6 +117,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   design_.reader_options.shard_samples = probe.shard_samples;        // workers open a shard only to read it
   design_.reader_options.shard_identities = probe.shard_identities;  // and check it is the one counted
   shards_identity_ = shard_set_identity(opt_.source, probe.shard_samples);
+  load_op_libraries(opt_.op_libraries);
   s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed, OpLimits{opt_.max_image_pixels});
   Delivery delivery = plan_delivery(opt_, s.pipelines.output(), probe, design_.num_workers);
   schema_ = delivery.schema;

@@ -104,6 +104,11 @@ struct Options {
   // "jpeg=decode,random_resized_crop(224),flip,to_chw". A field with a pipeline is delivered as
   // its output: a fixed field. Empty: fields are delivered as stored.
   std::string pipeline;
+  // Shared libraries of pipeline operations (STOKER_REGISTER_OP, stoker/pipeline.h), each named by
+  // a path: loaded (dlopen) in this process before the pipelines are built and in the workers, so
+  // that their operations work in `pipeline` without rebuilding stoker or the worker program. A
+  // library that cannot be loaded or registers nothing is an error naming it.
+  std::vector<std::string> op_libraries;
   // Per-sample code of the user's own, run after the pipelines in the workers (or, without
   // workers, in the calling thread): what the Loader delivers is what it returns
   // (stoker/transform.h). Empty fields: none.

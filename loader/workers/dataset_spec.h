@@ -24,6 +24,7 @@ struct DatasetSpec {
   formats::ReaderOptions reader_options;                // `known` unset: `expected` is what was found
   Schema expected;                                      // the reader's schema, found when the loader opened it
   std::string pipeline;                                 // Options::pipeline
+  std::vector<std::string> op_libraries;                // Options::op_libraries, loaded before the pipelines
   std::uint64_t seed = 0;                               // Options::seed, for the pipelines' random numbers
   OpLimits limits;                                      // Options::max_image_pixels, for the pipelines' operations
   OnDecodeError on_decode_error = OnDecodeError::fail;  // Options::on_decode_error

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/core/schema_json.h"
+#include "loader/pipeline/op_library.h"
 #include "loader/workers/reader_options_json.h"
 #include "loader/workers/transform_stage.h"
 #include "stoker/error.h"
@@ -93,11 +94,18 @@ std::vector<std::optional<formats::FileIdentity>> identities_from_json(const jso
 }
 
 Schema delivered_schema(const DatasetSpec& d) {
+  load_op_libraries(d.op_libraries);  // before the pipelines name their operations
   if (!d.transform.empty()) return transform_schema(d.transform, d.expected.num_samples);
   return SamplePipelines(d.pipeline, d.expected, d.seed, d.limits).output();
 }
 
 namespace {
+
+json texts_to_json(const std::vector<std::string>& texts) {
+  json out = json::array();
+  for (const std::string& t : texts) out.push_back(text_to_json(t));
+  return out;
+}
 
 json transform_to_json(const std::vector<TransformField>& fields) {
   json out = json::array();
@@ -130,6 +138,7 @@ std::vector<TransformField> transform_from_json(const json& j) {
 std::string setup_to_json(const DatasetSpec& d, const RingSetup& ring) {
   json j = {{"expected", formats::schema_to_json(formats::StoredSchema{d.expected, true, std::nullopt, {}})},
             {"pipeline", d.pipeline},
+            {"op_libraries", texts_to_json(d.op_libraries)},
             {"seed", d.seed},
             {"max_image_pixels", d.limits.max_image_pixels},
             {"skip_decode_errors", d.on_decode_error == OnDecodeError::skip},
@@ -155,6 +164,7 @@ WorkerSetup setup_from_json(const std::string& text) {
     d.reader_options = get_reader_options(j, d.path);
     d.expected = formats::schema_from_json(j.at("expected").get<std::string>(), "worker setup").schema;
     d.pipeline = j.at("pipeline").get<std::string>();
+    for (const json& l : j.at("op_libraries")) d.op_libraries.push_back(text_from_json(l));
     d.seed = j.at("seed").get<std::uint64_t>();
     d.limits.max_image_pixels = j.at("max_image_pixels").get<std::uint64_t>();
     d.on_decode_error = j.at("skip_decode_errors").get<bool>() ? OnDecodeError::skip : OnDecodeError::fail;

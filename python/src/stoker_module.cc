@@ -196,7 +196,7 @@ struct WarningQueue {
 struct PyOptions {
   std::string source, format = "auto", group, pipeline, order = "sequential", shm_backing = "auto", device = "cpu",
                       staging = "auto", on_decode_error = "fail";
-  std::vector<std::string> fields, sources;
+  std::vector<std::string> fields, sources, op_libraries;
   std::size_t max_open_shards = 64;
   std::string lmdb_keys, lmdb_count_key;
   std::size_t batch_size = 1, num_workers = 0, prefetch = 2, held_batches = 1, prefetch_to_device = 2;
@@ -232,6 +232,7 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   o.fields = p.fields;
   o.group = p.group;
   o.pipeline = p.pipeline;
+  o.op_libraries = p.op_libraries;
   o.max_image_pixels = p.max_image_pixels;
   if (p.on_decode_error == "fail") {
     o.on_decode_error = stoker::OnDecodeError::fail;
@@ -761,6 +762,7 @@ NB_MODULE(_core, m) {
       .def_rw("fields", &PyOptions::fields)
       .def_rw("group", &PyOptions::group)
       .def_rw("pipeline", &PyOptions::pipeline)
+      .def_rw("op_libraries", &PyOptions::op_libraries)
       .def_rw("sources", &PyOptions::sources)
       .def_rw("max_open_shards", &PyOptions::max_open_shards)
       .def_rw("lmdb_keys", &PyOptions::lmdb_keys)

@@ -2,6 +2,7 @@ from typing import Any, Callable, Dict, Iterator, Literal, Optional, Sequence, T
 import os
 
 __version__: str
+cmake_prefix_path: str
 
 class Error(RuntimeError):
     code: str
@@ -60,6 +61,7 @@ class Loader:
         seed_globals: bool = True,
         ragged: Union[None, Sequence[str], Dict[str, int]] = None,
         transform_output: Optional[Dict[str, Tuple[Any, Sequence[Optional[int]]]]] = None,
+        op_libraries: Optional[Sequence[Union[str, os.PathLike]]] = None,
     ) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     def __iter__(self) -> _EpochIterator: ...

@@ -81,6 +81,11 @@ def _options(cfg):
         if not isinstance(pipeline, str):
             pipeline = ";".join(_str("pipeline", p) for p in pipeline)
         o.pipeline = pipeline
+    libraries = cfg["op_libraries"]
+    if libraries is not None:
+        if isinstance(libraries, (str, os.PathLike)) or not hasattr(libraries, "__iter__"):
+            raise TypeError("stoker: op_libraries must be a list of paths")
+        o.op_libraries = [_str("op_libraries", os.fspath(p) if isinstance(p, os.PathLike) else p) for p in libraries]
     o.max_image_pixels = _int("max_image_pixels", cfg["max_image_pixels"], 1, 2**64 - 1)
     on_decode_error = _str("on_decode_error", cfg["on_decode_error"])
     if on_decode_error not in _ON_DECODE_ERROR:
@@ -185,6 +190,9 @@ class Loader:
         A warning that raises (``-W error``) loses no batch: the next call returns it.
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
         the out-of-memory killer takes a worker, which is replaced, before the trainer.
+      op_libraries: paths of shared libraries of C++ pipeline operations (STOKER_REGISTER_OP, built
+        against ``stoker.cmake_prefix_path``): loaded here and in the workers, so that
+        ``pipeline=`` may name their operations.
       transform: a function ``(sample, rng) -> dict`` run in the workers on every sample after the
         pipeline (docs/transform.md): ``sample`` maps each field to a read-only numpy array; it
         returns numpy arrays, CPU torch tensors or numbers, the fields the Loader delivers. It
@@ -221,7 +229,7 @@ class Loader:
                  prefetch_to_device=2, staging="auto", worker_oom_score_adj=500,
                  max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None,
                  held_batches=1, on_decode_error="fail", transform=None, seed_globals=True, ragged=None,
-                 transform_output=None):
+                 transform_output=None, op_libraries=None):
         cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
                    prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
                    group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
@@ -231,7 +239,8 @@ class Loader:
                    worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels,
                    max_open_shards=max_open_shards, lmdb_keys=lmdb_keys, lmdb_count_key=lmdb_count_key,
                    held_batches=held_batches, on_decode_error=on_decode_error, transform=transform,
-                   seed_globals=seed_globals, ragged=ragged, transform_output=transform_output)
+                   seed_globals=seed_globals, ragged=ragged, transform_output=transform_output,
+                   op_libraries=op_libraries)
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None

@@ -74,7 +74,31 @@ std::unique_ptr<Op> make_op(const OpText& t) {
 
 }  // namespace detail
 
+namespace detail {
+
+std::vector<std::string>*& registration_errors() {
+  static std::vector<std::string>* sink = nullptr;
+  return sink;
+}
+
+std::size_t user_op_count() noexcept { return user_ops().size(); }
+
+void collect_registration_errors(std::vector<std::string>* sink) noexcept { registration_errors() = sink; }
+
+}  // namespace detail
+
 bool register_op(const std::string& name, UserOp op) {
+  if (std::vector<std::string>* sink = detail::registration_errors()) {
+    // A library being loaded (op_library.h): its static initialisers must not throw.
+    detail::collect_registration_errors(nullptr);
+    try {
+      register_op(name, std::move(op));
+    } catch (const Error& e) {
+      sink->push_back(e.what());
+    }
+    detail::collect_registration_errors(sink);
+    return true;
+  }
   if (name.empty() || !std::all_of(name.begin(), name.end(),
                                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; })) {
     throw Error(ErrorCode::invalid_option,

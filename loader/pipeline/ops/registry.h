@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loader/pipeline/ops/op.h"
 
@@ -13,5 +14,11 @@ namespace stoker::detail {
 // The operation `text` names, its arguments checked. Throws stoker::Error for an unknown name
 // (listing the operations there are) or bad arguments.
 std::unique_ptr<Op> make_op(const OpText& text);
+
+// The operations users registered.
+std::size_t user_op_count() noexcept;
+// While `sink` is set, register_op() appends what it would throw to `sink` instead: a library's
+// static initialisers (loader/pipeline/ops/op_library.h) must not throw. nullptr: throw again.
+void collect_registration_errors(std::vector<std::string>* sink) noexcept;
 
 }  // namespace stoker::detail
