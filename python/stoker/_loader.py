@@ -336,8 +336,11 @@ class Loader:
         """Counters since the Loader was built: batches, samples, bytes, wait_seconds, workers,
         respawns, depth, shm_bytes, shm_backing, auto_tuning, and on a GPU h2d and gpu_wait;
         skipped_samples (delivered as zeros, on_decode_error="skip", at each delivery) and
-        skipped_indices (the first 1000 distinct such samples' dataset indices)."""
-        return self._core.stats()
+        skipped_indices (the first 1000 distinct such samples' dataset indices); worker_rss_bytes,
+        each worker's resident memory now (VmRSS: what it shares with the others counts in each)."""
+        stats = self._core.stats()
+        stats["worker_rss_bytes"] = [_rss(pid) for pid in self._core.worker_pids()]
+        return stats
 
     @property
     def schema(self) -> list:
@@ -388,6 +391,18 @@ class Loader:
         c = self._config
         return (f"stoker.Loader({c['source']!r}, batch_size={c['batch_size']}, "
                 f"num_workers={c['num_workers']}, device={c['device']!r})")
+
+
+def _rss(pid):
+    """Process pid's resident bytes (0 when it has ended)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _rebuild(config, epoch, pending):

@@ -249,3 +249,66 @@ def test_a_transform_that_kills_the_learning_process_is_named(data):
 
 def _exits_at_once(sample, rng):
     os._exit(3)
+
+
+def test_a_transform_stuck_past_timeout_is_a_stuck_worker(data):
+    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"],
+                           transform=transforms.hangs_on_17, timeout=1, max_respawns=0)
+    with pytest.raises(stoker.Error) as e:
+        collect(loader)
+    assert e.value.code in ("worker_stuck", "worker_died")
+    assert "batch 2" in str(e.value)
+
+
+def test_ctrl_c_during_a_slow_transform_raises_keyboard_interrupt_and_leaves_nothing(data):
+    import subprocess
+    import sys
+    import textwrap
+    from test_faults import gone, shm_entries
+    before = shm_entries()
+    code = f"""
+        import os, sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import stoker, transforms
+        loader = stoker.Loader({str(data['fixed'])!r}, batch_size=1, num_workers=1, fields=["label"],
+                               transform=transforms.sleeps_long, transform_output={{"label": ("int64", ())}})
+        pids = loader.worker_pids()
+        host = int(open(f"/proc/{{pids[0]}}/stat").read().rsplit(")", 1)[1].split()[1])
+        print(" ".join(map(str, pids + [host])), flush=True)
+        try:
+            print("waiting", flush=True)
+            for batch in loader:
+                pass
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            del loader
+            sys.exit(0)
+        sys.exit(3)
+    """
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True)
+    pids = [int(x) for x in p.stdout.readline().split()]
+    assert p.stdout.readline().strip() == "waiting"
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0 and "interrupted" in out
+    for pid in pids:
+        assert gone(pid), f"process {pid} (a worker or the transform's host) outlived its loader"
+    assert shm_entries() <= before
+
+
+def test_a_loader_with_a_transform_pickles_and_runs_where_it_is_unpickled(data):
+    import pickle
+    loader = stoker.Loader(data["fixed"], batch_size=16, num_workers=1, shuffle=True, seed=5, framework="numpy",
+                           transform=transforms.noisy, fields=["image", "label"])
+    again = pickle.loads(pickle.dumps(loader))
+    for (i, a), (j, b) in zip(collect(loader), collect(again)):
+        assert i == j
+        np.testing.assert_array_equal(a["image"], b["image"])
+
+
+def test_memfd_in_place_of_a_small_dev_shm_and_the_workers_rss(data):
+    loader = stoker.Loader(data["fixed"], batch_size=16, num_workers=2, framework="numpy", shm_backing="memfd",
+                           transform=transforms.noisy, fields=["image", "label"])
+    assert sorted(i for indices, _ in collect(loader) for i in indices) == list(range(N))
+    rss = loader.stats()["worker_rss_bytes"]
+    assert len(rss) == 2 and all(r > 1 << 20 for r in rss)

@@ -81,3 +81,14 @@ class Scale:
 
     def __call__(self, sample, rng):
         return {"x": sample["x"] * self.factor}
+
+
+def sleeps_long(sample, rng):
+    time.sleep(30)
+    return {"label": sample["label"]}
+
+
+def hangs_on_17(sample, rng):
+    if int(sample["label"]) == 17 * 3 - 50:
+        time.sleep(3600)
+    return {"label": sample["label"]}
