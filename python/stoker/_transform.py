@@ -4,6 +4,7 @@ The trainer pickles the function, learns what it returns from the first sample i
 own (unless declared), and hands the C++ Loader a Runner (used without workers) and the argv of a
 host: an exec of this interpreter that rebuilds the Runner once from the pickle, then forks the
 workers, which share the modules it imported."""
+import importlib
 import json
 import os
 import pickle
@@ -192,7 +193,7 @@ def _learn(cfg, payload, timeout):
     if "error" in answer:
         raise Error(f"stoker: transform: on sample 0 (run to learn what it returns): {answer['error']}",
                     answer.get("code", "transform"))
-    return answer["fields"]
+    return answer["fields"], answer.get("imports", [])
 
 
 def _python_argv(code):
@@ -231,7 +232,10 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
     data, pickler = _pickled(transform)
     payload = pickle.dumps({"fn": data, "pickler": pickler, "sys_path": list(sys.path), "main": _main_path(data),
                             "seed": cfg["seed"], "seed_globals": seed_globals})
-    learned = _declared(transform_output) if transform_output is not None else _learn(cfg, payload, timeout)
+    if transform_output is not None:
+        learned, imports = _declared(transform_output), []
+    else:
+        learned, imports = _learn(cfg, payload, timeout)
     fields = []
     for name, dtype, shape, sample_bytes in learned:
         is_ragged = name in ragged or (shape and shape[0] is None)
@@ -257,7 +261,7 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
     names = [f[0] for f in fields]
     runner = Runner(transform, cfg["seed"], names, seed_globals)
     host = _python_argv("from stoker import _transform; _transform.host_main()")
-    payload = pickle.dumps({**pickle.loads(payload), "names": names})
+    payload = pickle.dumps({**pickle.loads(payload), "names": names, "imports": imports})
     options.set_transform(runner, host, payload, fields)
     return fields
 
@@ -274,6 +278,11 @@ def _build(payload):
     if cfg["pickler"] == "cloudpickle":
         import cloudpickle  # noqa: F401 - what its pickles load with
     fn = pickle.loads(cfg["fn"])
+    for module in cfg.get("imports", ()):
+        try:  # what the function imported when it ran on sample 0: once here, shared by the workers
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the function imports it again, and says why if it cannot
+            pass
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)  # as DataLoader's workers: one thread each
@@ -313,6 +322,7 @@ def learn_main():
             sample[name].setflags(write=False)
         runner = _build(request["payload"])
         seed_generators(seed_words(runner.seed, 0, 0), runner._bits, runner.seed_globals)
+        before = set(sys.modules)
         try:
             result = runner.fn(sample, runner.rng)
         except Exception as e:  # noqa: BLE001
@@ -326,7 +336,10 @@ def learn_main():
                 for name, value in result.items():
                     a = _array(numpy, name, value)
                     fields.append((name, a.dtype.name, list(a.shape), a.nbytes))
-                answer = {"fields": fields}
+                # What the call imported (torch inside the function, say): the host imports it
+                # before it forks, so that the workers share it instead of each importing it.
+                imported = sorted({m.split(".")[0] for m in set(sys.modules) - before if not m.startswith("_")})
+                answer = {"fields": fields, "imports": imported}
     except _Refused as e:
         answer = {"error": str(e)}
     except Error as e:
