@@ -63,25 +63,22 @@ bool is_tagged_bfloat16(const H5::DataType& type) {
   return type.getSize() == 2 && (tag == "bfloat16" || tag == "bf16");
 }
 
-// Variable-length u8 (h5py's vlen_dtype(np.uint8)): a bytes field.
-bool is_vlen_u8(const H5::VarLenType& type) {
-  const H5::DataType base = type.getSuper();
-  return base.getClass() == H5T_INTEGER && base.getSize() == 1 && H5Tget_sign(base.getId()) == H5T_SGN_NONE;
+// Variable-length numbers (h5py's vlen_dtype(np.uint8), vlen_dtype(np.int32)): a bytes field of
+// their little-endian bytes.
+bool is_vlen_numbers(const H5::VarLenType& type) {
+  const H5T_class_t c = type.getSuper().getClass();
+  return c == H5T_INTEGER || c == H5T_FLOAT;
 }
 
 // Why a type of class `cls` that is none of the above is not delivered.
 std::string why_not(const H5::DataSet& dset, H5T_class_t cls) {
   switch (cls) {
-    case H5T_STRING: return "strings, not numbers";
     case H5T_VLEN: {
       const H5::DataType base = dset.getVarLenType().getSuper();
       const H5T_class_t c = base.getClass();
       return fmt::format(
-          "variable-length data of {}-byte {} elements; stoker reads variable-length u8 as a bytes field",
-          base.getSize(),
-          c == H5T_INTEGER ? "integer"
-          : c == H5T_FLOAT ? "float"
-                           : "non-numeric");
+          "variable-length data of {}-byte {} elements; stoker reads variable-length numbers as a bytes field",
+          base.getSize(), c == H5T_STRING ? "string" : "non-numeric");
     }
     case H5T_COMPOUND: return "a compound type, not numbers";
     case H5T_OPAQUE: return "opaque bytes, not numbers";
@@ -105,8 +102,14 @@ TypeMatch match_type(const H5::DataSet& dset) {
     m.dtype = cls == H5T_ENUM ? DType::b8 : DType::bf16;
     return m;
   }
-  if (cls == H5T_VLEN && is_vlen_u8(dset.getVarLenType())) {
+  if (cls == H5T_VLEN && is_vlen_numbers(dset.getVarLenType())) {
     m.vlen_bytes = true;
+    m.bytes_source = BytesSource::vlen_numbers;
+    return m;
+  }
+  if (cls == H5T_STRING) {
+    m.vlen_bytes = true;
+    m.bytes_source = dset.getStrType().isVariableStr() ? BytesSource::vlen_string : BytesSource::fixed_string;
     return m;
   }
   m.why = why_not(dset, cls);

@@ -177,14 +177,16 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
   const std::string p = tmp.path("bad.h5");
   {
     test::H5Builder f(p);
-    std::vector<Bytes> floats(4, Bytes(8));
-    f.vlen("vec", floats, H5T_NATIVE_FLOAT);
+    std::vector<Bytes> opaque(4, Bytes(8));
+    const hid_t four_bytes = H5Tcreate(H5T_OPAQUE, 4);
+    f.vlen("vec", opaque, four_bytes);
+    H5Tclose(four_bytes);
   }
   Options o;
   o.source = p;
   expect_error(ErrorCode::dataset, [&] { Loader l(o); },
-               {"'vec' (variable-length data of 4-byte float elements; stoker reads variable-length u8 as a "
-                "bytes field)"});
+               {"'vec' (variable-length data of 4-byte non-numeric elements; stoker reads variable-length numbers "
+                "as a bytes field)"});
   {
     test::H5Builder f(p);
     f.group("data");

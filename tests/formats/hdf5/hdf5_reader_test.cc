@@ -152,6 +152,27 @@ TEST(Hdf5Reader, DefaultFieldsAreEveryRootDatasetAndNoneIsDroppedSilently) {
   EXPECT_EQ(r.schema().fields[0].name, "zeta");
   // A dataset stoker cannot deliver is an error naming it, never a field quietly left out.
   {
+    RawH5 f(tmp.path("compound.h5"));
+    f.dataset("label", H5T_STD_I64LE, {20});
+    hid_t pair = H5Tcreate(H5T_COMPOUND, 8);
+    H5Tinsert(pair, "a", 0, H5T_STD_I32LE);
+    H5Tinsert(pair, "b", 4, H5T_STD_I32LE);
+    f.dataset("pairs", pair, {20});
+    H5Tclose(pair);
+  }
+  try {
+    formats::hdf5_schema(tmp.path("compound.h5"));
+    FAIL() << "a compound dataset was left out silently";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dataset) << e.what();
+    EXPECT_THAT(e.what(),
+                HasSubstr("cannot deliver every dataset of the root group: 'pairs' (a compound type, not numbers)"));
+    EXPECT_THAT(e.what(), HasSubstr("name the fields to load"));
+    EXPECT_THAT(e.what(), HasSubstr("datasets in the root group: label, pairs"));
+  }
+  EXPECT_EQ(formats::hdf5_schema(tmp.path("compound.h5"), {"label"}).fields.size(), 1u);
+  // Strings are delivered as bytes fields (their values: tests/python/test_text.py).
+  {
     RawH5 f(tmp.path("strings.h5"));
     f.dataset("label", H5T_STD_I64LE, {20});
     hid_t str = H5Tcopy(H5T_C_S1);
@@ -159,16 +180,9 @@ TEST(Hdf5Reader, DefaultFieldsAreEveryRootDatasetAndNoneIsDroppedSilently) {
     f.dataset("names", str, {20});
     H5Tclose(str);
   }
-  try {
-    formats::hdf5_schema(tmp.path("strings.h5"));
-    FAIL() << "a string dataset was left out silently";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::dataset) << e.what();
-    EXPECT_THAT(e.what(), HasSubstr("cannot deliver every dataset of the root group: 'names' (strings, not numbers)"));
-    EXPECT_THAT(e.what(), HasSubstr("name the fields to load"));
-    EXPECT_THAT(e.what(), HasSubstr("datasets in the root group: label, names"));
-  }
-  EXPECT_EQ(formats::hdf5_schema(tmp.path("strings.h5"), {"label"}).fields.size(), 1u);
+  const Schema strings = formats::hdf5_schema(tmp.path("strings.h5"));
+  ASSERT_EQ(strings.fields.size(), 2u);
+  EXPECT_EQ(strings.fields[1].describe(), "names: bytes");
 }
 
 // bfloat16 as a 2-byte opaque type tagged "bfloat16" (docs/hdf5.md): delivered as its bytes.
@@ -275,13 +289,14 @@ TEST(Hdf5Reader, BadInputsGiveClearErrors) {
   expect_error(ErrorCode::dataset, open, {p, "dataset 'empty'", "empty"});
   {
     RawH5 f(p);
-    hid_t str = H5Tcopy(H5T_C_S1);
-    H5Tset_size(str, 8);
-    f.dataset("names", str, {20});
-    H5Tclose(str);
+    hid_t pair = H5Tcreate(H5T_COMPOUND, 8);
+    H5Tinsert(pair, "a", 0, H5T_STD_I32LE);
+    H5Tinsert(pair, "b", 4, H5T_STD_I32LE);
+    f.dataset("pairs", pair, {20});
+    H5Tclose(pair);
   }
   expect_error(ErrorCode::dataset, open,
-               {p, "cannot deliver every dataset of the root group: 'names' (strings, not numbers)"});
+               {p, "cannot deliver every dataset of the root group: 'pairs' (a compound type, not numbers)"});
 }
 
 // Where the chunk of dataset 'image' holding sample `row` is stored: (address, bytes).
