@@ -7,7 +7,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,63 @@
 
 namespace stoker_py {
 namespace {
+
+// numpy's PCG64 state (numpy/random/src/pcg64/pcg64.h), written where its ctypes interface says
+// it is: the same as assigning PCG64.state, without building the dict. The package checks the
+// layout against that assignment once per Runner (python/stoker/_transform.py) and passes 0 when it
+// differs.
+struct alignas(16) Uint128 {  // numpy's pcg128_t, a native 128-bit integer: low word first (x86-64, arm64)
+  std::uint64_t low, high;
+};
+struct Pcg64Random {
+  Uint128 state;
+  Uint128 inc;
+};
+struct Pcg64State {
+  Pcg64Random* pcg_state;
+  int has_uint32;
+  std::uint32_t uinteger;
+};
+
+void write_pcg_state(std::uintptr_t address, const std::array<std::uint64_t, 4>& w) noexcept {
+  auto* s = reinterpret_cast<Pcg64State*>(address);  // NOLINT(performance-no-int-to-ptr): numpy gives an int
+  s->pcg_state->state = {w[1], w[0]};
+  s->pcg_state->inc = {w[3] | 1, w[2]};
+  s->has_uint32 = 0;
+  s->uinteger = 0;
+}
+
+// CPython's random.Random: its C part (Modules/_randommodule.c, RandomObject) after the object's
+// header, seeded as random.seed(n) seeds it for 0 <= n < 2**32 (init_by_array with the key {n}).
+// The package checks this against random.seed() once per Runner and passes 0 when it differs.
+struct MtRandom {
+  PyObject_HEAD int index;
+  std::uint32_t state[624];
+};
+
+void seed_python_random(std::uintptr_t address, std::uint32_t n) noexcept {
+  auto* random = reinterpret_cast<MtRandom*>(address);  // NOLINT(performance-no-int-to-ptr): Python's id()
+  std::uint32_t* mt = random->state;
+  mt[0] = 19650218u;  // init_genrand(19650218)
+  for (std::uint32_t i = 1; i < 624; ++i) mt[i] = 1812433253u * (mt[i - 1] ^ (mt[i - 1] >> 30)) + i;
+  std::uint32_t i = 1;
+  for (int k = 624; k; --k) {  // init_by_array(key = {n}, length 1)
+    mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1664525u)) + n;
+    if (++i >= 624) {
+      mt[0] = mt[623];
+      i = 1;
+    }
+  }
+  for (int k = 623; k; --k) {
+    mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1566083941u)) - i;
+    if (++i >= 624) {
+      mt[0] = mt[623];
+      i = 1;
+    }
+  }
+  mt[0] = 0x80000000u;
+  random->index = 624;
+}
 
 // SplitMix64's output function of z + its increment: what the seed rule is made of
 // (docs/transform.md gives it in Python).
@@ -49,6 +108,8 @@ class PyTransform final : public stoker::SampleTransform {
  public:
   explicit PyTransform(nb::object runner) : runner_(std::move(runner)) {
     seed_ = nb::cast<std::uint64_t>(runner_.attr("seed"));
+    pcg_state_ = nb::cast<std::uintptr_t>(runner_.attr("pcg_state_address"));
+    python_random_ = nb::cast<std::uintptr_t>(runner_.attr("python_random_address"));
     for (nb::handle n : runner_.attr("names")) names_.push_back(nb::cast<std::string>(n));
   }
   ~PyTransform() override {
@@ -89,6 +150,8 @@ class PyTransform final : public stoker::SampleTransform {
       sample[nb::str(f.name.data(), f.name.size())] = a.cast();
     }
     const std::array<std::uint64_t, 4> w = seed_words(seed_, epoch, index);
+    if (pcg_state_) write_pcg_state(pcg_state_, w);  // rng's, here: the Runner leaves it
+    if (python_random_) seed_python_random(python_random_, static_cast<std::uint32_t>(w[2]));  // random's, too
     nb::object result = runner_(sample, w[0], w[1], w[2], w[3]);
     if (nb::isinstance<nb::str>(result)) {
       failure = nb::cast<std::string>(result);
@@ -115,6 +178,8 @@ class PyTransform final : public stoker::SampleTransform {
 
   nb::object runner_;
   std::uint64_t seed_ = 0;
+  std::uintptr_t pcg_state_ = 0;      // numpy's PCG64 state of the Runner's rng; 0: the Runner seeds it
+  std::uintptr_t python_random_ = 0;  // random's generator, seeded here where not 0 (seed_globals)
   std::vector<std::string> names_;
 };
 
@@ -129,6 +194,11 @@ void bind_transform(nb::module_& m) {
     const auto w = seed_words(seed, epoch, index);
     return std::vector<std::uint64_t>(w.begin(), w.end());
   });
+  m.def("_write_pcg_state",
+        [](std::uintptr_t address, std::uint64_t w0, std::uint64_t w1, std::uint64_t w2, std::uint64_t w3) {
+          write_pcg_state(address, {w0, w1, w2, w3});
+        });
+  m.def("_seed_python_random", [](std::uintptr_t address, std::uint32_t n) { seed_python_random(address, n); });
   // Never returns: the process serves a Loader's workers until the Loader ends (stoker/transform.h).
   m.def("_serve_transform_host", [](const nb::object& build) {
     const stoker::TransformFactory factory = [build](const std::string& payload) {

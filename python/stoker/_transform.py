@@ -32,7 +32,7 @@ def seed_words(seed: int, epoch: int, index: int) -> tuple:
     return tuple(_mix((key + i) & _MASK) for i in range(4))
 
 
-def seed_generators(words, bit_generator=None, seed_globals=True):
+def seed_generators(words, bit_generator=None, seed_globals=True, python_random=True):
     """Seeds as a worker does before each call: ``bit_generator`` (a numpy PCG64) from words 0-3,
     and with ``seed_globals`` torch's default generator (when torch is imported), numpy's global
     generator and Python's ``random``."""
@@ -46,7 +46,10 @@ def seed_generators(words, bit_generator=None, seed_globals=True):
             torch.default_generator.manual_seed(w0)
         import numpy
         numpy.random.seed(w1 & 0xFFFFFFFF)
-        random.seed(w2 & 0xFFFFFFFF)  # a 32-bit seed: half the cost of a 64-bit one
+        if python_random:
+            random.seed(w2 & 0xFFFFFFFF)  # a 32-bit seed: half the cost of a 64-bit one
+        else:  # its generator seeded by the C++ side: what random.seed does besides
+            random._inst.gauss_next = None
 
 
 _NUMPY_TO_STOKER = {"uint8": "u8", "int8": "i8", "uint16": "u16", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -76,7 +79,13 @@ class Runner:
         self._np = numpy
         self._bits = numpy.random.PCG64()
         self.rng = numpy.random.Generator(self._bits)
-        self._torch_seen = False  # whether torch was imported at the last call
+        self.pcg_state_address = _direct_pcg_state(self._bits)  # the C++ side seeds rng there (0: here)
+        self.python_random_address = _direct_python_random() if seed_globals else 0  # and random, there
+        self._fast = bool(self.pcg_state_address and (self.python_random_address or not seed_globals))
+        torch = sys.modules.get("torch")
+        self._torch_generator = torch.default_generator if torch is not None else None  # seeded where imported
+        self._numpy_seed = numpy.random.seed
+        self._random = random._inst
         self._name_set = frozenset(self.names)
         self._ndarray = numpy.ndarray
 
@@ -84,17 +93,22 @@ class Runner:
         for v in sample.values():
             v.setflags(write=False)  # views of the worker's memory
         try:
-            seed_generators((w0, w1, w2, w3), self._bits, self.seed_globals)
-            if self.seed_globals and not self._torch_seen:
-                self._torch_seen = "torch" in sys.modules
+            if self._fast:  # rng and random seeded by the C++ side already: the rest, inline
+                if self.seed_globals:
+                    if self._torch_generator is not None:
+                        self._torch_generator.manual_seed(w0)
+                    self._numpy_seed(w1 & 0xFFFFFFFF)
+                    self._random.gauss_next = None  # what random.seed does besides
                 out = self.fn(sample, self.rng)
-                if not self._torch_seen and "torch" in sys.modules:
-                    # The call imported torch, after its generator would have been seeded: again,
-                    # seeded, so that this sample draws as every other.
-                    self._torch_seen = True
-                    seed_generators((w0, w1, w2, w3), self._bits, self.seed_globals)
-                    out = self.fn(sample, self.rng)
             else:
+                seed_generators((w0, w1, w2, w3), None if self.pcg_state_address else self._bits, self.seed_globals,
+                                not self.python_random_address)
+                out = self.fn(sample, self.rng)
+            if self.seed_globals and self._torch_generator is None and "torch" in sys.modules:
+                # The call imported torch, after its generator would have been seeded: again,
+                # seeded, so that this sample draws as every other (rng too: it drew).
+                self._torch_generator = sys.modules["torch"].default_generator
+                seed_generators((w0, w1, w2, w3), self._bits, self.seed_globals)
                 out = self.fn(sample, self.rng)
         except Exception as e:  # noqa: BLE001 - the user's, reported with its traceback
             return _failure(e)
@@ -116,6 +130,41 @@ class Runner:
             raise _Refused(f"the transform returned fields {list(out)}, not {list(self.names)} as declared (or "
                            f"learned from the first sample): missing {missing}, extra {extra}")
         return [_array(self._np, n, out[n]) for n in self.names]
+
+
+def _direct_pcg_state(bits):
+    """The address of numpy's PCG64 state where the C++ side may write the seed rule's state
+    directly, or 0 when writing there does not give what assigning PCG64.state does."""
+    from . import _core
+    try:
+        address = bits.ctypes.state_address
+        words = (0x0123456789ABCDEF, 0xFEDCBA9876543210, 0x0F1E2D3C4B5A6978, 0x8796A5B4C3D2E1F1)
+        bits.random_raw()  # some state to overwrite
+        _core._write_pcg_state(address, *words)
+        got = bits.state
+        want_state, want_inc = (words[0] << 64) | words[1], (words[2] << 64) | words[3] | 1
+        ok = got["state"] == {"state": want_state, "inc": want_inc} and got["has_uint32"] == 0
+    except Exception:  # noqa: BLE001 - no ctypes interface: assign the state instead
+        return 0
+    return address if ok else 0
+
+
+def _direct_python_random():
+    """The address of random's generator where the C++ side may seed it as random.seed(n) does, or
+    0 when doing so does not give random.seed's state."""
+    from . import _core
+    try:
+        inst = random._inst
+        ok = True
+        for n in (0, 1, 0x9E3779B9, 0xFFFFFFFF):
+            random.seed(n)
+            want = random.getstate()
+            random.random()
+            _core._seed_python_random(id(inst), n)
+            ok = ok and random.getstate()[1] == want[1]
+    except Exception:  # noqa: BLE001 - another Python: random.seed instead
+        return 0
+    return id(inst) if ok else 0
 
 
 class _Refused(Exception):
