@@ -16,6 +16,7 @@ Fairness rules (the script must not flatter stoker):
   - Units are binary (MiB = 2^20 bytes).
 Exits 1 when a goal is missed; the table is printed either way.
 """
+
 import json
 import os
 import subprocess
@@ -53,8 +54,18 @@ def main():
     pt = os.path.join(ROOT, "bench", "pytorch_dataloader.py")
     max_workers = max(w for w, _ in GRID)
 
-    ceil = run_json([ceilings, "--memcpy", "--procs", str(max_workers), "--lmdb", os.path.join(data, "small.lmdb"),
-                     "--seconds", "3"])[0]
+    ceil = run_json(
+        [
+            ceilings,
+            "--memcpy",
+            "--procs",
+            str(max_workers),
+            "--lmdb",
+            os.path.join(data, "small.lmdb"),
+            "--seconds",
+            "3",
+        ]
+    )[0]
     memcpy = {int(k): v for k, v in ceil["memcpy_gib_per_s"].items()}
     # name, file, batch size, batches per epoch cap (0: the whole epoch)
     datasets = [
@@ -83,21 +94,29 @@ def main():
         results.append((name, best(torch_runs), best(stoker_runs), cap))
 
     print()
-    print("memcpy (page-cache-sized source): " +
-          ", ".join(f"{p} process{'es' if p > 1 else ''} {g:.1f} GiB/s" for p, g in sorted(memcpy.items())) +
-          f"; raw LMDB read ceiling (random mdb_get + memcpy, {ceil['lmdb_procs']} processes): "
-          f"{ceil['lmdb_samples_per_s']:.0f} samples/s, {ceil['lmdb_mib_per_s']:.0f} MiB/s")
-    print("each side's best of the same (workers, prefetch) grid, second epoch, shuffled; PyTorch in both styles "
-          "(ps: per-sample, b: batched)")
+    print(
+        "memcpy (page-cache-sized source): "
+        + ", ".join(f"{p} process{'es' if p > 1 else ''} {g:.1f} GiB/s" for p, g in sorted(memcpy.items()))
+        + f"; raw LMDB read ceiling (random mdb_get + memcpy, {ceil['lmdb_procs']} processes): "
+        f"{ceil['lmdb_samples_per_s']:.0f} samples/s, {ceil['lmdb_mib_per_s']:.0f} MiB/s"
+    )
+    print(
+        "each side's best of the same (workers, prefetch) grid, second epoch, shuffled; PyTorch in both styles "
+        "(ps: per-sample, b: batched)"
+    )
     print()
-    print(f"{'dataset':<20} {'PyTorch best':>26} {'stoker best':>22} {'stoker/PyTorch':>15} {'stoker MiB/s':>13} "
-          f"{'of memcpy':>10}")
+    print(
+        f"{'dataset':<20} {'PyTorch best':>26} {'stoker best':>22} {'stoker/PyTorch':>15} {'stoker MiB/s':>13} "
+        f"{'of memcpy':>10}"
+    )
     for name, t, s, cap in results:
         ratio = s["samples_per_s"] / t["samples_per_s"]
         cores = max(1, s["workers"])
         frac = s["mib_per_s"] / 1024 / memcpy[cores]
-        print(f"{name:<20} {describe(t):>26} {describe(s):>22} {ratio:>14.1f}x {s['mib_per_s']:>13.0f} "
-              f"{frac:>9.0%}  ({cores} core{'s' if cores > 1 else ''})" + (f"  first {cap} batches" if cap else ""))
+        print(
+            f"{name:<20} {describe(t):>26} {describe(s):>22} {ratio:>14.1f}x {s['mib_per_s']:>13.0f} "
+            f"{frac:>9.0%}  ({cores} core{'s' if cores > 1 else ''})" + (f"  first {cap} batches" if cap else "")
+        )
     print()
     by = {name: (t, s) for name, t, s, _ in results}
 
@@ -106,8 +125,12 @@ def main():
         return s["samples_per_s"] / t["samples_per_s"]
 
     checks = [
-        ("small LMDB >= 70% of the LMDB read ceiling",
-         by["small LMDB"][1]["samples_per_s"] / ceil["lmdb_samples_per_s"], 0.70, "%"),
+        (
+            "small LMDB >= 70% of the LMDB read ceiling",
+            by["small LMDB"][1]["samples_per_s"] / ceil["lmdb_samples_per_s"],
+            0.70,
+            "%",
+        ),
         ("small LMDB >= 5x PyTorch", ratio("small LMDB"), 5, "x"),
         ("small HDF5 chunked >= 20x PyTorch", ratio("small HDF5 chunked"), 20, "x"),
         ("large LMDB >= 3x PyTorch", ratio("large LMDB"), 3, "x"),

@@ -8,6 +8,7 @@ Converts DATA_DIR/small.h5, DATA_DIR/large.h5 and a ~2 GB DATA_DIR/big.h5 (made 
 both, printing MB/s, the ratio, and each converter's peak anonymous memory (RssAnon, sampled every
 20 ms: mapped file pages inflate plain RSS).
 """
+
 import os
 import subprocess
 import sys
@@ -65,6 +66,7 @@ def disk_write_mb_per_s(directory):
 def make_big(path):
     import h5py
     import numpy as np
+
     n, side = 14000, 224  # 14000 x 150 KB = 2.1 GB
     rng = np.random.default_rng(1)
     with h5py.File(path, "w") as f:
@@ -87,8 +89,10 @@ def main():
         print(f"making {big} (~2 GB)", file=sys.stderr, flush=True)
         make_big(big)
     print(f"write ceiling in {out_dir} (4 MiB writes + fdatasync): {disk_write_mb_per_s(out_dir):.0f} MB/s")
-    print(f"{'input':<10} {'MB':>8} {'LMDB MB':>8} {'h5-to-lmdb MB/s':>16} {'script MB/s':>12} {'ratio':>7} "
-          f"{'h5-to-lmdb RssAnon':>19} {'script RssAnon':>15}")
+    print(
+        f"{'input':<10} {'MB':>8} {'LMDB MB':>8} {'h5-to-lmdb MB/s':>16} {'script MB/s':>12} {'ratio':>7} "
+        f"{'h5-to-lmdb RssAnon':>19} {'script RssAnon':>15}"
+    )
     for name in ("small.h5", "large.h5", "big.h5"):
         src = os.path.join(data, name)
         mb = os.path.getsize(src) / 1e6
@@ -102,8 +106,11 @@ def main():
         p_sec, p_rss = peak_rss_anon([py, script, src, outs[1]])
         for o in outs:
             os.remove(o)
-        print(f"{name:<10} {mb:>8.0f} {lmdb_mb:>8.0f} {mb / s_sec:>16.0f} {mb / p_sec:>12.0f} {p_sec / s_sec:>6.1f}x "
-              f"{s_rss / 2**20:>15.0f} MiB {p_rss / 2**20:>11.0f} MiB", flush=True)
+        print(
+            f"{name:<10} {mb:>8.0f} {lmdb_mb:>8.0f} {mb / s_sec:>16.0f} {mb / p_sec:>12.0f} {p_sec / s_sec:>6.1f}x "
+            f"{s_rss / 2**20:>15.0f} MiB {p_rss / 2**20:>11.0f} MiB",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

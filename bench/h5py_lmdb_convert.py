@@ -3,9 +3,9 @@ stoker's LMDB layout (docs/lmdb-layout.md). The baseline h5-to-lmdb is measured 
 
 usage: h5py_lmdb_convert.py INPUT.h5 OUTPUT.lmdb [--commit-every N]
 """
+
 import argparse
 import json
-import os
 
 import h5py
 import lmdb
@@ -33,9 +33,25 @@ def main():
             if (i + 1) % a.commit_every == 0:
                 txn.commit()
                 txn = env.begin(write=True)
-        fields = [{"name": nm, "kind": "fixed", "dtype": {"u1": "u8", "i1": "i8", "u2": "u16", "i2": "i16", "i4": "i32",
-                                                          "i8": "i64", "f2": "f16", "f4": "f32", "f8": "f64"}[
-            d.dtype.kind + str(d.dtype.itemsize)], "shape": list(d.shape[1:])} for nm, d in zip(names, dsets)]
+        fields = [
+            {
+                "name": nm,
+                "kind": "fixed",
+                "dtype": {
+                    "u1": "u8",
+                    "i1": "i8",
+                    "u2": "u16",
+                    "i2": "i16",
+                    "i4": "i32",
+                    "i8": "i64",
+                    "f2": "f16",
+                    "f4": "f32",
+                    "f8": "f64",
+                }[d.dtype.kind + str(d.dtype.itemsize)],
+                "shape": list(d.shape[1:]),
+            }
+            for nm, d in zip(names, dsets)
+        ]
         schema = {"format": "stoker", "version": 1, "num_samples": n, "complete": True, "fields": fields}
         txn.put(b"schema", json.dumps(schema).encode(), db=meta)
         txn.commit()

@@ -10,6 +10,7 @@ warm, files in the page cache) and each side's best configuration is compared.
 usage: image_compare.py BUILD_DIR DATA_DIR [--samples N] [--workers W]
 Exits 1 when stoker is under 2x PyTorch's samples/s.
 """
+
 import argparse
 import json
 import os
@@ -23,6 +24,7 @@ from photos import random_crops  # noqa: E402
 
 def make_db(path, n):
     import lmdb
+
     if os.path.exists(os.path.join(path, "data.mdb")):
         env = lmdb.open(path, readonly=True, lock=False)
         ok = env.stat()["entries"] == n
@@ -41,18 +43,52 @@ def make_db(path, n):
 
 
 def stoker(build, db, workers, prefetch):
-    out = subprocess.run([os.path.join(build, "tools", "loader-bench"), "--data", db, "--pipeline",
-                          "data=decode,random_resized_crop(224),flip,to_chw", "--workers", str(workers),
-                          "--prefetch", str(prefetch), "--batch-size", "64", "--shuffle", "--epochs", "2", "--json"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            os.path.join(build, "tools", "loader-bench"),
+            "--data",
+            db,
+            "--pipeline",
+            "data=decode,random_resized_crop(224),flip,to_chw",
+            "--workers",
+            str(workers),
+            "--prefetch",
+            str(prefetch),
+            "--batch-size",
+            "64",
+            "--shuffle",
+            "--epochs",
+            "2",
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     e = json.loads(out.splitlines()[1])
     return e["samples_per_s"], (e["worker_cpu_s"] + e["consumer_cpu_s"]) / e["samples"]
 
 
 def pytorch(db, workers, prefetch):
-    out = subprocess.run([sys.executable, os.path.join(HERE, "pytorch_images.py"), "--data", db, "--workers",
-                          str(workers), "--prefetch", str(prefetch), "--batch-size", "64", "--epochs", "2"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(HERE, "pytorch_images.py"),
+            "--data",
+            db,
+            "--workers",
+            str(workers),
+            "--prefetch",
+            str(prefetch),
+            "--batch-size",
+            "64",
+            "--epochs",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     e = json.loads(out.splitlines()[1])
     return e["samples_per_s"], e["cpu_s"] / e["samples"], e["transforms"]
 
@@ -71,8 +107,11 @@ def main():
         s_rate, s_cpu = stoker(a.build, db, a.workers, prefetch)
         t_rate, t_cpu, transforms = pytorch(db, a.workers, prefetch)
         rows.append((prefetch, s_rate, s_cpu, t_rate, t_cpu))
-        print(f"prefetch {prefetch}: stoker {s_rate:8.0f} samples/s {s_cpu * 1e3:6.2f} ms CPU/sample   "
-              f"PyTorch ({transforms}) {t_rate:8.0f} samples/s {t_cpu * 1e3:6.2f} ms CPU/sample", flush=True)
+        print(
+            f"prefetch {prefetch}: stoker {s_rate:8.0f} samples/s {s_cpu * 1e3:6.2f} ms CPU/sample   "
+            f"PyTorch ({transforms}) {t_rate:8.0f} samples/s {t_cpu * 1e3:6.2f} ms CPU/sample",
+            flush=True,
+        )
     best_s = max(rows, key=lambda r: r[1])
     best_t = max(rows, key=lambda r: r[3])
     ratio = best_s[1] / best_t[3]
@@ -80,8 +119,10 @@ def main():
     print(f"{'':10} {'samples/s':>10} {'CPU ms/sample':>14}  best config")
     print(f"{'stoker':10} {best_s[1]:10.0f} {best_s[2] * 1e3:14.2f}  prefetch {best_s[0]}")
     print(f"{'PyTorch':10} {best_t[3]:10.0f} {best_t[4] * 1e3:14.2f}  prefetch {best_t[0]}")
-    print(f"{'met ' if ratio >= 2 else 'MISS'}  stoker >= 2x PyTorch's samples/s: {ratio:.2f}x; CPU per sample "
-          f"{best_t[4] / best_s[2]:.2f}x less")
+    print(
+        f"{'met ' if ratio >= 2 else 'MISS'}  stoker >= 2x PyTorch's samples/s: {ratio:.2f}x; CPU per sample "
+        f"{best_t[4] / best_s[2]:.2f}x less"
+    )
     return 0 if ratio >= 2 else 1
 
 

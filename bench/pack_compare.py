@@ -8,6 +8,7 @@ the page cache warm for both; then both re-encoding to a longer side of S/2 (sto
 and the script with PIL's resize(BILINEAR) and save(JPEG, quality=90)); and the disk's write speed
 (the tree's bytes written to one file and fsynced), the ceiling of a copy. Prints one line per row.
 """
+
 import argparse
 import io
 import os
@@ -52,8 +53,9 @@ def python_pack(root, out, max_side=0):
                 w, h = img.size
                 if max(w, h) > max_side:
                     scale = max_side / max(w, h)
-                    img = img.convert("RGB").resize((max(1, round(w * scale)), max(1, round(h * scale))),
-                                                    Image.BILINEAR)
+                    img = img.convert("RGB").resize(
+                        (max(1, round(w * scale)), max(1, round(h * scale))), Image.BILINEAR
+                    )
                     buf = io.BytesIO()
                     img.save(buf, format="JPEG", quality=90)
                     data = buf.getvalue()
@@ -109,21 +111,31 @@ def main():
         os.remove(out)
 
     half = max(1, a.side // 2)
-    rows = (("copy", "stoker-pack", lambda: stoker()), ("copy", "python py-lmdb", python),
-            (f"re-encode {half}", "stoker-pack", lambda: stoker("--max-side", str(half))),
-            (f"re-encode {half}", "python PIL", lambda: python(half)),
-            ("disk write", "write + fsync", disk))
+    rows = (
+        ("copy", "stoker-pack", lambda: stoker()),
+        ("copy", "python py-lmdb", python),
+        (f"re-encode {half}", "stoker-pack", lambda: stoker("--max-side", str(half))),
+        (f"re-encode {half}", "python PIL", lambda: python(half)),
+        ("disk write", "write + fsync", disk),
+    )
     times = {}
     for case, name, fn in rows:
         s = best_of(fn)
         times[(case, name)] = s
-        print(f"{case:<14} {name:<16} {a.files:>8} files {total / 2**20:>9.1f} MiB {s:>8.2f} s "
-              f"{a.files / s:>10.0f} files/s {total / 2**20 / s:>8.1f} MiB/s")
-    copy, script, ceiling = times[("copy", "stoker-pack")], times[("copy", "python py-lmdb")], times[
-        ("disk write", "write + fsync")]
+        print(
+            f"{case:<14} {name:<16} {a.files:>8} files {total / 2**20:>9.1f} MiB {s:>8.2f} s "
+            f"{a.files / s:>10.0f} files/s {total / 2**20 / s:>8.1f} MiB/s"
+        )
+    copy, script, ceiling = (
+        times[("copy", "stoker-pack")],
+        times[("copy", "python py-lmdb")],
+        times[("disk write", "write + fsync")],
+    )
     re_s, re_p = times[(f"re-encode {half}", "stoker-pack")], times[(f"re-encode {half}", "python PIL")]
-    print(f"copy: stoker-pack {script / copy:.1f}x the script, {ceiling / copy * 100:.0f}% of the disk's write "
-          f"speed; re-encode: {re_p / re_s:.1f}x the script ({os.cpu_count()} cores)")
+    print(
+        f"copy: stoker-pack {script / copy:.1f}x the script, {ceiling / copy * 100:.0f}% of the disk's write "
+        f"speed; re-encode: {re_p / re_s:.1f}x the script ({os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ Run by bench/perf_compare.sh (which builds and makes the datasets); `--only shm,
 runs some rows. Units are binary (MiB). Exits 1 when a goal is missed; rows that cannot run here
 (no root) say so and count as missed.
 """
+
 import json
 import os
 import subprocess
@@ -80,6 +81,7 @@ def main():
 
     def wanted(row):
         return only is None or row in only
+
     bench = os.path.join(build, "tools", "loader-bench")
     ceilings = os.path.join(build, "bench", "stoker-ceilings")
     py = os.path.join(ROOT, ".venv", "bin", "python")
@@ -107,8 +109,20 @@ def main():
 
 
 def shm_row(bench, large, rows, check):
-    args = [bench, "--data", large, "--batch-size", "512", "--workers", "2", "--shuffle", "--epochs", "4", "--digest",
-            "--json"]
+    args = [
+        bench,
+        "--data",
+        large,
+        "--batch-size",
+        "512",
+        "--workers",
+        "2",
+        "--shuffle",
+        "--epochs",
+        "4",
+        "--digest",
+        "--json",
+    ]
     free = run_json(args)
     small_shm = None
     try:
@@ -117,37 +131,114 @@ def shm_row(bench, large, rows, check):
     except (subprocess.CalledProcessError, FileNotFoundError) as e:
         print(f"  64 MB /dev/shm: cannot make a private /dev/shm here ({e}); row skipped", file=sys.stderr)
     if small_shm:
-        same = all(a["content_digest"] == b["content_digest"] and a["order_digest"] == b["order_digest"]
-                   for a, b in zip(free, small_shm))
+        same = all(
+            a["content_digest"] == b["content_digest"] and a["order_digest"] == b["order_digest"]
+            for a, b in zip(free, small_shm)
+        )
         ratio = rate(small_shm[1:]) / rate(free[1:])
-        rows.append(("64 MB /dev/shm, batch 512 x 147 KiB", f"{rate(small_shm[1:]):.0f}/s ({small_shm[0]['shm_backing']})",
-                     f"{rate(free[1:]):.0f}/s with the machine's /dev/shm", f"{ratio:.0%}",
-                     "same digests" if same else "DIGESTS DIFFER"))
+        rows.append(
+            (
+                "64 MB /dev/shm, batch 512 x 147 KiB",
+                f"{rate(small_shm[1:]):.0f}/s ({small_shm[0]['shm_backing']})",
+                f"{rate(free[1:]):.0f}/s with the machine's /dev/shm",
+                f"{ratio:.0%}",
+                "same digests" if same else "DIGESTS DIFFER",
+            )
+        )
         check("64 MB /dev/shm runs with the same digests", 1.0 if same else 0.0, 1.0, "%")
         check("64 MB /dev/shm >= 90% of unconstrained samples/s", ratio, 0.90, "%")
     else:
         check("64 MB /dev/shm row ran", 0.0, 1.0, "%")
 
 
-
 def gzip_row(bench, ceilings, py, pt, data, ncpu, rows, check):
     gz = os.path.join(data, "small-gzip.h5")
     ceil = run_json([ceilings, "--inflate", gz])[0]["inflate_samples_per_s_per_core"]
-    stoker_best = max((rate(run_json([bench, "--data", gz, "--order", "quasi-random", "--workers", str(w),
-                                      "--prefetch", str(p), "--epochs", "2", "--json", "--batch-size", "256"])[1:]), w, p)
-                      for w, p in GRID)
-    torch_random = max(rate(run_json([py, pt, "--data", gz, "--shuffle", "--style", style, "--workers", "2",
-                                      "--epochs", "2", "--max-batches", "20", "--json", "--batch-size", "256"])[1:])
-                       for style in ("per-sample", "batched"))
-    torch_quasi = rate(run_json([py, pt, "--data", gz, "--order", "quasi-random", "--style", "batched", "--workers", "2",
-                                 "--epochs", "2", "--json", "--batch-size", "256"])[1:])
-    rows.append(("gzip HDF5, shuffled, 3 KB", f"{stoker_best[0]:.0f}/s (quasi-random, w={stoker_best[1]},p={stoker_best[2]})",
-                 f"inflate ceiling {ceil * ncpu:.0f}/s ({ncpu} cores); PyTorch shuffled {torch_random:.0f}/s, "
-                 f"PyTorch quasi-random {torch_quasi:.0f}/s",
-                 f"{stoker_best[0] / (ceil * ncpu):.0%} of ceiling", f"{stoker_best[0] / torch_random:.0f}x PyTorch"))
+    stoker_best = max(
+        (
+            rate(
+                run_json(
+                    [
+                        bench,
+                        "--data",
+                        gz,
+                        "--order",
+                        "quasi-random",
+                        "--workers",
+                        str(w),
+                        "--prefetch",
+                        str(p),
+                        "--epochs",
+                        "2",
+                        "--json",
+                        "--batch-size",
+                        "256",
+                    ]
+                )[1:]
+            ),
+            w,
+            p,
+        )
+        for w, p in GRID
+    )
+    torch_random = max(
+        rate(
+            run_json(
+                [
+                    py,
+                    pt,
+                    "--data",
+                    gz,
+                    "--shuffle",
+                    "--style",
+                    style,
+                    "--workers",
+                    "2",
+                    "--epochs",
+                    "2",
+                    "--max-batches",
+                    "20",
+                    "--json",
+                    "--batch-size",
+                    "256",
+                ]
+            )[1:]
+        )
+        for style in ("per-sample", "batched")
+    )
+    torch_quasi = rate(
+        run_json(
+            [
+                py,
+                pt,
+                "--data",
+                gz,
+                "--order",
+                "quasi-random",
+                "--style",
+                "batched",
+                "--workers",
+                "2",
+                "--epochs",
+                "2",
+                "--json",
+                "--batch-size",
+                "256",
+            ]
+        )[1:]
+    )
+    rows.append(
+        (
+            "gzip HDF5, shuffled, 3 KB",
+            f"{stoker_best[0]:.0f}/s (quasi-random, w={stoker_best[1]},p={stoker_best[2]})",
+            f"inflate ceiling {ceil * ncpu:.0f}/s ({ncpu} cores); PyTorch shuffled {torch_random:.0f}/s, "
+            f"PyTorch quasi-random {torch_quasi:.0f}/s",
+            f"{stoker_best[0] / (ceil * ncpu):.0%} of ceiling",
+            f"{stoker_best[0] / torch_random:.0f}x PyTorch",
+        )
+    )
     check("gzip HDF5 >= 50% of the inflate ceiling", stoker_best[0] / (ceil * ncpu), 0.50, "%")
     check("gzip HDF5 >= 20x PyTorch's DataLoader (shuffled)", stoker_best[0] / torch_random, 20, "x")
-
 
 
 def cold_rows(bench, ceilings, py, pt, data, rows, check):
@@ -158,32 +249,76 @@ def cold_rows(bench, ceilings, py, pt, data, rows, check):
             best = 0
             for p in (2, 4):
                 drop_caches()
-                r = run_json([bench, "--data", path, "--shuffle", "--workers", "2", "--prefetch", str(p), "--epochs", "1",
-                              "--json", "--batch-size", "32"])[0]
+                r = run_json(
+                    [
+                        bench,
+                        "--data",
+                        path,
+                        "--shuffle",
+                        "--workers",
+                        "2",
+                        "--prefetch",
+                        str(p),
+                        "--epochs",
+                        "1",
+                        "--json",
+                        "--batch-size",
+                        "32",
+                    ]
+                )[0]
                 best = max(best, r["mib_per_s"])
             sample_bytes = round(r["mib_per_s"] * MIB / r["samples_per_s"])
+
             def random_read_at(record, depth):
                 drop_caches()
-                return run_json([ceilings, "--random-read", path, "--record-bytes", str(record),
-                                 "--depth", str(depth)])[0]["random_read_mib_per_s"]
+                return run_json(
+                    [ceilings, "--random-read", path, "--record-bytes", str(record), "--depth", str(depth)]
+                )[0]["random_read_mib_per_s"]
+
             random_read = max(random_read_at(sample_bytes, depth) for depth in (8, 32))
             # What the device gives reads that are not in file order at all, however deep and large:
             # a shuffled epoch cannot beat it, so a sequential ceiling above it is out of reach here.
-            any_random = max([random_read] + [random_read_at(record, depth)
-                                              for record, depth in ((sample_bytes, 128), (4 << 20, 8), (4 << 20, 32))])
+            any_random = max(
+                [random_read]
+                + [
+                    random_read_at(record, depth)
+                    for record, depth in ((sample_bytes, 128), (4 << 20, 8), (4 << 20, 32))
+                ]
+            )
             torch_best = 0
             for style in ("per-sample", "batched"):
                 drop_caches()
-                r = run_json([py, pt, "--data", path, "--shuffle", "--style", style, "--workers", "2", "--epochs", "1",
-                              "--json", "--batch-size", "32"])[0]
+                r = run_json(
+                    [
+                        py,
+                        pt,
+                        "--data",
+                        path,
+                        "--shuffle",
+                        "--style",
+                        style,
+                        "--workers",
+                        "2",
+                        "--epochs",
+                        "1",
+                        "--json",
+                        "--batch-size",
+                        "32",
+                    ]
+                )[0]
                 torch_best = max(torch_best, r["mib_per_s"])
-            rows.append((f"cold cache {name}, shuffled", f"{best:.0f} MiB/s (first epoch)",
-                         f"sequential read {seq:.0f} MiB/s; random {sample_bytes // 1024} KiB reads at depth 8-32 "
-                         f"{random_read:.0f} MiB/s; PyTorch first epoch {torch_best:.0f} MiB/s; the best random "
-                         f"reads of any size and depth tried ({sample_bytes // 1024} KiB-4 MiB, depth 8-128) "
-                         f"{any_random:.0f} MiB/s = {any_random / seq:.0%} of sequential",
-                         f"{best / seq:.0%} of sequential, {best / random_read:.0%} of random reads",
-                         f"{best / torch_best:.1f}x PyTorch"))
+            rows.append(
+                (
+                    f"cold cache {name}, shuffled",
+                    f"{best:.0f} MiB/s (first epoch)",
+                    f"sequential read {seq:.0f} MiB/s; random {sample_bytes // 1024} KiB reads at depth 8-32 "
+                    f"{random_read:.0f} MiB/s; PyTorch first epoch {torch_best:.0f} MiB/s; the best random "
+                    f"reads of any size and depth tried ({sample_bytes // 1024} KiB-4 MiB, depth 8-128) "
+                    f"{any_random:.0f} MiB/s = {any_random / seq:.0%} of sequential",
+                    f"{best / seq:.0%} of sequential, {best / random_read:.0%} of random reads",
+                    f"{best / torch_best:.1f}x PyTorch",
+                )
+            )
             check(f"cold {name} >= 80% of the sequential read", best / seq, 0.80, "%")
             check(f"cold {name} >= 1.5x PyTorch's first epoch", best / torch_best, 1.5, "x")
     else:
@@ -191,16 +326,20 @@ def cold_rows(bench, ceilings, py, pt, data, rows, check):
         check("cold-cache row ran", 0.0, 1.0, "%")
 
 
-
 def auto_rows(bench, data, rows, check):
-    for name, file, batch in (("small LMDB", "small.lmdb", 256), ("small HDF5", "small.h5", 256),
-                              ("large LMDB", "large.lmdb", 32), ("large HDF5", "large.h5", 32)):
+    for name, file, batch in (
+        ("small LMDB", "small.lmdb", 256),
+        ("small HDF5", "small.h5", 256),
+        ("large LMDB", "large.lmdb", 32),
+        ("large HDF5", "large.h5", 32),
+    ):
         path = os.path.join(data, file)
         common = ["--data", path, "--shuffle", "--json", "--batch-size", str(batch), "--epochs", "40"]
         # The grid picks the best configuration; it is then measured again, alternating with auto,
         # so that the best of four noisy runs is not what auto is held to.
-        _, w, p = max((rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p)])[32:]), w, p)
-                      for w, p in GRID)
+        _, w, p = max(
+            (rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p)])[32:]), w, p) for w, p in GRID
+        )
         hand, auto, tuned = [], [], None
         for _ in range(ROUNDS):
             hand.append(rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p)])[32:]))
@@ -208,10 +347,15 @@ def auto_rows(bench, data, rows, check):
             auto.append(rate(tuned[32:]))
         ratios = sorted(a / h for a, h in zip(auto, hand))
         ratio = ratios[ROUNDS // 2]
-        rows.append((f"auto, {name}", f"{sorted(auto)[ROUNDS // 2]:.0f}/s ({tuned[-1].get('auto_tuning')})",
-                     f"best hand-picked w={w},p={p}: {sorted(hand)[ROUNDS // 2]:.0f}/s",
-                     f"{ratio:.0%} ({ratios[0]:.0%} .. {ratios[-1]:.0%})",
-                     f"(epochs 32-39, median of {ROUNDS} alternating rounds)"))
+        rows.append(
+            (
+                f"auto, {name}",
+                f"{sorted(auto)[ROUNDS // 2]:.0f}/s ({tuned[-1].get('auto_tuning')})",
+                f"best hand-picked w={w},p={p}: {sorted(hand)[ROUNDS // 2]:.0f}/s",
+                f"{ratio:.0%} ({ratios[0]:.0%} .. {ratios[-1]:.0%})",
+                f"(epochs 32-39, median of {ROUNDS} alternating rounds)",
+            )
+        )
         check(f"auto >= 90% of the best hand-picked on {name}", ratio, 0.90, "%")
 
 
@@ -224,26 +368,35 @@ def lmdb_row(bench, ceilings, data, rows, check):
     # buffer of each worker's share of stoker's ring instead of into one record that stays in the L1
     # cache: what the batches' memory costs any loader whose ring is larger than the CPU's caches.
     common = ["--data", small, "--shuffle", "--json", "--batch-size", "256"]
-    _, w, p = max((rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "3"])[1:]),
-                   w, p) for w, p in GRID)
+    _, w, p = max(
+        (rate(run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "3"])[1:]), w, p)
+        for w, p in GRID
+    )
     ceil, ring_ceil, ours = [], [], []
     for _ in range(ROUNDS):
         ceil.append(run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1"])[0]["lmdb_samples_per_s"])
         run = run_json([bench, *common, "--workers", str(w), "--prefetch", str(p), "--epochs", "16"])
         ours.append(rate(run[1:]))
         share = str(run[0]["shm_bytes"] // w)
-        ring_ceil.append(run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1",
-                                   "--dest-bytes", share])[0]["lmdb_samples_per_s"])
+        ring_ceil.append(
+            run_json([ceilings, "--lmdb", small, "--procs", "2", "--seconds", "1", "--dest-bytes", share])[0][
+                "lmdb_samples_per_s"
+            ]
+        )
     ratios = sorted(a / b for a, b in zip(ours, ceil))
     ring_ratios = sorted(a / b for a, b in zip(ours, ring_ceil))
     mid = ROUNDS // 2
     ratio, ring_ratio = ratios[mid], ring_ratios[mid]
-    rows.append(("small LMDB, shuffled, 3 KB", f"{sorted(ours)[mid]:.0f}/s (w={w},p={p})",
-                 f"mdb_get + memcpy, 2 processes: {sorted(ceil)[mid]:.0f}/s; through a ring-sized buffer "
-                 f"({int(share) / MIB:.1f} MiB a process) {sorted(ring_ceil)[mid]:.0f}/s",
-                 f"{ratio:.0%} of ceiling ({ratios[0]:.0%} .. {ratios[-1]:.0%}), "
-                 f"{ring_ratio:.0%} of the ring-sized one",
-                 f"(medians of {ROUNDS} alternating rounds)"))
+    rows.append(
+        (
+            "small LMDB, shuffled, 3 KB",
+            f"{sorted(ours)[mid]:.0f}/s (w={w},p={p})",
+            f"mdb_get + memcpy, 2 processes: {sorted(ceil)[mid]:.0f}/s; through a ring-sized buffer "
+            f"({int(share) / MIB:.1f} MiB a process) {sorted(ring_ceil)[mid]:.0f}/s",
+            f"{ratio:.0%} of ceiling ({ratios[0]:.0%} .. {ratios[-1]:.0%}), {ring_ratio:.0%} of the ring-sized one",
+            f"(medians of {ROUNDS} alternating rounds)",
+        )
+    )
     check("small LMDB >= 80% of the mdb_get + memcpy ceiling", ratio, 0.80, "%")
 
 

@@ -3,6 +3,7 @@
 Each sample is a crop of one of the photographs, of a size drawn per sample, re-encoded as JPEG at
 a quality drawn per sample; everything follows from the seed.
 """
+
 import io
 import os
 
@@ -11,12 +12,20 @@ from PIL import Image
 
 # Colour photographs in scikit-image's wheel (skimage/data); read from the files, not through
 # skimage.data's functions, which may fetch others over the network.
-PHOTOS = ["astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "retina.jpg", "motorcycle_left.png",
-          "hubble_deep_field.jpg"]
+PHOTOS = [
+    "astronaut.png",
+    "coffee.png",
+    "chelsea.png",
+    "rocket.jpg",
+    "retina.jpg",
+    "motorcycle_left.png",
+    "hubble_deep_field.jpg",
+]
 
 
 def photographs():
     import skimage.data
+
     root = os.path.dirname(skimage.data.__file__)
     out = []
     for name in PHOTOS:
@@ -56,6 +65,6 @@ def random_crops(n, seed, min_side=160, max_side=500, fixed=None):
         h, w = min(h, p.shape[0]), min(w, p.shape[1])
         y = int(rng.integers(0, p.shape[0] - h + 1))
         x = int(rng.integers(0, p.shape[1] - w + 1))
-        crop = np.ascontiguousarray(p[y:y + h, x:x + w])
+        crop = np.ascontiguousarray(p[y : y + h, x : x + w])
         out.append(encode(crop, rng.integers(60, 96), subsampling=[2, 2, 0, 1][i % 4]))
     return out

@@ -25,6 +25,7 @@ Two more rows:
 Goals (printed, exit 1 when missed): the Python Loader >= 90% of loader-bench's samples/s on small
 LMDB records at batch 256, >= 98% on 150 KB records and on the JPEG pipeline.
 """
+
 import json
 import os
 import subprocess
@@ -66,8 +67,10 @@ JPEG_PIPELINE = "data=decode,random_resized_crop(224),flip,to_chw"
 
 def run_stoker(path, batch, workers, prefetch, cap, epochs, pipeline=None):
     import stoker
-    loader = stoker.Loader(path, batch_size=batch, num_workers=workers, prefetch_factor=prefetch, shuffle=True,
-                           seed=1, pipeline=pipeline)
+
+    loader = stoker.Loader(
+        path, batch_size=batch, num_workers=workers, prefetch_factor=prefetch, shuffle=True, seed=1, pipeline=pipeline
+    )
     try:
         return measured_epochs(lambda: loader, cap, epochs, loader.set_epoch)
     finally:
@@ -75,8 +78,23 @@ def run_stoker(path, batch, workers, prefetch, cap, epochs, pipeline=None):
 
 
 def run_bench(bench, path, batch, workers, prefetch, cap, epochs, pipeline=None):
-    cmd = [bench, "--data", path, "--batch-size", str(batch), "--workers", str(workers), "--prefetch", str(prefetch),
-           "--shuffle", "--seed", "1", "--epochs", str(1 + epochs), "--json"]
+    cmd = [
+        bench,
+        "--data",
+        path,
+        "--batch-size",
+        str(batch),
+        "--workers",
+        str(workers),
+        "--prefetch",
+        str(prefetch),
+        "--shuffle",
+        "--seed",
+        "1",
+        "--epochs",
+        str(1 + epochs),
+        "--json",
+    ]
     if pipeline:
         cmd += ["--pipeline", pipeline]
     if cap:
@@ -88,9 +106,10 @@ def run_bench(bench, path, batch, workers, prefetch, cap, epochs, pipeline=None)
 
 
 def run_torch(path, fmt, style, batch, workers, prefetch, cap):
+    import pytorch_dataloader as pt
     import torch
     from torch.utils.data import BatchSampler, DataLoader, RandomSampler
-    import pytorch_dataloader as pt
+
     torch.manual_seed(1)
     extra = {"prefetch_factor": prefetch, "persistent_workers": True} if workers else {}
     if style == "per-sample":
@@ -98,19 +117,40 @@ def run_torch(path, fmt, style, batch, workers, prefetch, cap):
         loader = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers, **extra)
     else:
         ds = pt.H5BatchDataset(path) if fmt == "hdf5" else pt.LmdbBatchDataset(path)
-        loader = DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), batch, drop_last=False),
-                            num_workers=workers, **extra)
+        loader = DataLoader(
+            ds,
+            batch_size=None,
+            sampler=BatchSampler(RandomSampler(ds), batch, drop_last=False),
+            num_workers=workers,
+            **extra,
+        )
     try:
         return measured_epochs(lambda: loader, cap, 1)
     finally:
-        del loader
+        loader = None  # its workers end before the next row starts
 
 
 def run_torch_images(path, batch, workers, prefetch):
     """PyTorch's DataLoader with the ImageNet training transforms (bench/pytorch_images.py)."""
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pytorch_images.py"), "--data", path,
-                          "--workers", str(workers), "--prefetch", str(prefetch), "--batch-size", str(batch),
-                          "--epochs", "2"], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "bench", "pytorch_images.py"),
+            "--data",
+            path,
+            "--workers",
+            str(workers),
+            "--prefetch",
+            str(prefetch),
+            "--batch-size",
+            str(batch),
+            "--epochs",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     e = json.loads(out.splitlines()[1])
     return e["samples_per_s"], 0.0
 
@@ -158,17 +198,28 @@ def seeds_case(build, data):
     """stoker and PyTorch's DataLoader in Docker's 64 MiB /dev/shm, or why it could not be made."""
     import h5py
     import numpy as np
+
     path = os.path.join(data, "seeds-224.h5")
     if not os.path.exists(path):
         rng = np.random.default_rng(1)
         with h5py.File(path + ".partial", "w") as f:
             d = f.create_dataset("image", (2048, 3, 224, 224), dtype="u1")
             for i in range(0, 2048, 256):
-                d[i:i + 256] = rng.integers(0, 255, (256, 3, 224, 224), dtype=np.uint8)
+                d[i : i + 256] = rng.integers(0, 255, (256, 3, 224, 224), dtype=np.uint8)
         os.rename(path + ".partial", path)
     script = 'mount -t tmpfs -o size=64m tmpfs /dev/shm && exec "$0" "$@"'
-    cmd = ["unshare", "-rm", "sh", "-c", script, sys.executable, "-c", SEEDS_SCRIPT, path,
-           os.path.join(build, "python")]
+    cmd = [
+        "unshare",
+        "-rm",
+        "sh",
+        "-c",
+        script,
+        sys.executable,
+        "-c",
+        SEEDS_SCRIPT,
+        path,
+        os.path.join(build, "python"),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0 or not r.stdout.strip():
         return None, (r.stderr.strip().splitlines() or ["no output"])[-1]
@@ -193,6 +244,7 @@ def main():
         subprocess.run([bench, "--make-data", data], check=True)
     grid = [(1, 2), (2, 2), (2, 4)] if quick else [(0, 2), (1, 2), (1, 4), (2, 2), (2, 4)]
     from image_compare import make_db
+
     photos = os.path.join(data, "photos.lmdb")
     make_db(photos, 3000)  # 47 batches an epoch: fewer make a row of start-up and noise
     # name, file, format, batch size, batches per epoch cap (0: the whole epoch), stoker's measured
@@ -213,46 +265,60 @@ def main():
             if fmt == "jpeg":
                 if workers == 0:
                     continue
-                tries = {"stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap, epochs, JPEG_PIPELINE),
-                         "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap, epochs,
-                                                           JPEG_PIPELINE),
-                         "PyTorch per-sample": lambda: run_torch_images(path, batch, workers, prefetch)}
+                tries = {
+                    "stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap, epochs, JPEG_PIPELINE),
+                    "loader-bench": lambda: run_bench(
+                        bench, path, batch, workers, prefetch, cap, epochs, JPEG_PIPELINE
+                    ),
+                    "PyTorch per-sample": lambda: run_torch_images(path, batch, workers, prefetch),
+                }
             else:
-                tries = {"stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap, epochs),
-                         "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap, epochs),
-                         "PyTorch per-sample": lambda: run_torch(path, fmt, "per-sample", batch, workers, prefetch,
-                                                                 min(cap or 20, 20)),
-                         "PyTorch batched": lambda: run_torch(path, fmt, "batched", batch, workers, prefetch, cap)}
-            for side, run in (reversed(list(tries.items())) if reverse else tries.items()):
+                tries = {
+                    "stoker (Python)": lambda: run_stoker(path, batch, workers, prefetch, cap, epochs),
+                    "loader-bench": lambda: run_bench(bench, path, batch, workers, prefetch, cap, epochs),
+                    "PyTorch per-sample": lambda: run_torch(
+                        path, fmt, "per-sample", batch, workers, prefetch, min(cap or 20, 20)
+                    ),
+                    "PyTorch batched": lambda: run_torch(path, fmt, "batched", batch, workers, prefetch, cap),
+                }
+            for side, run in reversed(list(tries.items())) if reverse else tries.items():
                 sps, mibs = run()
                 print(f"  {name}: {side} {config}: {sps:.0f} samples/s", file=sys.stderr, flush=True)
                 if side not in best or sps > best[side][0]:
                     best[side] = (sps, mibs, config)
         rows.append((name, best))
 
-    print(f"\n{'dataset':<20} {'stoker (Python)':>24} {'loader-bench':>24} {'Python/C++':>11} "
-          f"{'PyTorch best':>24} {'stoker/PyTorch':>15}")
+    print(
+        f"\n{'dataset':<20} {'stoker (Python)':>24} {'loader-bench':>24} {'Python/C++':>11} "
+        f"{'PyTorch best':>24} {'stoker/PyTorch':>15}"
+    )
     ratios = {}
     for name, best in rows:
         s, b = best["stoker (Python)"], best["loader-bench"]
         t = max((best[k] for k in ("PyTorch per-sample", "PyTorch batched") if k in best), key=lambda r: r[0])
         ratios[name] = s[0] / b[0]
-        print(f"{name:<20} {s[0]:>14.0f}/s ({s[2]}) {b[0]:>14.0f}/s ({b[2]}) {s[0] / b[0]:>10.0%} "
-              f"{t[0]:>14.0f}/s ({t[2]}) {s[0] / t[0]:>14.1f}x")
+        print(
+            f"{name:<20} {s[0]:>14.0f}/s ({s[2]}) {b[0]:>14.0f}/s ({b[2]}) {s[0] / b[0]:>10.0%} "
+            f"{t[0]:>14.0f}/s ({t[2]}) {s[0] / t[0]:>14.1f}x"
+        )
     seeds, why = seeds_case(build, data)
     print()
     if seeds is None:
         print(f"seeds' case (batch 512 of 3x224x224 in a 64 MiB /dev/shm): not run here ({why})")
     else:
-        print(f"seeds' case (batch 512 of 3x224x224 in a 64 MiB /dev/shm): stoker {seeds['stoker_samples_per_s']:.0f} "
-              f"samples/s (ring in {seeds['stoker_backing']}); PyTorch's DataLoader {seeds['torch']}")
+        print(
+            f"seeds' case (batch 512 of 3x224x224 in a 64 MiB /dev/shm): stoker {seeds['stoker_samples_per_s']:.0f} "
+            f"samples/s (ring in {seeds['stoker_backing']}); PyTorch's DataLoader {seeds['torch']}"
+        )
     goals = [("small LMDB", 0.90), ("large LMDB (150 KB)", 0.98), ("JPEG pipeline", 0.98)]
     missed = 0
     print()
     for name, goal in goals:
         met = ratios[name] >= goal
         missed += not met
-        print(f"{'met ' if met else 'MISSED'} {name}: Python Loader {ratios[name]:.0%} of loader-bench (goal {goal:.0%})")
+        print(
+            f"{'met ' if met else 'MISSED'} {name}: Python Loader {ratios[name]:.0%} of loader-bench (goal {goal:.0%})"
+        )
     return 1 if missed else 0
 
 

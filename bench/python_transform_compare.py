@@ -18,6 +18,7 @@ each side's best over num_workers in {1, 2} (this machine has 2 cores):
 Each row prints samples/s, samples per CPU-second (the trainer and its workers), the workers' RSS and
 the time to the first batch. Exit 1 when a goal is missed.
 """
+
 import argparse
 import io
 import os
@@ -34,8 +35,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import stoker  # noqa: E402
 
-
 # ---- the user's code, the same on both sides ----------------------------------------------------
+
 
 def identity(sample, rng):
     return sample
@@ -54,6 +55,7 @@ def color_jitter(img):
     """torchvision v2 ColorJitter(0.4, 0.4, 0.4) on a uint8 CHW tensor, drawing from torch's
     generator: brightness, contrast and saturation factors in [0.6, 1.4], in a random order."""
     import torch
+
     factors = (torch.empty(3).uniform_(0.6, 1.4)).tolist()
     x = img.float()
     for op in torch.randperm(3).tolist():
@@ -69,13 +71,18 @@ def color_jitter(img):
 
 def recipe(sample, rng):
     import torch
-    return {"image": color_jitter(torch.from_numpy(sample["data"].copy())), }
+
+    return {
+        "image": color_jitter(torch.from_numpy(sample["data"].copy())),
+    }
 
 
 # ---- measuring ---------------------------------------------------------------------------------
 
+
 def children_cpu():
     import resource
+
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
@@ -124,6 +131,7 @@ def run_stoker(path, workers, epochs, **kwargs):
 def run_dataloader(dataset, workers, epochs, batch_size):
     import torch
     from torch.utils.data import DataLoader
+
     t0 = time.perf_counter()
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=True)
     it = iter(loader)
@@ -165,6 +173,7 @@ class LightH5:
 class RecipeLmdb:
     def __init__(self, path, n):
         from pytorch_images import pil_transform
+
         self.path, self.n, self.env, self.crop = path, n, None, pil_transform(224)
 
     def __len__(self):
@@ -173,6 +182,7 @@ class RecipeLmdb:
     def __getitem__(self, i):
         import lmdb
         from PIL import Image
+
         if self.env is None:
             self.env = lmdb.open(self.path, subdir=os.path.isdir(self.path), readonly=True, lock=False)
         with self.env.begin() as txn:
@@ -182,8 +192,10 @@ class RecipeLmdb:
 
 def row(name, results):
     for side, r in results.items():
-        print(f"{name:7s} {side:22s} {r['samples_per_s']:9.0f} samples/s  {r['per_cpu_s']:9.0f} samples/CPU-s  "
-              f"worker RSS {r['rss'] / 2**20:6.0f} MiB  first batch {r['first']:.2f} s")
+        print(
+            f"{name:7s} {side:22s} {r['samples_per_s']:9.0f} samples/s  {r['per_cpu_s']:9.0f} samples/CPU-s  "
+            f"worker RSS {r['rss'] / 2**20:6.0f} MiB  first batch {r['first']:.2f} s"
+        )
 
 
 def best(runs):
@@ -214,11 +226,16 @@ def main():
                 spent.append(loader.stats()["worker_cpu_seconds"] - before)
             loader.close()
             return min(spent) / n_light
+
         base = worker_cpu()
-        seeded, rng_only = worker_cpu(transform=identity) - base, worker_cpu(transform=identity,
-                                                                             seed_globals=False) - base
-        print(f"hook    per sample in the workers: {seeded * 1e6:.2f} us seeded (goal <= 10), "
-              f"{rng_only * 1e6:.2f} us with rng alone (goal <= 5)")
+        seeded, rng_only = (
+            worker_cpu(transform=identity) - base,
+            worker_cpu(transform=identity, seed_globals=False) - base,
+        )
+        print(
+            f"hook    per sample in the workers: {seeded * 1e6:.2f} us seeded (goal <= 10), "
+            f"{rng_only * 1e6:.2f} us with rng alone (goal <= 5)"
+        )
         if seeded > 10e-6 or rng_only > 5e-6:
             missed.append("hook")
 
@@ -234,6 +251,7 @@ def main():
 
         import lmdb
         import photos
+
         jpeg_path = os.path.join(d, "photos.lmdb")
         env = lmdb.open(jpeg_path, map_size=1 << 31)
         with env.begin(write=True) as txn:
@@ -242,8 +260,12 @@ def main():
         env.close()
         pipeline = "data=decode,random_resized_crop(224),flip,to_chw"
         results = {
-            "stoker": best([run_stoker(jpeg_path, w, epochs, batch_size=64, pipeline=pipeline, transform=recipe,
-                                       shuffle=True) for w in (1, 2)]),
+            "stoker": best(
+                [
+                    run_stoker(jpeg_path, w, epochs, batch_size=64, pipeline=pipeline, transform=recipe, shuffle=True)
+                    for w in (1, 2)
+                ]
+            ),
             "DataLoader": best([run_dataloader(RecipeLmdb(jpeg_path, n_jpeg), w, epochs, 64) for w in (1, 2)]),
         }
         row("recipe", results)

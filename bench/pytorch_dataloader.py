@@ -13,6 +13,7 @@ usage: pytorch_dataloader.py --data PATH [--format auto|hdf5|lmdb] [--style per-
                              [--epochs E] [--max-batches N] [--json]
 Prints one line (or JSON object) per epoch: samples, seconds, samples/s, MiB/s.
 """
+
 import argparse
 import json
 import os
@@ -38,6 +39,7 @@ def detect(path):
 class H5Dataset(Dataset):
     def __init__(self, path):
         import h5py
+
         self.path = path
         with h5py.File(path, "r") as f:
             self.names = sorted(k for k, v in f.items() if isinstance(v, h5py.Dataset) and v.dtype.kind in "iuf")
@@ -50,6 +52,7 @@ class H5Dataset(Dataset):
     def __getitem__(self, i):
         if self.file is None:  # opened lazily, in the worker that uses it
             import h5py
+
             self.file = h5py.File(self.path, "r")
         return {name: torch.from_numpy(np.asarray(self.file[name][i])) for name in self.names}
 
@@ -66,9 +69,23 @@ class LmdbDataset(Dataset):
         self.fields = []
         offset = 0
         for f in schema["fields"]:
-            dtype = np.dtype({"u8": "u1", "i8": "i1", "u16": "<u2", "i16": "<i2", "i32": "<i4", "i64": "<i8",
-                              "f16": "<f2", "f32": "<f4", "f64": "<f8", "bool": "?", "u32": "<u4",
-                              "u64": "<u8", "bf16": "<u2"}[f["dtype"]])  # numpy has no bfloat16
+            dtype = np.dtype(
+                {
+                    "u8": "u1",
+                    "i8": "i1",
+                    "u16": "<u2",
+                    "i16": "<i2",
+                    "i32": "<i4",
+                    "i64": "<i8",
+                    "f16": "<f2",
+                    "f32": "<f4",
+                    "f64": "<f8",
+                    "bool": "?",
+                    "u32": "<u4",
+                    "u64": "<u8",
+                    "bf16": "<u2",
+                }[f["dtype"]]
+            )  # numpy has no bfloat16
             count = int(np.prod(f["shape"])) if f["shape"] else 1
             self.fields.append((f["name"], dtype, tuple(f["shape"]), offset, count))
             offset += count * dtype.itemsize
@@ -77,8 +94,16 @@ class LmdbDataset(Dataset):
 
     def _open(self):
         import lmdb
-        return lmdb.open(self.path, subdir=os.path.isdir(self.path), readonly=True, lock=False,
-                         readahead=False, meminit=False, max_dbs=2)
+
+        return lmdb.open(
+            self.path,
+            subdir=os.path.isdir(self.path),
+            readonly=True,
+            lock=False,
+            readahead=False,
+            meminit=False,
+            max_dbs=2,
+        )
 
     def __len__(self):
         return self.n
@@ -112,6 +137,7 @@ class H5BatchDataset(H5Dataset):
     def __getitem__(self, indices):
         if self.file is None:
             import h5py
+
             self.file = h5py.File(self.path, "r")
         keys, inverse = sorted_order(indices)
         out = {}
@@ -123,7 +149,7 @@ class H5BatchDataset(H5Dataset):
             starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
             for a, b in zip(starts, np.r_[starts[1:], len(keys)]):
                 lo, hi = int(keys[a]), int(keys[b - 1])
-                parts.append(dset[lo:hi + 1][keys[a:b] - lo])
+                parts.append(dset[lo : hi + 1][keys[a:b] - lo])
             out[name] = torch.from_numpy(np.concatenate(parts)[inverse])
         return out
 
@@ -160,6 +186,7 @@ def locality_group(path, fmt, ds):
     """Chunk rows of the largest chunked HDF5 dataset, else ~64 KiB of records (as stoker)."""
     if fmt == "hdf5":
         import h5py
+
         with h5py.File(path, "r") as f:
             sets = [f[n] for n in ds.names]
             chunked = [d for d in sets if d.chunks]
@@ -180,8 +207,12 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefetch", type=int, default=2, help="batches in flight per worker (prefetch_factor)")
     p.add_argument("--shuffle", action="store_true")
-    p.add_argument("--order", choices=["sequential", "random", "quasi-random"], default=None,
-                   help="quasi-random: stoker's order, for a comparison on the same order (--shuffle: random)")
+    p.add_argument(
+        "--order",
+        choices=["sequential", "random", "quasi-random"],
+        default=None,
+        help="quasi-random: stoker's order, for a comparison on the same order (--shuffle: random)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--max-batches", type=int, default=0, help="stop each epoch after N batches (0: all)")
@@ -193,16 +224,28 @@ def main():
     extra = {"prefetch_factor": a.prefetch} if a.workers > 0 else {}
     if a.style == "per-sample":
         ds = H5Dataset(a.data) if fmt == "hdf5" else LmdbDataset(a.data)
-        loader = DataLoader(ds, batch_size=a.batch_size, shuffle=a.shuffle, num_workers=a.workers,
-                            persistent_workers=a.workers > 0, **extra)
+        loader = DataLoader(
+            ds,
+            batch_size=a.batch_size,
+            shuffle=a.shuffle,
+            num_workers=a.workers,
+            persistent_workers=a.workers > 0,
+            **extra,
+        )
     else:
         ds = H5BatchDataset(a.data) if fmt == "hdf5" else LmdbBatchDataset(a.data)
         if a.order == "quasi-random":
             base = QuasiRandomSampler(len(ds), locality_group(a.data, fmt, ds), a.seed)
         else:
             base = RandomSampler(ds) if a.shuffle or a.order == "random" else SequentialSampler(ds)
-        loader = DataLoader(ds, batch_size=None, sampler=BatchSampler(base, a.batch_size, drop_last=False),
-                            num_workers=a.workers, persistent_workers=a.workers > 0, **extra)
+        loader = DataLoader(
+            ds,
+            batch_size=None,
+            sampler=BatchSampler(base, a.batch_size, drop_last=False),
+            num_workers=a.workers,
+            persistent_workers=a.workers > 0,
+            **extra,
+        )
     for epoch in range(a.epochs):
         samples = nbytes = batches = 0
         t0 = time.perf_counter()
@@ -213,14 +256,25 @@ def main():
             if a.max_batches and batches >= a.max_batches:
                 break
         seconds = time.perf_counter() - t0
-        row = {"epoch": epoch, "samples": samples, "batches": batches, "seconds": seconds,
-               "samples_per_s": samples / seconds, "mib_per_s": nbytes / seconds / MIB, "workers": a.workers,
-               "prefetch": a.prefetch if a.workers > 0 else None, "style": a.style}
+        row = {
+            "epoch": epoch,
+            "samples": samples,
+            "batches": batches,
+            "seconds": seconds,
+            "samples_per_s": samples / seconds,
+            "mib_per_s": nbytes / seconds / MIB,
+            "workers": a.workers,
+            "prefetch": a.prefetch if a.workers > 0 else None,
+            "style": a.style,
+        }
         if a.json:
             print(json.dumps(row), flush=True)
         else:
-            print(f"epoch {epoch}: {samples} samples in {seconds:.3f} s, {row['samples_per_s']:.0f} samples/s, "
-                  f"{row['mib_per_s']:.1f} MiB/s", flush=True)
+            print(
+                f"epoch {epoch}: {samples} samples in {seconds:.3f} s, {row['samples_per_s']:.0f} samples/s, "
+                f"{row['mib_per_s']:.1f} MiB/s",
+                flush=True,
+            )
     return 0
 
 

@@ -11,6 +11,7 @@ usage: pytorch_images.py --data DB [--size 224] [--batch-size 64] [--workers 2] 
 Prints one JSON object per epoch: samples, seconds, samples_per_s, cpu_s (this process and its
 workers), transforms ("torchvision" or "pil").
 """
+
 import argparse
 import io
 import json
@@ -26,6 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 
 try:
     import torchvision.transforms as T
+
     TRANSFORMS = "torchvision"
 except Exception:  # no wheel for this torch: the same steps with PIL
     T = None
@@ -78,6 +80,7 @@ def pil_transform(size):
 class JpegLmdb(Dataset):
     def __init__(self, path, transform):
         import lmdb
+
         env = lmdb.open(path, subdir=os.path.isdir(path), readonly=True, lock=False)
         self.n = env.stat()["entries"]
         env.close()
@@ -89,8 +92,8 @@ class JpegLmdb(Dataset):
     def __getitem__(self, i):
         if self.env is None:  # opened lazily, in the worker that uses it
             import lmdb
-            self.env = lmdb.open(self.path, subdir=os.path.isdir(self.path), readonly=True, lock=False,
-                                 readahead=False)
+
+            self.env = lmdb.open(self.path, subdir=os.path.isdir(self.path), readonly=True, lock=False, readahead=False)
         with self.env.begin(buffers=True) as txn:
             data = bytes(txn.get(str(i).encode()))
         img = Image.open(io.BytesIO(data)).convert("RGB")
@@ -132,9 +135,21 @@ def main():
             samples += images.shape[0]
         seconds = time.perf_counter() - t0
         cpu = time.process_time() + sum(process_cpu(w) for w in workers) - cpu0
-        print(json.dumps({"epoch": epoch, "samples": samples, "seconds": seconds, "samples_per_s": samples / seconds,
-                          "cpu_s": cpu, "transforms": TRANSFORMS, "workers": a.workers, "prefetch": a.prefetch}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "epoch": epoch,
+                    "samples": samples,
+                    "seconds": seconds,
+                    "samples_per_s": samples / seconds,
+                    "cpu_s": cpu,
+                    "transforms": TRANSFORMS,
+                    "workers": a.workers,
+                    "prefetch": a.prefetch,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -4,55 +4,66 @@ The tests check the C++ against these; the PyTorch baseline uses them to give Py
 order."""
 
 M64 = M = (1 << 64) - 1
+
+
 def mix(z):
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
     return z ^ (z >> 31)
+
 
 def feistel(n, seed, epoch):
     """p(i) for the permutation of [0, n) of (seed, epoch)."""
     h = max(4, ((n - 1).bit_length() + 1) // 2) if n > 1 else 4
     mask, state, keys = (1 << h) - 1, mix(mix(seed) ^ epoch), []
     for _ in range(6):
-        state = (state + 0x9e3779b97f4a7c15) & M
+        state = (state + 0x9E3779B97F4A7C15) & M
         keys.append(mix(state))
+
     def encrypt(x):
-        l, r = x >> h, x & mask
+        left, right = x >> h, x & mask
         for k in keys:
-            l, r = r, l ^ (mix(r ^ k) & mask)
-        return (l << h) | r
+            left, right = right, left ^ (mix(right ^ k) & mask)
+        return (left << h) | right
+
     def p(i):
         y = encrypt(i)
         while y >= n:
             y = encrypt(y)
         return y
+
     return p
+
 
 def permutation(n, seed, epoch):
     p = feistel(n, seed, epoch)
     return [p(i) for i in range(n)]
 
 
-def inverse(n, seed, epoch, y):       # p⁻¹(y), as the C++ computes it: rounds backwards, walking
+def inverse(n, seed, epoch, y):  # p⁻¹(y), as the C++ computes it: rounds backwards, walking
     h = max(4, ((n - 1).bit_length() + 1) // 2) if n > 1 else 4
     mask, state, keys = (1 << h) - 1, mix(mix(seed) ^ epoch), []
     for _ in range(6):
-        state = (state + 0x9e3779b97f4a7c15) & M
+        state = (state + 0x9E3779B97F4A7C15) & M
         keys.append(mix(state))
+
     def decrypt(x):
-        l, r = x >> h, x & mask
+        left, right = x >> h, x & mask
         for k in reversed(keys):
-            l, r = r ^ (mix(l ^ k) & mask), l
-        return (l << h) | r
+            left, right = right ^ (mix(left ^ k) & mask), left
+        return (left << h) | right
+
     x = decrypt(y)
     while x >= n:
         x = decrypt(x)
     return x
 
+
 def quasi_random(n, group, seed, epoch, window=4):
     t, m = mix(seed ^ 0x7175617369726E64), (n + group - 1) // group
     gp, size = feistel(m, t, epoch), lambda g: min(group, n - g * group)
     short, d, full = inverse(m, t, epoch, m - 1) // window, group - size(m - 1), window * group
+
     def at(i):
         w = i // full if i < (short + 1) * full - d else (i + d) // full
         start = w * full - (d if w > short else 0)
@@ -62,7 +73,9 @@ def quasi_random(n, group, seed, epoch, window=4):
             if q < size(g):
                 return g * group + q
             q -= size(g)
+
     return [at(i) for i in range(n)]
+
 
 def quasi_random_shards(shards, group, seed, epoch, window=4, interleave=8):
     """The quasi-random order of a shard set of shards[s] samples each (docs/sampler.md), listed
@@ -76,10 +89,10 @@ def quasi_random_shards(shards, group, seed, epoch, window=4, interleave=8):
         for j in range(b, min(b + interleave, len(shards))):
             s = sp(j)
             groups += [(first[s] + k, min(group, shards[s] - k)) for k in range(0, shards[s], group)]
-        gp = feistel(len(groups), t ^ ((c * 0x9e3779b97f4a7c15) & M), epoch)
+        gp = feistel(len(groups), t ^ ((c * 0x9E3779B97F4A7C15) & M), epoch)
         shuffled = [groups[gp(j)] for j in range(len(groups))]
         for w in range(0, len(shuffled), window):
-            listed = [i for start, size in shuffled[w:w + window] for i in range(start, start + size)]
+            listed = [i for start, size in shuffled[w : w + window] for i in range(start, start + size)]
             q = feistel(len(listed), mix(t ^ (windows_before + w // window + 1)), epoch)
             order += [listed[q(k)] for k in range(len(listed))]
         windows_before += (len(groups) + window - 1) // window

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The code's two mechanical checks, at zero findings: the format (.clang-format, every tracked C++
-# file) and the lint (.clang-tidy, the library's, the tools' and the Python extension's sources, from
-# BUILD_DIR's compile_commands.json; a source whose exact input was clean before is not run again:
-# tools/tidy_cached.py). Prints what is wrong and exits 1 when anything is.
+# The code's mechanical checks, at zero findings: the format (.clang-format, every tracked C++ file;
+# ruff format, every tracked Python file), the Python lint (ruff check; both configured in
+# pyproject.toml) and the C++ lint (.clang-tidy, the library's, the tools' and the Python extension's
+# sources, from BUILD_DIR's compile_commands.json; a source whose exact input was clean before is
+# not run again: tools/tidy_cached.py). Prints what is wrong and exits 1 when anything is. ruff is
+# the project's .venv's (tools/install-deps.sh installs it).
 #   tools/lint.sh [BUILD_DIR]        (default: build; configured by the README's commands)
 #   tools/lint.sh --format-only
 set -euo pipefail
@@ -17,6 +19,18 @@ if ! clang-format --dry-run -Werror "${cxx[@]}" 2>/tmp/stoker-format.$$; then
   status=1
 fi
 rm -f /tmp/stoker-format.$$
+mapfile -t py < <(git ls-files '*.py')
+ruff=.venv/bin/ruff
+if [[ ! -x $ruff ]]; then
+  echo "lint: no $ruff: run tools/install-deps.sh" >&2
+  status=1
+else
+  if ! "$ruff" format --check --quiet "${py[@]}"; then
+    echo "lint: Python not formatted as pyproject.toml says (.venv/bin/ruff format FILE)" >&2
+    status=1
+  fi
+  "$ruff" check --quiet "${py[@]}" || status=1
+fi
 [[ ${1:-} == --format-only ]] && exit $status
 
 if [[ ! -f $build/compile_commands.json ]]; then
@@ -30,5 +44,7 @@ while read -r f; do
 done < <(git ls-files 'python/src/*.cc')
 # A source whose exact input was clean before is not run again (tools/tidy_cached.py says how).
 python3 tools/tidy_cached.py "$build" "${sources[@]}" || status=1
-if ((status == 0)); then echo "lint: ${#cxx[@]} files formatted, ${#sources[@]} sources clean under clang-tidy"; fi
+if ((status == 0)); then
+  echo "lint: ${#cxx[@]} C++ and ${#py[@]} Python files formatted, ${#sources[@]} sources clean under clang-tidy"
+fi
 exit $status

@@ -12,6 +12,7 @@ on this machine finds it). Only clean results are kept, so a finding is reported
 it is fixed, and anything that changes what clang-tidy would see runs it again. Runs clang-tidy on
 the others, as many at once as there are cores; prints its findings and exits 1 when there are any.
 """
+
 import concurrent.futures
 import hashlib
 import json
@@ -50,8 +51,13 @@ def preprocess_command(entry):
 def key_of(entry, salt):
     h = hashlib.sha256(salt)
     h.update(entry["file"].encode() + b"\0" + entry.get("command", " ".join(entry.get("arguments", []))).encode())
-    pre = subprocess.run(preprocess_command(entry), cwd=entry["directory"], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, check=False)
+    pre = subprocess.run(
+        preprocess_command(entry),
+        cwd=entry["directory"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
     if pre.returncode != 0:
         return None  # clang-tidy will say what is wrong
     h.update(pre.stdout)
@@ -75,10 +81,16 @@ def main():
         key = key_of(entry, salt) if entry else None
         if key and os.path.exists(os.path.join(cache, key)):
             return source, True, ""
-        run = subprocess.run(["clang-tidy", "-p", build, "--quiet", source], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, check=False)
+        run = subprocess.run(
+            ["clang-tidy", "-p", build, "--quiet", source],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
         clean = run.returncode == 0 and not any(
-            (" warning: " in line or " error: " in line) for line in run.stdout.splitlines())
+            (" warning: " in line or " error: " in line) for line in run.stdout.splitlines()
+        )
         if clean and key:
             with open(os.path.join(cache, key), "w"):
                 pass
@@ -90,11 +102,15 @@ def main():
             cached += was_cached
             if findings:
                 found.append(findings)
-    print(f"tidy_cached: {len(sources) - cached} sources run through clang-tidy, {cached} found clean before "
-          f"(cache {cache})", file=sys.stderr)
+    print(
+        f"tidy_cached: {len(sources) - cached} sources run through clang-tidy, {cached} found clean before "
+        f"(cache {cache})",
+        file=sys.stderr,
+    )
     if found:
-        lines = sorted({line for text in found for line in text.splitlines()
-                        if " warning: " in line or " error: " in line})
+        lines = sorted(
+            {line for text in found for line in text.splitlines() if " warning: " in line or " error: " in line}
+        )
         print("\n".join(lines), file=sys.stderr)
         return 1
     return 0

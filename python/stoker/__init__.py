@@ -12,12 +12,13 @@ package (``STOKER_WORKER_EXECUTABLE`` names another): they run no Python, unless
 ``transform=``, a function of yours: its workers are then forked from an exec of this interpreter
 (docs/transform.md).
 """
+
 import atexit as _atexit
 import os as _os
 import threading as _threading
 
-from ._errors import Error, StokerWarning
 from . import _core
+from ._errors import Error, StokerWarning
 
 _core._set_types(Error, StokerWarning)
 

@@ -1,9 +1,10 @@
 """python -m stoker --cmake-dir: where the package's CMake package is, for find_package(stoker)
 (CMAKE_PREFIX_PATH) when building a library of pipeline operations for op_libraries=."""
+
 import argparse
 import sys
 
-from . import cmake_prefix_path, __version__
+from . import __version__, cmake_prefix_path
 
 
 def main(argv=None):

@@ -1,7 +1,8 @@
 """stoker.Loader: the C++ Loader, iterated from Python."""
+
 import json
-import os
 import numbers
+import os
 import threading
 
 from . import _core
@@ -222,25 +223,84 @@ class Loader:
     the constructor alike.
     """
 
-    def __init__(self, source, batch_size=1, num_workers=0, prefetch_factor=2, shuffle=False, seed=0,
-                 order=None, fields=None, group="", pipeline=None, drop_last=False, device="cpu",
-                 shard=None, shm_budget=None, timeout=None, max_respawns=3, framework="torch",
-                 copy=False, *, format="auto", shm_fraction=0.5, shm_backing="auto", shutdown_grace=2.0,
-                 prefetch_to_device=2, staging="auto", worker_oom_score_adj=500,
-                 max_image_pixels=89478485, max_open_shards=64, lmdb_keys=None, lmdb_count_key=None,
-                 held_batches=1, on_decode_error="fail", transform=None, seed_globals=True, ragged=None,
-                 transform_output=None, op_libraries=None):
-        cfg = dict(source=source, batch_size=batch_size, num_workers=num_workers,
-                   prefetch_factor=prefetch_factor, shuffle=shuffle, seed=seed, order=order, fields=fields,
-                   group=group, pipeline=pipeline, drop_last=drop_last, device=device, shard=shard,
-                   shm_budget=shm_budget, timeout=timeout, max_respawns=max_respawns, framework=framework,
-                   copy=copy, format=format, shm_fraction=shm_fraction, shm_backing=shm_backing,
-                   shutdown_grace=shutdown_grace, prefetch_to_device=prefetch_to_device, staging=staging,
-                   worker_oom_score_adj=worker_oom_score_adj, max_image_pixels=max_image_pixels,
-                   max_open_shards=max_open_shards, lmdb_keys=lmdb_keys, lmdb_count_key=lmdb_count_key,
-                   held_batches=held_batches, on_decode_error=on_decode_error, transform=transform,
-                   seed_globals=seed_globals, ragged=ragged, transform_output=transform_output,
-                   op_libraries=op_libraries)
+    def __init__(
+        self,
+        source,
+        batch_size=1,
+        num_workers=0,
+        prefetch_factor=2,
+        shuffle=False,
+        seed=0,
+        order=None,
+        fields=None,
+        group="",
+        pipeline=None,
+        drop_last=False,
+        device="cpu",
+        shard=None,
+        shm_budget=None,
+        timeout=None,
+        max_respawns=3,
+        framework="torch",
+        copy=False,
+        *,
+        format="auto",
+        shm_fraction=0.5,
+        shm_backing="auto",
+        shutdown_grace=2.0,
+        prefetch_to_device=2,
+        staging="auto",
+        worker_oom_score_adj=500,
+        max_image_pixels=89478485,
+        max_open_shards=64,
+        lmdb_keys=None,
+        lmdb_count_key=None,
+        held_batches=1,
+        on_decode_error="fail",
+        transform=None,
+        seed_globals=True,
+        ragged=None,
+        transform_output=None,
+        op_libraries=None,
+    ):
+        cfg = dict(
+            source=source,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+            shuffle=shuffle,
+            seed=seed,
+            order=order,
+            fields=fields,
+            group=group,
+            pipeline=pipeline,
+            drop_last=drop_last,
+            device=device,
+            shard=shard,
+            shm_budget=shm_budget,
+            timeout=timeout,
+            max_respawns=max_respawns,
+            framework=framework,
+            copy=copy,
+            format=format,
+            shm_fraction=shm_fraction,
+            shm_backing=shm_backing,
+            shutdown_grace=shutdown_grace,
+            prefetch_to_device=prefetch_to_device,
+            staging=staging,
+            worker_oom_score_adj=worker_oom_score_adj,
+            max_image_pixels=max_image_pixels,
+            max_open_shards=max_open_shards,
+            lmdb_keys=lmdb_keys,
+            lmdb_count_key=lmdb_count_key,
+            held_batches=held_batches,
+            on_decode_error=on_decode_error,
+            transform=transform,
+            seed_globals=seed_globals,
+            ragged=ragged,
+            transform_output=transform_output,
+            op_libraries=op_libraries,
+        )
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         self._core = None
@@ -249,23 +309,35 @@ class Loader:
         if framework not in _FRAMEWORKS:
             raise _bad("framework", f"'{framework}' is not one of 'torch', 'numpy'")
         if framework == "numpy" and options.device.startswith("cuda"):
-            raise _bad("framework", f"'numpy' holds no GPU memory, and device is '{options.device}': pass "
-                       "framework='torch', or device='cpu'")
+            raise _bad(
+                "framework",
+                f"'numpy' holds no GPU memory, and device is '{options.device}': pass "
+                "framework='torch', or device='cpu'",
+            )
         current_stream = None
         if framework == "torch":
             try:
                 import torch
             except ImportError as e:
-                raise _bad("framework", f"'torch' needs torch, which is not installed ({e}): pass "
-                           "framework='numpy'") from None
+                raise _bad(
+                    "framework", f"'torch' needs torch, which is not installed ({e}): pass framework='numpy'"
+                ) from None
             if options.device.startswith("cuda"):
                 where = None if options.device == "cuda" else options.device
                 current_stream = lambda: torch.cuda.current_stream(where).cuda_stream  # noqa: E731
         copy = _bool("copy", copy)
         if transform is not None:
             from . import _transform
-            _transform.configure(options, cfg, transform, seed_globals, ragged, transform_output,
-                                 300.0 if cfg["timeout"] in (None, 0) else max(float(cfg["timeout"]), 60.0))
+
+            _transform.configure(
+                options,
+                cfg,
+                transform,
+                seed_globals,
+                ragged,
+                transform_output,
+                300.0 if cfg["timeout"] in (None, 0) else max(float(cfg["timeout"]), 60.0),
+            )
         self._config = cfg
         self._epoch = 0
         # A loaded state and its epoch (already started; None once unpickled), resumed by the next
@@ -389,8 +461,10 @@ class Loader:
 
     def __repr__(self):
         c = self._config
-        return (f"stoker.Loader({c['source']!r}, batch_size={c['batch_size']}, "
-                f"num_workers={c['num_workers']}, device={c['device']!r})")
+        return (
+            f"stoker.Loader({c['source']!r}, batch_size={c['batch_size']}, "
+            f"num_workers={c['num_workers']}, device={c['device']!r})"
+        )
 
 
 def _rss(pid):
@@ -416,4 +490,4 @@ def split_bytes(batch: dict, name: str) -> list:
     """The samples of bytes field ``name`` of ``batch``: views of ``batch[name]``, one per sample."""
     data = batch[name]
     offsets = batch[name + ".offsets"].tolist()
-    return [data[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)]
+    return [data[offsets[k] : offsets[k + 1]] for k in range(len(offsets) - 1)]

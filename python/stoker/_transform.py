@@ -4,6 +4,7 @@ The trainer pickles the function, learns what it returns from the first sample i
 own (unless declared), and hands the C++ Loader a Runner (used without workers) and the argv of a
 host: an exec of this interpreter that rebuilds the Runner once from the pickle, then forks the
 workers, which share the modules it imported."""
+
 import importlib
 import json
 import os
@@ -38,13 +39,18 @@ def seed_generators(words, bit_generator=None, seed_globals=True, python_random=
     generator and Python's ``random``."""
     w0, w1, w2, w3 = words
     if bit_generator is not None:
-        bit_generator.state = {"bit_generator": "PCG64", "state": {"state": (w0 << 64) | w1, "inc": (w2 << 64) | w3 | 1},
-                               "has_uint32": 0, "uinteger": 0}
+        bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": (w0 << 64) | w1, "inc": (w2 << 64) | w3 | 1},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
     if seed_globals:
         torch = sys.modules.get("torch")
         if torch is not None:
             torch.default_generator.manual_seed(w0)
         import numpy
+
         numpy.random.seed(w1 & 0xFFFFFFFF)
         if python_random:
             random.seed(w2 & 0xFFFFFFFF)  # a 32-bit seed: half the cost of a 64-bit one
@@ -52,17 +58,32 @@ def seed_generators(words, bit_generator=None, seed_globals=True, python_random=
             random._inst.gauss_next = None
 
 
-_NUMPY_TO_STOKER = {"uint8": "u8", "int8": "i8", "uint16": "u16", "int16": "i16", "int32": "i32", "int64": "i64",
-                    "float16": "f16", "float32": "f32", "float64": "f64", "bool": "bool", "uint32": "u32",
-                    "uint64": "u64"}
+_NUMPY_TO_STOKER = {
+    "uint8": "u8",
+    "int8": "i8",
+    "uint16": "u16",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f64",
+    "bool": "bool",
+    "uint32": "u32",
+    "uint64": "u64",
+}
 
 
 def _failure(e):
     """The exception's type, message and traceback without the Runner's own frame."""
     tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
     lines = traceback.format_exception(type(e), e, tb)
-    return "the transform raised " + "".join(traceback.format_exception_only(type(e), e)).strip() + "\n" + \
-        "".join(lines).rstrip()
+    return (
+        "the transform raised "
+        + "".join(traceback.format_exception_only(type(e), e)).strip()
+        + "\n"
+        + "".join(lines).rstrip()
+    )
 
 
 class Runner:
@@ -72,6 +93,7 @@ class Runner:
 
     def __init__(self, fn, seed, names, seed_globals):
         import numpy
+
         self.fn = fn
         self.seed = seed
         self.names = tuple(names)
@@ -101,8 +123,12 @@ class Runner:
                     self._random.gauss_next = None  # what random.seed does besides
                 out = self.fn(sample, self.rng)
             else:
-                seed_generators((w0, w1, w2, w3), None if self.pcg_state_address else self._bits, self.seed_globals,
-                                not self.python_random_address)
+                seed_generators(
+                    (w0, w1, w2, w3),
+                    None if self.pcg_state_address else self._bits,
+                    self.seed_globals,
+                    not self.python_random_address,
+                )
                 out = self.fn(sample, self.rng)
             if self.seed_globals and self._torch_generator is None and "torch" in sys.modules:
                 # The call imported torch, after its generator would have been seeded: again,
@@ -127,8 +153,10 @@ class Runner:
         if out.keys() != self._name_set:
             missing = [n for n in self.names if n not in out]
             extra = [n for n in out if n not in self.names]
-            raise _Refused(f"the transform returned fields {list(out)}, not {list(self.names)} as declared (or "
-                           f"learned from the first sample): missing {missing}, extra {extra}")
+            raise _Refused(
+                f"the transform returned fields {list(out)}, not {list(self.names)} as declared (or "
+                f"learned from the first sample): missing {missing}, extra {extra}"
+            )
         return [_array(self._np, n, out[n]) for n in self.names]
 
 
@@ -136,6 +164,7 @@ def _direct_pcg_state(bits):
     """The address of numpy's PCG64 state where the C++ side may write the seed rule's state
     directly, or 0 when writing there does not give what assigning PCG64.state does."""
     from . import _core
+
     try:
         address = bits.ctypes.state_address
         words = (0x0123456789ABCDEF, 0xFEDCBA9876543210, 0x0F1E2D3C4B5A6978, 0x8796A5B4C3D2E1F1)
@@ -153,6 +182,7 @@ def _direct_python_random():
     """The address of random's generator where the C++ side may seed it as random.seed(n) does, or
     0 when doing so does not give random.seed's state."""
     from . import _core
+
     try:
         inst = random._inst
         ok = True
@@ -178,20 +208,25 @@ def _array(np, name, value):
         a = value
     elif type(value).__module__ == "torch" and hasattr(value, "numpy"):
         if value.device.type != "cpu":
-            raise _Refused(f"the transform's field '{name}' is a tensor on {value.device}: return CPU tensors "
-                           "(workers never touch the GPU)")
+            raise _Refused(
+                f"the transform's field '{name}' is a tensor on {value.device}: return CPU tensors "
+                "(workers never touch the GPU)"
+            )
         a = value.detach().numpy()
     elif isinstance(value, (bool, int, float, np.generic)):
         a = np.asarray(value)
     else:
-        raise _Refused(f"the transform's field '{name}' is {type(value).__name__}: return numpy arrays, CPU torch "
-                       "tensors or numbers")
+        raise _Refused(
+            f"the transform's field '{name}' is {type(value).__name__}: return numpy arrays, CPU torch "
+            "tensors or numbers"
+        )
     if a.dtype.name not in _NUMPY_TO_STOKER:
         raise _Refused(f"the transform's field '{name}' has dtype {a.dtype}, which stoker cannot deliver")
     return a if a.flags.c_contiguous else a.copy(order="C")  # ascontiguousarray makes a scalar 1-D
 
 
 # ---- in the trainer: pickle, learn, configure ---------------------------------------------------
+
 
 def _pickled(fn):
     """The function's pickle and the module that made it: pickle, or cloudpickle for what pickle
@@ -207,7 +242,8 @@ def _pickled(fn):
             f"stoker: transform={fn!r} cannot be pickled ({type(why).__name__}: {why}), and the workers receive it "
             "by pickle: define it with def at the top level of a module (not a lambda, nor a function defined "
             "inside another), a callable class instance or functools.partial of one; or install cloudpickle, "
-            "which stoker then uses for such functions") from None
+            "which stoker then uses for such functions"
+        ) from None
     return cloudpickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL), "cloudpickle"
 
 
@@ -219,8 +255,19 @@ def _main_path(data):
     return os.path.abspath(path) if path and b"__main__" in data else None
 
 
-_READ_KEYS = ("source", "fields", "group", "pipeline", "format", "lmdb_keys", "lmdb_count_key", "max_image_pixels",
-              "on_decode_error", "max_open_shards", "op_libraries")
+_READ_KEYS = (
+    "source",
+    "fields",
+    "group",
+    "pipeline",
+    "format",
+    "lmdb_keys",
+    "lmdb_count_key",
+    "max_image_pixels",
+    "on_decode_error",
+    "max_open_shards",
+    "op_libraries",
+)
 
 
 def _learn(cfg, payload, timeout):
@@ -231,17 +278,25 @@ def _learn(cfg, payload, timeout):
     try:
         done = subprocess.run(argv, input=request, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise Error(f"stoker: transform: learning what it returns from sample 0 took more than {timeout:g} s (in a "
-                    "process of its own): declare its fields instead (transform_output=)", "transform") from None
+        raise Error(
+            f"stoker: transform: learning what it returns from sample 0 took more than {timeout:g} s (in a "
+            "process of its own): declare its fields instead (transform_output=)",
+            "transform",
+        ) from None
     if done.returncode != 0:
         how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
         tail = done.stderr.decode(errors="replace").strip()[-4000:]
-        raise Error(f"stoker: transform: the process that runs it on sample 0 to learn its fields ended with {how}"
-                    + (f":\n{tail}" if tail else ""), "transform")
+        raise Error(
+            f"stoker: transform: the process that runs it on sample 0 to learn its fields ended with {how}"
+            + (f":\n{tail}" if tail else ""),
+            "transform",
+        )
     answer = json.loads(done.stdout.decode())
     if "error" in answer:
-        raise Error(f"stoker: transform: on sample 0 (run to learn what it returns): {answer['error']}",
-                    answer.get("code", "transform"))
+        raise Error(
+            f"stoker: transform: on sample 0 (run to learn what it returns): {answer['error']}",
+            answer.get("code", "transform"),
+        )
     return answer["fields"], answer.get("imports", [])
 
 
@@ -258,6 +313,7 @@ def _declared(transform_output):
         if not isinstance(name, str) or not isinstance(spec, (tuple, list)) or len(spec) != 2:
             raise TypeError(f"stoker: transform_output[{name!r}] must be (dtype, shape)")
         import numpy
+
         dtype = numpy.dtype(spec[0]).name
         if dtype not in _NUMPY_TO_STOKER:
             raise Error(f"stoker: transform_output[{name!r}]: dtype {dtype} cannot be delivered", "invalid_option")
@@ -279,8 +335,16 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
     if not isinstance(ragged, dict) or not all(isinstance(n, str) for n in ragged):
         raise TypeError("stoker: ragged must be a list of field names, or a dict {name: most elements per sample}")
     data, pickler = _pickled(transform)
-    payload = pickle.dumps({"fn": data, "pickler": pickler, "sys_path": list(sys.path), "main": _main_path(data),
-                            "seed": cfg["seed"], "seed_globals": seed_globals})
+    payload = pickle.dumps(
+        {
+            "fn": data,
+            "pickler": pickler,
+            "sys_path": list(sys.path),
+            "main": _main_path(data),
+            "seed": cfg["seed"],
+            "seed_globals": seed_globals,
+        }
+    )
     if transform_output is not None:
         learned, imports = _declared(transform_output), []
     else:
@@ -293,6 +357,7 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
             if not shape:
                 raise Error(f"stoker: transform: ragged field '{name}' is a scalar", "invalid_option")
             import numpy
+
             row = numpy.dtype(dtype).itemsize
             for d in shape[1:]:
                 row *= int(d)
@@ -305,8 +370,10 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
         fields.append((name, _NUMPY_TO_STOKER[dtype], [int(d) for d in shape], bool(is_ragged), max_bytes))
     unknown = [n for n in ragged if n not in [f[0] for f in fields]]
     if unknown:
-        raise Error(f"stoker: ragged names {unknown}, which the transform does not return "
-                    f"({[f[0] for f in fields]})", "invalid_option")
+        raise Error(
+            f"stoker: ragged names {unknown}, which the transform does not return ({[f[0] for f in fields]})",
+            "invalid_option",
+        )
     names = [f[0] for f in fields]
     runner = Runner(transform, cfg["seed"], names, seed_globals)
     host = _python_argv("from stoker import _transform; _transform.host_main()")
@@ -317,12 +384,14 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
 
 # ---- in the host and the learning process --------------------------------------------------------
 
+
 def _build(payload):
     """The Runner a payload describes, its function unpickled in this process."""
     cfg = pickle.loads(payload)
     sys.path[:] = cfg["sys_path"]
     if cfg["main"] and "__mp_main__" not in sys.modules:
         import multiprocessing.spawn
+
         multiprocessing.spawn.import_main_path(cfg["main"])
     if cfg["pickler"] == "cloudpickle":
         import cloudpickle  # noqa: F401 - what its pickles load with
@@ -347,6 +416,7 @@ def host_main():
     """The transform host's whole life (stoker/transform.h): never returns."""
     _one_thread_pools()
     from . import _core
+
     _core._serve_transform_host(_build)
 
 
@@ -358,6 +428,7 @@ def learn_main():
     sys.stdout = sys.stderr  # what the transform prints is not the answer
     try:
         from ._loader import Loader
+
         read = request["read"]
         loader = Loader(**read, batch_size=1, num_workers=0, shard=(0, 1), framework="numpy", copy=True)
         batch = next(iter(loader))
@@ -365,7 +436,7 @@ def learn_main():
         for name, kind, _dtype, _shape in loader.schema:
             if kind == "bytes":
                 o = batch[name + ".offsets"]
-                sample[name] = batch[name][o[0]:o[1]]
+                sample[name] = batch[name][o[0] : o[1]]
             else:
                 sample[name] = batch[name][0]
             sample[name].setflags(write=False)
@@ -381,6 +452,7 @@ def learn_main():
                 answer = {"error": f"the transform returned {type(result).__name__}, not a dict of fields"}
             else:
                 import numpy
+
                 fields = []
                 for name, value in result.items():
                     a = _array(numpy, name, value)

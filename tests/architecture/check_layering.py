@@ -17,6 +17,7 @@ docs/architecture.md, then checks that
     holds two). Functions are held to 80 lines by clang-tidy (.clang-tidy, tools/lint.sh).
 Exits 1 with every problem listed, 0 when there is none.
 """
+
 import os
 import re
 import sys
@@ -106,7 +107,9 @@ def main(source_dir):
     reach = closure(table_arrows, modules)
     for m in sorted(modules):
         if m in reach[m]:
-            problems.append(f"docs/architecture.md: module '{m}' reaches itself through the arrows of the table (a cycle)")
+            problems.append(
+                f"docs/architecture.md: module '{m}' reaches itself through the arrows of the table (a cycle)"
+            )
 
     # The picture: its arrows are the table's, and it implies all of them.
     for a, b in sorted(drawn - table_arrows):
@@ -148,12 +151,13 @@ def main(source_dir):
                         continue  # the public API
                     theirs = module_of(header, modules)
                     if theirs is None:
-                        problems.append(f"{path}:{lineno}: includes \"{header}\", which is in no module")
+                        problems.append(f'{path}:{lineno}: includes "{header}", which is in no module')
                     elif theirs != mine and theirs not in allowed[mine]:
                         may = ", ".join(sorted(allowed[mine])) or "no module"
                         problems.append(
                             f"{path}:{lineno}: includes \"{header}\" of module '{theirs}', which module '{mine}' "
-                            f"may not include (docs/architecture.md allows: {may})")
+                            f"may not include (docs/architecture.md allows: {may})"
+                        )
     for p in problems:
         print(p)
     if problems:
@@ -168,6 +172,7 @@ def self_test(source_dir):
     import shutil
     import subprocess
     import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "docs"))
         shutil.copy(os.path.join(source_dir, "docs", "architecture.md"), os.path.join(tmp, "docs"))
@@ -176,13 +181,18 @@ def self_test(source_dir):
         for m in modules:
             os.makedirs(os.path.join(tmp, m), exist_ok=True)
             with open(os.path.join(tmp, m, "a.h"), "w") as f:
-                f.write("#pragma once\n#include <vector>\n#include \"stoker/batch.h\"\n")
+                f.write('#pragma once\n#include <vector>\n#include "stoker/batch.h"\n')
         with open(os.path.join(tmp, "loader", "shm", "a.h"), "a") as f:
-            f.write("#include \"loader/base/a.h\"\n#include \"loader/source/a.h\"\n")
+            f.write('#include "loader/base/a.h"\n#include "loader/source/a.h"\n')
         run = subprocess.run([sys.executable, __file__, tmp], capture_output=True, text=True)
-        want = "loader/shm/a.h:5: includes \"loader/source/a.h\" of module 'loader/source', which module 'loader/shm' may not include"
+        want = (
+            "loader/shm/a.h:5: includes \"loader/source/a.h\" of module 'loader/source', "
+            "which module 'loader/shm' may not include"
+        )
         if run.returncode != 1 or want not in run.stdout or "a.h:4" in run.stdout:
-            print(f"self-test: expected exit 1 naming only line 5 of loader/shm/a.h, got {run.returncode}:\n{run.stdout}")
+            print(
+                f"self-test: expected exit 1 naming only line 5 of loader/shm/a.h, got {run.returncode}:\n{run.stdout}"
+            )
             return 1
         print("self-test: a forbidden include is reported as:\n  " + run.stdout.splitlines()[0])
         return 0

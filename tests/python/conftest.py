@@ -1,10 +1,11 @@
 """Small datasets made once per test session, with h5py and py-lmdb; the tests read them back with
 stoker and compare with an independent read of the same files."""
+
 import io
 import os
 import shutil
-import subprocess
 import struct
+import subprocess
 
 import h5py
 import lmdb
@@ -62,6 +63,7 @@ def data(tmp_path_factory):
 
     # JPEGs in a py-lmdb database, for the decode pipeline against PIL.
     from PIL import Image
+
     jpegs = d / "jpegs.lmdb"
     env = lmdb.open(str(jpegs), map_size=1 << 26)
     with env.begin(write=True) as txn:
@@ -76,8 +78,7 @@ def data(tmp_path_factory):
     conv = h5_to_lmdb()
     if conv:
         stoker_lmdb = d / "fixed.lmdb"
-        subprocess.run([conv, str(fixed), str(stoker_lmdb), "--fields", "image,label,x", "--quiet"],
-                       check=True)
+        subprocess.run([conv, str(fixed), str(stoker_lmdb), "--fields", "image,label,x", "--quiet"], check=True)
         out["stoker_lmdb"] = stoker_lmdb
         stoker_lmdb2 = d / "vlen.lmdb"
         subprocess.run([conv, str(vlen), str(stoker_lmdb2), "--quiet"], check=True)

@@ -1,14 +1,14 @@
 """What stoker.Loader delivers equals an independent read of the file with h5py or py-lmdb, sample
 by sample, in the same order for any number of workers, as torch tensors or numpy arrays."""
+
 import io
 
 import h5py
 import lmdb
 import numpy as np
 import pytest
-import torch
-
 import stoker
+import torch
 from conftest import N, read_lmdb_records
 
 
@@ -94,8 +94,7 @@ def test_stoker_lmdb_records_equal_py_lmdb(data):
     if "stoker_lmdb" not in data:
         pytest.skip("h5-to-lmdb is not built (STOKER_H5_TO_LMDB)")
     records = read_lmdb_records(data["stoker_lmdb"])
-    loader = stoker.Loader(data["stoker_lmdb"], batch_size=25, num_workers=1, shuffle=True, seed=9,
-                           framework="numpy")
+    loader = stoker.Loader(data["stoker_lmdb"], batch_size=25, num_workers=1, shuffle=True, seed=9, framework="numpy")
     it = iter(loader)
     for batch in it:
         for j, k in enumerate(it.indices):
@@ -103,21 +102,27 @@ def test_stoker_lmdb_records_equal_py_lmdb(data):
             got = b"".join(batch[f][j].tobytes() for f in ("image", "label", "x"))
             assert got == records[k]
     # And the same samples as the HDF5 file it was converted from.
-    same(collect(stoker.Loader(data["stoker_lmdb"], batch_size=25, framework="numpy")),
-         collect(stoker.Loader(data["fixed"], fields=["image", "label", "x"], batch_size=25, framework="numpy")))
+    same(
+        collect(stoker.Loader(data["stoker_lmdb"], batch_size=25, framework="numpy")),
+        collect(stoker.Loader(data["fixed"], fields=["image", "label", "x"], batch_size=25, framework="numpy")),
+    )
 
 
 def test_stoker_lmdb_with_bytes_fields_equals_the_hdf5_it_came_from(data):
     if "stoker_lmdb_v2" not in data:
         pytest.skip("h5-to-lmdb is not built (STOKER_H5_TO_LMDB)")
-    same(collect(stoker.Loader(data["stoker_lmdb_v2"], batch_size=9, num_workers=1, framework="numpy")),
-         collect(stoker.Loader(data["vlen"], batch_size=9, framework="numpy")))
+    same(
+        collect(stoker.Loader(data["stoker_lmdb_v2"], batch_size=9, num_workers=1, framework="numpy")),
+        collect(stoker.Loader(data["vlen"], batch_size=9, framework="numpy")),
+    )
 
 
 @pytest.mark.parametrize("name", ["fixed", "vlen", "plain_lmdb"])
 def test_same_batches_for_zero_one_and_three_workers(data, name):
-    runs = [collect(stoker.Loader(data[name], batch_size=12, num_workers=w, shuffle=True, seed=5,
-                                  framework="numpy")) for w in (0, 1, 3)]
+    runs = [
+        collect(stoker.Loader(data[name], batch_size=12, num_workers=w, shuffle=True, seed=5, framework="numpy"))
+        for w in (0, 1, 3)
+    ]
     same(runs[0], runs[1])
     same(runs[0], runs[2])
 
@@ -146,6 +151,7 @@ def test_tensors_alias_the_slot_and_copy_owns_its_memory(data):
 
 def test_decode_pipeline_equals_pil(data):
     from PIL import Image
+
     loader = stoker.Loader(data["jpegs"], pipeline="data=decode(16,20)", batch_size=1, framework="numpy")
     env = lmdb.open(str(data["jpegs"]), readonly=True, lock=False)
     it = iter(loader)
@@ -160,8 +166,9 @@ def test_decode_pipeline_equals_pil(data):
 def test_sharded_ranks_cover_the_epoch_once(data):
     seen = []
     for rank in range(3):
-        loader = stoker.Loader(data["fixed"], batch_size=10, shuffle=True, seed=2, shard=(rank, 3),
-                               drop_last=True, framework="numpy")
+        loader = stoker.Loader(
+            data["fixed"], batch_size=10, shuffle=True, seed=2, shard=(rank, 3), drop_last=True, framework="numpy"
+        )
         it = iter(loader)
         for _ in it:
             seen += it.indices
@@ -204,11 +211,27 @@ def test_a_list_or_glob_of_shards_reads_as_the_file_they_were_cut_from(data, tmp
             for name, v in whole.items():
                 f[name] = v[a:b]
         paths.append(p)
-    reference = collect(stoker.Loader(data["fixed"], batch_size=16, shuffle=True, seed=5, num_workers=2,
-                                      fields=["image", "label", "x"], framework="numpy"))
+    reference = collect(
+        stoker.Loader(
+            data["fixed"],
+            batch_size=16,
+            shuffle=True,
+            seed=5,
+            num_workers=2,
+            fields=["image", "label", "x"],
+            framework="numpy",
+        )
+    )
     for source in (paths, str(tmp_path / "part-*.h5"), str(tmp_path)):
-        loader = stoker.Loader(source, batch_size=16, shuffle=True, seed=5, num_workers=2,
-                               fields=["image", "label", "x"], framework="numpy")
+        loader = stoker.Loader(
+            source,
+            batch_size=16,
+            shuffle=True,
+            seed=5,
+            num_workers=2,
+            fields=["image", "label", "x"],
+            framework="numpy",
+        )
         assert loader.num_samples == N
         same(collect(loader), reference)
         assert "4 shards" in loader.state_dict()["shards"]
@@ -226,16 +249,25 @@ def test_a_paired_key_lmdb_reads_as_py_lmdb_wrote_it(tmp_path):
             txn.put(f"label-{i:09d}".encode(), lb.encode())
             txn.put(f"id-{i:09d}".encode(), str(1000 + i).encode())
         txn.put(b"num-samples", b"41")
-    loader = stoker.Loader(path, batch_size=8, num_workers=2, shuffle=True, framework="numpy",
-                           lmdb_keys={"image": "image-{:09d}", "label": "label-{:09d}", "id": "id-{:09d}:i64"},
-                           lmdb_count_key="num-samples")
+    loader = stoker.Loader(
+        path,
+        batch_size=8,
+        num_workers=2,
+        shuffle=True,
+        framework="numpy",
+        lmdb_keys={"image": "image-{:09d}", "label": "label-{:09d}", "id": "id-{:09d}:i64"},
+        lmdb_count_key="num-samples",
+    )
     assert len(loader) == 6
     seen = {}
     it = iter(loader)
     for batch in it:
         for k, i in enumerate(it.indices):
-            seen[i] = (stoker.split_bytes(batch, "image")[k].tobytes(), stoker.split_bytes(batch, "label")[k].tobytes(),
-                       int(batch["id"][k]))
+            seen[i] = (
+                stoker.split_bytes(batch, "image")[k].tobytes(),
+                stoker.split_bytes(batch, "label")[k].tobytes(),
+                int(batch["id"][k]),
+            )
     assert seen == {i: (images[i], labels[i].encode(), 1001 + i) for i in range(41)}
     with pytest.raises(stoker.Error, match=r"key b'label-000000042' is there"):
         with lmdb.open(path, subdir=False, map_size=1 << 24) as env, env.begin(write=True) as txn:

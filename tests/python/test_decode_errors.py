@@ -1,6 +1,7 @@
 """on_decode_error: a JPEG that does not decode fails its batch by default, naming file, field and
 index; with "skip" it arrives as zeros, the epoch keeps every batch, the batch's "skipped" (and the
 iterator's ``skipped``) and ``stats()`` name it, and one StokerWarning gives the decoder's reason."""
+
 import io
 import pickle
 import threading
@@ -9,9 +10,8 @@ import warnings
 import h5py
 import numpy as np
 import pytest
-from PIL import Image
-
 import stoker
+from PIL import Image
 
 N, BAD = 10, 6
 
@@ -36,8 +36,16 @@ def files(tmp_path_factory):
 
 
 def _loader(path, workers, **kwargs):
-    return stoker.Loader(path, batch_size=4, num_workers=workers, shuffle=True, seed=5, framework="numpy",
-                         pipeline="jpeg=decode,center_crop(16)", **kwargs)
+    return stoker.Loader(
+        path,
+        batch_size=4,
+        num_workers=workers,
+        shuffle=True,
+        seed=5,
+        framework="numpy",
+        pipeline="jpeg=decode,center_crop(16)",
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -134,9 +142,11 @@ def test_a_field_named_skipped_is_refused_with_skip(tmp_path):
     with pytest.raises(stoker.Error) as e:
         stoker.Loader(path, framework="numpy", on_decode_error="skip")
     assert e.value.code == "dataset"
-    assert (f"{path}: field 'skipped' has the name under which a batch's skipped samples are delivered with "
-            "on_decode_error='skip' (a batch's 'skipped' in Python): leave it out with fields, or rename it in "
-            "the dataset") in str(e.value)
+    assert (
+        f"{path}: field 'skipped' has the name under which a batch's skipped samples are delivered with "
+        "on_decode_error='skip' (a batch's 'skipped' in Python): leave it out with fields, or rename it in "
+        "the dataset"
+    ) in str(e.value)
     loader = stoker.Loader(path, framework="numpy")
     assert [b["skipped"].tolist() for b in loader] == [[0], [1], [2], [3]]
     loader.close()

@@ -1,10 +1,9 @@
 """The device path: on the emulated device everywhere (the copy ordered with Batch::ready_on), and
 on CUDA where torch sees a GPU."""
-import numpy as np
-import pytest
-import torch
 
+import pytest
 import stoker
+import torch
 from test_contents import collect, same
 
 

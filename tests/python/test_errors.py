@@ -1,10 +1,10 @@
 """Bad arguments and bad data: stoker.Error with the C++ message and code, or TypeError, before any
 process starts; the extension links no LibTorch and no CUDA library."""
+
 import os
 import subprocess
 
 import pytest
-
 import stoker
 
 
@@ -29,21 +29,24 @@ def test_bad_pipeline_text(data):
     assert e.value.code == "invalid_option" and "frobnicate" in str(e.value)
 
 
-@pytest.mark.parametrize("kwargs,exc,name", [
-    (dict(batch_size="8"), TypeError, "batch_size"),
-    (dict(batch_size=0), stoker.Error, "batch_size"),
-    (dict(num_workers=-1), stoker.Error, "num_workers"),
-    (dict(shuffle=1), TypeError, "shuffle"),
-    (dict(fields="image"), TypeError, "fields"),
-    (dict(order="backwards"), stoker.Error, "order"),
-    (dict(device="tpu"), stoker.Error, "tpu"),
-    (dict(shard=(3, 2)), stoker.Error, "shard"),
-    (dict(timeout=-1), stoker.Error, "timeout"),
-    (dict(framework="jax"), stoker.Error, "framework"),
-    (dict(framework="numpy", device="cuda"), stoker.Error, "framework='torch', or device='cpu'"),
-    (dict(held_batches=-1), stoker.Error, "held_batches"),
-    (dict(shm_backing="disk"), stoker.Error, "shm_backing"),
-])
+@pytest.mark.parametrize(
+    "kwargs,exc,name",
+    [
+        (dict(batch_size="8"), TypeError, "batch_size"),
+        (dict(batch_size=0), stoker.Error, "batch_size"),
+        (dict(num_workers=-1), stoker.Error, "num_workers"),
+        (dict(shuffle=1), TypeError, "shuffle"),
+        (dict(fields="image"), TypeError, "fields"),
+        (dict(order="backwards"), stoker.Error, "order"),
+        (dict(device="tpu"), stoker.Error, "tpu"),
+        (dict(shard=(3, 2)), stoker.Error, "shard"),
+        (dict(timeout=-1), stoker.Error, "timeout"),
+        (dict(framework="jax"), stoker.Error, "framework"),
+        (dict(framework="numpy", device="cuda"), stoker.Error, "framework='torch', or device='cpu'"),
+        (dict(held_batches=-1), stoker.Error, "held_batches"),
+        (dict(shm_backing="disk"), stoker.Error, "shm_backing"),
+    ],
+)
 def test_bad_arguments_name_the_argument(data, kwargs, exc, name):
     with pytest.raises(exc) as e:
         stoker.Loader(data["fixed"], **kwargs)
@@ -52,12 +55,14 @@ def test_bad_arguments_name_the_argument(data, kwargs, exc, name):
 
 def test_error_pickles_with_its_code():
     import pickle
+
     e = pickle.loads(pickle.dumps(stoker.Error("x: y", "io")))
     assert str(e) == "x: y" and e.code == "io"
 
 
 def test_extension_links_neither_torch_nor_cuda():
     import stoker._core as core
+
     out = subprocess.run(["readelf", "-d", core.__file__], capture_output=True, text=True, check=True).stdout
     needed = [line.split("[")[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
     assert any(n.startswith("libstoker") for n in needed), needed
@@ -67,6 +72,7 @@ def test_extension_links_neither_torch_nor_cuda():
 
 def test_worker_executable_is_the_package_s(data):
     import stoker._core as core
+
     path = core.worker_executable()
     assert os.access(path, os.X_OK)
     assert os.environ.get("STOKER_WORKER_EXECUTABLE") or path.endswith(os.path.join("stoker", "_bin", "stoker-worker"))
@@ -77,14 +83,15 @@ def test_numpy_framework_needs_no_torch(data):
 import sys
 sys.modules["torch"] = None  # import torch fails
 import stoker
-loader = stoker.Loader({str(data['fixed'])!r}, batch_size=50, num_workers=1, framework="numpy")
+loader = stoker.Loader({str(data["fixed"])!r}, batch_size=50, num_workers=1, framework="numpy")
 print(sum(len(b["label"]) for b in loader))
 try:
-    stoker.Loader({str(data['fixed'])!r})
+    stoker.Loader({str(data["fixed"])!r})
 except stoker.Error as e:
     print("framework" in str(e))
 """
     import sys
+
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["203", "True"]
@@ -95,16 +102,18 @@ def test_every_cpp_option_is_a_keyword_argument():
     PyTorch's name where that differs; on_warning is Python's warnings module."""
     import inspect
     import re
+
     header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "stoker", "options.h")
     with open(header) as f:
         text = f.read()
-    body = text[text.index("struct Options {") + len("struct Options {"):]
-    body = body[:body.index("\n};")]
+    body = text[text.index("struct Options {") + len("struct Options {") :]
+    body = body[: body.index("\n};")]
     body = re.sub(r"//[^\n]*", "", body)
     # Each declaration is `TYPE NAME`, `TYPE NAME = VALUE` or `TYPE NAME{VALUE}`: its name is the
     # last word before the initializer.
-    members = [re.search(r"(\w+)\s*(=.*|\{.*\})?$", d.strip(), flags=re.S).group(1)
-               for d in body.split(";") if d.strip()]
+    members = [
+        re.search(r"(\w+)\s*(=.*|\{.*\})?$", d.strip(), flags=re.S).group(1) for d in body.split(";") if d.strip()
+    ]
     assert {"source", "batch_size", "held_batches", "timeout", "on_warning"} <= set(members), members
     python_name = {"sources": "source", "prefetch": "prefetch_factor", "on_warning": None}
     keywords = inspect.signature(stoker.Loader.__init__).parameters

@@ -1,5 +1,6 @@
 """Faults and lifetimes: a killed worker, Ctrl-C, a forked child, held slots, tensors that outlive
 their Loader, a small /dev/shm."""
+
 import gc
 import os
 import signal
@@ -10,7 +11,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 import stoker
 from conftest import N
 from test_contents import collect, same
@@ -58,8 +58,9 @@ def test_tensors_outlive_their_loader(data):
 
 def run_python(code, **kw):
     env = dict(os.environ)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=env, timeout=60, **kw)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=60, **kw
+    )
 
 
 def test_forked_child_cannot_use_the_loader_and_leaves_the_parent_s_alone(data):
@@ -95,7 +96,7 @@ def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_and_leaves_nothing(data)
     before = shm_entries()
     code = f"""
         import os, signal, sys, stoker
-        loader = stoker.Loader({str(data['fixed'])!r}, batch_size=1, num_workers=1)
+        loader = stoker.Loader({str(data["fixed"])!r}, batch_size=1, num_workers=1)
         pids = loader.worker_pids()
         print(" ".join(map(str, pids)), flush=True)
         for pid in pids:
@@ -133,6 +134,7 @@ def gone(pid):
         if state in ("Z", "X"):
             return True
         import time
+
         time.sleep(0.05)
     return False
 
@@ -141,24 +143,30 @@ def test_small_dev_shm(data, tmp_path):
     """A 64 MiB /dev/shm, where this user may mount one (a private mount namespace)."""
     code = f"""
         import stoker
-        loader = stoker.Loader({str(data['fixed'])!r}, batch_size=64, num_workers=2, framework="numpy")
+        loader = stoker.Loader({str(data["fixed"])!r}, batch_size=64, num_workers=2, framework="numpy")
         print(sum(len(b["label"]) for b in loader))
     """
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64m tmpfs /dev/shm"],
-                           capture_output=True)
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64m tmpfs /dev/shm"], capture_output=True
+    )
     if probe.returncode != 0:
         pytest.skip("cannot mount a private /dev/shm here")
     script = tmp_path / "small_shm.py"
     script.write_text(textwrap.dedent(code))
-    r = subprocess.run(["unshare", "-rm", "sh", "-c",
-                        f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} {script}"],
-                       capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    r = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} {script}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(N)
 
 
 def test_loaders_built_in_several_threads_at_once(data):
     import threading
+
     want = collect(stoker.Loader(data["fixed"], batch_size=30, framework="numpy"))
     results, errors = [None] * 3, []
 
@@ -187,8 +195,9 @@ def test_a_loop_keeps_its_last_batch_in_a_slot_of_its_own(data, workers):
     assert loader.stats()["depth"] == max(workers, 1) + 1
     labels = [int(x) for batch in loader for x in batch["label"]]
     assert labels == [k * 3 - 50 for k in range(N)]
-    bare = stoker.Loader(data["fixed"], batch_size=10, num_workers=workers, prefetch_factor=1, held_batches=0,
-                         framework="numpy")
+    bare = stoker.Loader(
+        data["fixed"], batch_size=10, num_workers=workers, prefetch_factor=1, held_batches=0, framework="numpy"
+    )
     with pytest.raises(stoker.Error) as e:
         for batch in bare:
             pass

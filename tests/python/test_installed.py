@@ -1,6 +1,7 @@
 """The package as pip installed it (tools/install-deps.sh puts it in the project's .venv), not the
 build tree's that the other tests import: it is built apart (scikit-build-core, Release), so a
 package that imports but delivers nothing, or other data, is found here rather than by a user."""
+
 import os
 import subprocess
 import sys
@@ -45,8 +46,9 @@ def test_the_installed_package_delivers_every_sample_with_and_without_workers(tm
     env = installed_env()
     # Whether one is installed is asked without importing it: an installed package that fails to
     # import is a failure below, not a reason to skip.
-    where = subprocess.run([sys.executable, "-c", FIND], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=60)
+    where = subprocess.run(
+        [sys.executable, "-c", FIND], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
     origin = where.stdout.strip()
     if where.returncode != 0 or not origin or not any(d in origin for d in ("site-packages", "dist-packages")):
         pytest.skip("no stoker package is installed in this interpreter (tools/install-deps.sh installs one)")
@@ -54,6 +56,7 @@ def test_the_installed_package_delivers_every_sample_with_and_without_workers(tm
     with h5py.File(path, "w") as f:
         f["label"] = np.arange(50, dtype=np.int64)
         f["x"] = (np.arange(50, dtype=np.int64)[:, None] * 2).repeat(3, axis=1)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path)], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr

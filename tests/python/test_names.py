@@ -1,15 +1,14 @@
 """Names the Loader is given or finds: a NUL in a path or field name, a field named as the offsets
 of a bytes field beside it, field names that hold a NUL. Each is refused when the Loader is built,
 naming what is wrong, instead of a different file read or two fields merged into one key."""
+
 import json
-import os
 import shutil
 
 import h5py
 import lmdb
 import numpy as np
 import pytest
-
 import stoker
 
 
@@ -46,12 +45,14 @@ def test_a_field_named_as_the_offsets_of_a_bytes_field_is_refused(tmp_path, work
     with pytest.raises(stoker.Error) as e:
         stoker.Loader(path, batch_size=3, num_workers=workers, framework="numpy")
     assert e.value.code == "dataset"
-    assert (f"{path}: field 'jpeg.offsets' has the name under which the offsets of bytes field 'jpeg' are "
-            "delivered") in str(e.value)
+    assert (
+        f"{path}: field 'jpeg.offsets' has the name under which the offsets of bytes field 'jpeg' are delivered"
+    ) in str(e.value)
     assert "select one of the two with fields" in str(e.value)
     # Either alone is delivered, under its own name.
-    batch = next(iter(stoker.Loader(path, batch_size=3, fields=["jpeg.offsets"], num_workers=workers,
-                                    framework="numpy")))
+    batch = next(
+        iter(stoker.Loader(path, batch_size=3, fields=["jpeg.offsets"], num_workers=workers, framework="numpy"))
+    )
     assert list(batch) == ["jpeg.offsets"] and list(batch["jpeg.offsets"]) == [100, 101, 102]
     batch = next(iter(stoker.Loader(path, batch_size=3, fields=["jpeg"], num_workers=workers, framework="numpy")))
     assert list(batch) == ["jpeg", "jpeg.offsets"] and list(batch["jpeg.offsets"]) == [0, 1, 3, 6]

@@ -1,12 +1,11 @@
 """state_dict() through torch.save / torch.load(weights_only=True) into a Loader with other
 num_workers and batch_size delivers exactly the samples the epoch had not delivered."""
+
 import pickle
 
-import numpy as np
 import pytest
-import torch
-
 import stoker
+import torch
 from conftest import N
 
 

@@ -1,11 +1,11 @@
 """Text and token data as h5py writes it: fixed-length strings (S16), variable-length strings
 (string_dtype()) and variable-length integer arrays (vlen int32) arrive as bytes fields, readable by
 a transform."""
+
 import h5py
 import numpy as np
 import pytest
 import stoker
-
 import transforms
 
 N = 37
@@ -57,12 +57,19 @@ def test_strings_and_vlen_numbers_arrive_with_their_values(text_h5, workers):
 
 
 def test_a_transform_reads_tokens_as_their_dtype(text_h5):
-    loader = stoker.Loader(text_h5, batch_size=6, num_workers=2, framework="numpy", fields=["tokens", "label"],
-                           transform=transforms.token_count, ragged=["ids"])
+    loader = stoker.Loader(
+        text_h5,
+        batch_size=6,
+        num_workers=2,
+        framework="numpy",
+        fields=["tokens", "label"],
+        transform=transforms.token_count,
+        ragged=["ids"],
+    )
     with h5py.File(text_h5) as f:
         it = iter(loader)
         for batch in it:
             offsets = batch["ids.offsets"]
             for k, i in enumerate(it.indices):
-                np.testing.assert_array_equal(batch["ids"][offsets[k]:offsets[k + 1]], f["tokens"][i][:4])
+                np.testing.assert_array_equal(batch["ids"][offsets[k] : offsets[k + 1]], f["tokens"][i][:4])
                 assert batch["n"][k] == len(f["tokens"][i])

@@ -2,6 +2,7 @@
 thread) get each batch once, in order; stats(), state_dict(), worker_pids() and close() from another
 thread while one waits; the interpreter exiting while a daemon thread is inside stoker; Ctrl-C while
 a Loader is being built."""
+
 import os
 import signal
 import subprocess
@@ -12,7 +13,6 @@ import time
 
 import numpy as np
 import pytest
-
 import stoker
 from conftest import N
 from test_faults import gone, shm_entries
@@ -32,8 +32,7 @@ def waits_for_a_batch_that_cannot_come(loader, waited_before):
 @pytest.mark.parametrize("framework,copy", [("numpy", False), ("numpy", True), ("torch", False), ("torch", True)])
 def test_threads_pulling_from_one_iterator_get_each_batch_once_in_order(data, framework, copy):
     # Each of the three threads holds its last batch while it waits for the next.
-    loader = stoker.Loader(data["fixed"], batch_size=2, num_workers=2, framework=framework, copy=copy,
-                           held_batches=3)
+    loader = stoker.Loader(data["fixed"], batch_size=2, num_workers=2, framework=framework, copy=copy, held_batches=3)
     want = [k * 3 - 50 for k in range(N)]
     for _ in range(4):
         it = iter(loader)
@@ -154,8 +153,13 @@ def test_interpreter_exit_with_daemon_threads_inside_stoker_ends_quietly(data, t
     script = tmp_path / "exit.py"
     script.write_text(textwrap.dedent(EXIT_SCRIPT.format(threads=threads)))
     for _ in range(3):
-        p = subprocess.run([sys.executable, str(script), str(data["fixed"]), framework, case], capture_output=True,
-                           text=True, timeout=60, env=dict(os.environ))
+        p = subprocess.run(
+            [sys.executable, str(script), str(data["fixed"]), framework, case],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
         assert p.returncode == 0, p.stderr
         assert p.stderr == ""
         pids, said = p.stdout.splitlines()

@@ -1,5 +1,6 @@
 """transform=: a Python function in the workers. Its output is compared, sample for sample, with the
 same function applied in a plain loop to h5py / py-lmdb reads seeded by the documented rule."""
+
 import functools
 import os
 import signal
@@ -10,10 +11,9 @@ import lmdb
 import numpy as np
 import pytest
 import stoker
-from stoker import _transform
-
 import transforms
 from conftest import N
+from stoker import _transform
 
 
 def reference(fn, sample, seed, epoch, index, seed_globals=True):
@@ -38,16 +38,28 @@ def collect(loader, epoch=0):
 
 def test_the_seed_rule_in_python_equals_the_one_in_cpp():
     from stoker import _core
+
     for seed, epoch, index in [(0, 0, 0), (1, 2, 3), (2**64 - 1, 7, 10**12)]:
         assert tuple(_core._transform_seed_words(seed, epoch, index)) == _transform.seed_words(seed, epoch, index)
 
 
 @pytest.mark.parametrize("workers", [0, 1, 3])
 def test_output_equals_a_plain_loop_sample_for_sample(data, workers):
-    loader = stoker.Loader(data["fixed"], batch_size=16, num_workers=workers, shuffle=True, seed=5,
-                           framework="numpy", transform=transforms.noisy, fields=["image", "label"])
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=16,
+        num_workers=workers,
+        shuffle=True,
+        seed=5,
+        framework="numpy",
+        transform=transforms.noisy,
+        fields=["image", "label"],
+    )
     assert [(n, k, d, list(s)) for n, k, d, s in loader.schema] == [
-        ("image", "fixed", "f32", [3, 8, 8]), ("label", "fixed", "i64", []), ("weight", "fixed", "f32", [])]
+        ("image", "fixed", "f32", [3, 8, 8]),
+        ("label", "fixed", "i64", []),
+        ("weight", "fixed", "f32", []),
+    ]
     seen = []
     with h5py.File(data["fixed"]) as f:
         for indices, batch in collect(loader, epoch=2):
@@ -63,8 +75,16 @@ def test_the_global_generators_give_the_same_batches_for_1_and_3_workers(data):
     pytest.importorskip("torch")
     runs = []
     for workers in (1, 3):
-        loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=workers, shuffle=True, seed=9,
-                               framework="numpy", transform=transforms.globals_drawn, fields=["label"])
+        loader = stoker.Loader(
+            data["fixed"],
+            batch_size=10,
+            num_workers=workers,
+            shuffle=True,
+            seed=9,
+            framework="numpy",
+            transform=transforms.globals_drawn,
+            fields=["label"],
+        )
         runs.append(collect(loader, epoch=1))
     assert [i for i, _ in runs[0]] == [i for i, _ in runs[1]]
     for (_, a), (_, b) in zip(*runs):
@@ -72,6 +92,7 @@ def test_the_global_generators_give_the_same_batches_for_1_and_3_workers(data):
             np.testing.assert_array_equal(a[name], b[name])
     # and as the plain loop seeds them
     import torch  # noqa: F401 - torch's generator is seeded only where torch is imported
+
     indices, batch = runs[0][0]
     with h5py.File(data["fixed"]) as f:
         want = reference(transforms.globals_drawn, {"label": f["label"][indices[0]]}, 9, 1, indices[0])
@@ -80,19 +101,25 @@ def test_the_global_generators_give_the_same_batches_for_1_and_3_workers(data):
 
 
 def test_a_pipeline_runs_before_the_transform(data):
-    loader = stoker.Loader(data["jpegs"], pipeline="data=decode(16,20)", batch_size=5, num_workers=2,
-                           framework="numpy", transform=transforms.decoded_mean)
+    loader = stoker.Loader(
+        data["jpegs"],
+        pipeline="data=decode(16,20)",
+        batch_size=5,
+        num_workers=2,
+        framework="numpy",
+        transform=transforms.decoded_mean,
+    )
     plain = stoker.Loader(data["jpegs"], pipeline="data=decode(16,20)", batch_size=5, framework="numpy")
     got = collect(loader)
     for (indices, batch), (_, decoded) in zip(got, collect(plain)):
-        np.testing.assert_allclose(batch["mean"], decoded["data"].reshape(len(indices), -1, 3).mean(axis=1),
-                                   rtol=1e-6)
+        np.testing.assert_allclose(batch["mean"], decoded["data"].reshape(len(indices), -1, 3).mean(axis=1), rtol=1e-6)
 
 
 def test_an_lmdb_bytes_field_arrives_as_a_read_only_array(data):
     seen = []
-    loader = stoker.Loader(data["plain_lmdb"], batch_size=7, num_workers=2, framework="numpy",
-                           transform=functools.partial(_length_and_sum))
+    loader = stoker.Loader(
+        data["plain_lmdb"], batch_size=7, num_workers=2, framework="numpy", transform=functools.partial(_length_and_sum)
+    )
     env = lmdb.open(str(data["plain_lmdb"]), readonly=True, lock=False)
     with env.begin() as txn:
         for indices, batch in collect(loader):
@@ -112,8 +139,15 @@ def _length_and_sum(sample, rng):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_ragged_field_arrives_as_values_and_offsets(data, workers):
-    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=workers, framework="numpy",
-                           transform=transforms.tokens, ragged=["tokens"], fields=["label"])
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=8,
+        num_workers=workers,
+        framework="numpy",
+        transform=transforms.tokens,
+        ragged=["tokens"],
+        fields=["label"],
+    )
     with h5py.File(data["fixed"]) as f:
         for indices, batch in collect(loader):
             assert batch["tokens"].dtype == np.int32
@@ -121,24 +155,38 @@ def test_a_ragged_field_arrives_as_values_and_offsets(data, workers):
             assert len(offsets) == len(indices) + 1 and offsets[0] == 0
             for k, i in enumerate(indices):
                 want = transforms.tokens({"label": f["label"][i]}, None)["tokens"]
-                np.testing.assert_array_equal(batch["tokens"][offsets[k]:offsets[k + 1]], want)
+                np.testing.assert_array_equal(batch["tokens"][offsets[k] : offsets[k + 1]], want)
 
 
 def test_a_ragged_field_of_rows_counts_its_offsets_in_rows(data):
-    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy",
-                           transform=transforms.boxes, ragged={"boxes": 3}, fields=["label"])
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=8,
+        num_workers=1,
+        framework="numpy",
+        transform=transforms.boxes,
+        ragged={"boxes": 3},
+        fields=["label"],
+    )
     with h5py.File(data["fixed"]) as f:
         for indices, batch in collect(loader):
             assert batch["boxes"].shape[1:] == (4,)
             offsets = batch["boxes.offsets"]
             for k, i in enumerate(indices):
                 want = transforms.boxes({"label": f["label"][i]}, None)["boxes"]
-                np.testing.assert_array_equal(batch["boxes"][offsets[k]:offsets[k + 1]], want)
+                np.testing.assert_array_equal(batch["boxes"][offsets[k] : offsets[k + 1]], want)
 
 
 def test_declared_fields_skip_the_learning_and_a_callable_instance_pickles(data):
-    loader = stoker.Loader(data["fixed"], batch_size=9, num_workers=2, framework="numpy", fields=["x"],
-                           transform=transforms.Scale(3.0), transform_output={"x": ("float32", (4,))})
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=9,
+        num_workers=2,
+        framework="numpy",
+        fields=["x"],
+        transform=transforms.Scale(3.0),
+        transform_output={"x": ("float32", (4,))},
+    )
     with h5py.File(data["fixed"]) as f:
         for indices, batch in collect(loader):
             for k, i in enumerate(indices):
@@ -146,16 +194,20 @@ def test_declared_fields_skip_the_learning_and_a_callable_instance_pickles(data)
 
 
 def test_the_transform_runs_in_the_workers(data):
-    loader = stoker.Loader(data["fixed"], batch_size=50, num_workers=2, framework="numpy", fields=["label"],
-                           transform=transforms.pid)
+    loader = stoker.Loader(
+        data["fixed"], batch_size=50, num_workers=2, framework="numpy", fields=["label"], transform=transforms.pid
+    )
     pids = {int(p) for _, batch in collect(loader) for p in batch["pid"]}
     assert pids <= set(loader.worker_pids()) and os.getpid() not in pids
 
 
 def test_resume_with_other_workers_and_batch_size_gives_the_rest_transformed_alike(data):
     kwargs = dict(shuffle=True, seed=4, framework="numpy", transform=transforms.noisy, fields=["image", "label"])
-    whole = {i: b for indices, batch in collect(stoker.Loader(data["fixed"], batch_size=10, num_workers=1, **kwargs))
-             for i, b in zip(indices, batch["image"])}
+    whole = {
+        i: b
+        for indices, batch in collect(stoker.Loader(data["fixed"], batch_size=10, num_workers=1, **kwargs))
+        for i, b in zip(indices, batch["image"])
+    }
     first = stoker.Loader(data["fixed"], batch_size=10, num_workers=1, **kwargs)
     it = iter(first)
     delivered = []
@@ -176,8 +228,14 @@ def test_resume_with_other_workers_and_batch_size_gives_the_rest_transformed_ali
 
 
 def test_an_exception_names_the_sample_and_carries_its_traceback(data):
-    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=2, framework="numpy", fields=["label"],
-                           transform=transforms.raises_on_17)
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=8,
+        num_workers=2,
+        framework="numpy",
+        fields=["label"],
+        transform=transforms.raises_on_17,
+    )
     with pytest.raises(stoker.Error) as e:
         collect(loader)
     assert e.value.code == "transform"
@@ -193,21 +251,35 @@ def test_a_lambda_is_a_type_error_saying_what_to_do(data):
         with pytest.raises(TypeError, match="cannot be pickled.*top level of a module.*cloudpickle"):
             stoker.Loader(data["fixed"], num_workers=1, transform=lambda s, r: s)
     else:
-        loader = stoker.Loader(data["fixed"], num_workers=1, framework="numpy", fields=["label"],
-                               transform=lambda s, r: {"twice": s["label"] * 2})
+        loader = stoker.Loader(
+            data["fixed"],
+            num_workers=1,
+            framework="numpy",
+            fields=["label"],
+            transform=lambda s, r: {"twice": s["label"] * 2},
+        )
         assert collect(loader)[0][1]["twice"][0] == -100
 
 
 def test_a_shape_that_changes_is_named(data):
-    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"],
-                           transform=transforms.shape_changes)
-    with pytest.raises(stoker.Error, match=r"sample 50: the transform returned field 'x' as f32\[3\], not f32\[2\] as declared"):
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=8,
+        num_workers=1,
+        framework="numpy",
+        fields=["label"],
+        transform=transforms.shape_changes,
+    )
+    with pytest.raises(
+        stoker.Error, match=r"sample 50: the transform returned field 'x' as f32\[3\], not f32\[2\] as declared"
+    ):
         collect(loader)
 
 
 def test_a_wrong_return_type_is_named(data):
-    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"],
-                           transform=transforms.wrong_type)
+    loader = stoker.Loader(
+        data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"], transform=transforms.wrong_type
+    )
     with pytest.raises(stoker.Error, match="sample 17: the transform returned list, not a dict of fields"):
         collect(loader)
     with pytest.raises(stoker.Error, match="field 'name' is str: return numpy arrays"):
@@ -215,8 +287,15 @@ def test_a_wrong_return_type_is_named(data):
 
 
 def test_a_transform_that_exits_is_a_worker_death_and_the_sample_is_named(data):
-    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=2, framework="numpy", fields=["label"],
-                           transform=transforms.exits_on_17, max_respawns=2)
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=8,
+        num_workers=2,
+        framework="numpy",
+        fields=["label"],
+        transform=transforms.exits_on_17,
+        max_respawns=2,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(stoker.Error) as e:
@@ -252,8 +331,16 @@ def _exits_at_once(sample, rng):
 
 
 def test_a_transform_stuck_past_timeout_is_a_stuck_worker(data):
-    loader = stoker.Loader(data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"],
-                           transform=transforms.hangs_on_17, timeout=1, max_respawns=0)
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=8,
+        num_workers=1,
+        framework="numpy",
+        fields=["label"],
+        transform=transforms.hangs_on_17,
+        timeout=1,
+        max_respawns=0,
+    )
     with pytest.raises(stoker.Error) as e:
         collect(loader)
     assert e.value.code in ("worker_stuck", "worker_died")
@@ -264,13 +351,15 @@ def test_ctrl_c_during_a_slow_transform_raises_keyboard_interrupt_and_leaves_not
     import subprocess
     import sys
     import textwrap
+
     from test_faults import gone, shm_entries
+
     before = shm_entries()
     code = f"""
         import os, sys
         sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         import stoker, transforms
-        loader = stoker.Loader({str(data['fixed'])!r}, batch_size=1, num_workers=1, fields=["label"],
+        loader = stoker.Loader({str(data["fixed"])!r}, batch_size=1, num_workers=1, fields=["label"],
                                transform=transforms.sleeps_long, transform_output={{"label": ("int64", ())}})
         pids = loader.worker_pids()
         host = int(open(f"/proc/{{pids[0]}}/stat").read().rsplit(")", 1)[1].split()[1])
@@ -298,8 +387,17 @@ def test_ctrl_c_during_a_slow_transform_raises_keyboard_interrupt_and_leaves_not
 
 def test_a_loader_with_a_transform_pickles_and_runs_where_it_is_unpickled(data):
     import pickle
-    loader = stoker.Loader(data["fixed"], batch_size=16, num_workers=1, shuffle=True, seed=5, framework="numpy",
-                           transform=transforms.noisy, fields=["image", "label"])
+
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=16,
+        num_workers=1,
+        shuffle=True,
+        seed=5,
+        framework="numpy",
+        transform=transforms.noisy,
+        fields=["image", "label"],
+    )
     again = pickle.loads(pickle.dumps(loader))
     for (i, a), (j, b) in zip(collect(loader), collect(again)):
         assert i == j
@@ -307,8 +405,15 @@ def test_a_loader_with_a_transform_pickles_and_runs_where_it_is_unpickled(data):
 
 
 def test_memfd_in_place_of_a_small_dev_shm_and_the_workers_rss(data):
-    loader = stoker.Loader(data["fixed"], batch_size=16, num_workers=2, framework="numpy", shm_backing="memfd",
-                           transform=transforms.noisy, fields=["image", "label"])
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=16,
+        num_workers=2,
+        framework="numpy",
+        shm_backing="memfd",
+        transform=transforms.noisy,
+        fields=["image", "label"],
+    )
     assert sorted(i for indices, _ in collect(loader) for i in indices) == list(range(N))
     rss = loader.stats()["worker_rss_bytes"]
     assert len(rss) == 2 and all(r > 1 << 20 for r in rss)

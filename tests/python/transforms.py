@@ -1,5 +1,6 @@
 """Transforms the tests hand to stoker.Loader(transform=...): module-level, so that they pickle by
 reference and the workers' interpreter imports them from here."""
+
 import os
 import random
 import time
@@ -16,8 +17,14 @@ def noisy(sample, rng):
 def globals_drawn(sample, rng):
     """Draws from every global generator a worker seeds."""
     import torch
-    return {"label": sample["label"], "np": np.float64(np.random.rand()), "py": random.random(),
-            "torch": torch.rand(3), "rng": rng.integers(0, 1 << 30, size=2)}
+
+    return {
+        "label": sample["label"],
+        "np": np.float64(np.random.rand()),
+        "py": random.random(),
+        "torch": torch.rand(3),
+        "rng": rng.integers(0, 1 << 30, size=2),
+    }
 
 
 def tokens(sample, rng):

@@ -7,6 +7,7 @@ usage: soak.py LOADER_BENCH SCRATCH_DIR [--seconds S] [--seed N]
 Runs about S seconds (default 60) of disturbed loading; exits 1 with what failed. Deterministic in
 what it checks: the faults' timing varies, the data delivered may not.
 """
+
 import argparse
 import json
 import os
@@ -26,15 +27,38 @@ def make_dataset(path):
         return
     rng = np.random.default_rng(5)
     with h5py.File(path + ".partial", "w") as f:
-        f.create_dataset("image", data=rng.integers(0, 255, (20000, 3, 16, 16), dtype=np.uint8), chunks=(256, 3, 16, 16),
-                         compression="gzip", compression_opts=1)
+        f.create_dataset(
+            "image",
+            data=rng.integers(0, 255, (20000, 3, 16, 16), dtype=np.uint8),
+            chunks=(256, 3, 16, 16),
+            compression="gzip",
+            compression_opts=1,
+        )
         f.create_dataset("label", data=np.arange(20000, dtype=np.int64))
     os.rename(path + ".partial", path)
 
 
 def bench_args(bench, data, epochs):
-    return [bench, "--data", data, "--epochs", str(epochs), "--digest", "--json", "--workers", "3",
-            "--batch-size", "64", "--shuffle", "--seed", "7", "--max-respawns", "1000000", "--timeout", "60"]
+    return [
+        bench,
+        "--data",
+        data,
+        "--epochs",
+        str(epochs),
+        "--digest",
+        "--json",
+        "--workers",
+        "3",
+        "--batch-size",
+        "64",
+        "--shuffle",
+        "--seed",
+        "7",
+        "--max-respawns",
+        "1000000",
+        "--timeout",
+        "60",
+    ]
 
 
 def digests(stdout):
@@ -106,8 +130,13 @@ def main():
     want = digests(ref.stdout)
 
     shm_before = stoker_shm()
-    job = subprocess.Popen(bench_args(a.bench, data, epochs), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+    job = subprocess.Popen(
+        bench_args(a.bench, data, epochs),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     counts = {"worker SIGKILL": 0, "worker SIGSTOP/SIGCONT": 0, "job SIGSTOP/SIGCONT": 0}
     rss = []  # (time, worker pid, KiB)
     done = threading.Event()
@@ -174,15 +203,21 @@ def main():
         last = max((k for t, _, k in rss if t >= end - third), default=0)
         if first and last > first * 1.25 + 4096:
             failures.append(f"worker resident memory grew: {first} KiB at most in the first third, {last} in the last")
-    respawns = max((json.loads(line).get("respawns", 0) for line in out.splitlines() if line.startswith("{")),
-                   default=0)
-    print(f"soak: {epochs} epochs; faults: " + ", ".join(f"{n} {k}" for k, n in counts.items())
-          + f"; workers replaced: {respawns}")
+    respawns = max(
+        (json.loads(line).get("respawns", 0) for line in out.splitlines() if line.startswith("{")), default=0
+    )
+    print(
+        f"soak: {epochs} epochs; faults: "
+        + ", ".join(f"{n} {k}" for k, n in counts.items())
+        + f"; workers replaced: {respawns}"
+    )
     for f in failures:
         print("FAIL " + f, file=sys.stderr)
     if not failures:
-        print("soak: every epoch's digests equal the undisturbed run's; no process or /dev/shm entry left; "
-              "worker memory flat")
+        print(
+            "soak: every epoch's digests equal the undisturbed run's; no process or /dev/shm entry left; "
+            "worker memory flat"
+        )
     return 1 if failures else 0
 
 

@@ -4,6 +4,7 @@ usage: digest_check.py LOADER_BENCH SCRATCH_DIR
 Writes an HDF5 file with h5py, then compares loader-bench --digest with docs/digest.md and
 docs/sampler.md implemented here from scratch.
 """
+
 import json
 import os
 import subprocess
@@ -45,9 +46,27 @@ def main():
     want_content = f"{total:016x}"
     want_order = f"{xxhash.xxh64_intdigest(np.asarray(order, dtype='<u8').tobytes(), seed=0):016x}"
 
-    out = subprocess.run([bench, "--data", path, "--shuffle", "--seed", str(seed), "--workers", "2",
-                          "--batch-size", "64", "--epochs", "1", "--digest", "--json"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            bench,
+            "--data",
+            path,
+            "--shuffle",
+            "--seed",
+            str(seed),
+            "--workers",
+            "2",
+            "--batch-size",
+            "64",
+            "--epochs",
+            "1",
+            "--digest",
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     got = json.loads(out.splitlines()[0])
     ok = got["content_digest"] == want_content and got["order_digest"] == want_order
     print(f"content_digest: loader-bench {got['content_digest']}, python {want_content}")
@@ -56,9 +75,28 @@ def main():
     # The quasi-random order (docs/sampler.md), from its description: groups of the chunk rows (32).
     quasi = quasi_random(n, 32, seed, 3)
     want_quasi = f"{xxhash.xxh64_intdigest(np.asarray(quasi, dtype='<u8').tobytes(), seed=0):016x}"
-    out = subprocess.run([bench, "--data", path, "--order", "quasi-random", "--seed", str(seed), "--workers", "2",
-                          "--batch-size", "64", "--epochs", "4", "--digest", "--json"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            bench,
+            "--data",
+            path,
+            "--order",
+            "quasi-random",
+            "--seed",
+            str(seed),
+            "--workers",
+            "2",
+            "--batch-size",
+            "64",
+            "--epochs",
+            "4",
+            "--digest",
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     got_quasi = json.loads(out.splitlines()[3])["order_digest"]
     print(f"quasi-random order_digest (epoch 3): loader-bench {got_quasi}, python {want_quasi}")
     ok = ok and got_quasi == want_quasi
@@ -73,9 +111,28 @@ def main():
             f.create_dataset("x", data=np.arange(size, dtype=np.int64) + sum(sizes[:k]), chunks=(32,))
     quasi = quasi_random_shards(sizes, 32, seed, 1)
     want_shards = f"{xxhash.xxh64_intdigest(np.asarray(quasi, dtype='<u8').tobytes(), seed=0):016x}"
-    out = subprocess.run([bench, "--data", shard_dir, "--order", "quasi-random", "--seed", str(seed), "--workers", "2",
-                          "--batch-size", "50", "--epochs", "2", "--digest", "--json"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            bench,
+            "--data",
+            shard_dir,
+            "--order",
+            "quasi-random",
+            "--seed",
+            str(seed),
+            "--workers",
+            "2",
+            "--batch-size",
+            "50",
+            "--epochs",
+            "2",
+            "--digest",
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     got_shards = json.loads(out.splitlines()[1])["order_digest"]
     print(f"quasi-random order_digest of a shard set (epoch 1): loader-bench {got_shards}, python {want_shards}")
     ok = ok and got_shards == want_shards

@@ -22,6 +22,7 @@ usage: image_check.py LOADER_BENCH SCRATCH_DIR
      generator: within 1 of ColorJitter.transform with the same permutation and factors, at every
      value.
 """
+
 import ctypes
 import io
 import json
@@ -67,7 +68,7 @@ def without_adobe_marker(jpeg):
     """The JPEG with its APP14 "Adobe" segment left out (libjpeg then takes 4 components for CMYK)."""
     out, at = bytearray(jpeg[:2]), 2
     while at + 4 <= len(jpeg) and jpeg[at] == 0xFF and jpeg[at + 1] != 0xDA:
-        end = at + 2 + int.from_bytes(jpeg[at + 2:at + 4], "big")
+        end = at + 2 + int.from_bytes(jpeg[at + 2 : at + 4], "big")
         if jpeg[at + 1] != 0xEE:
             out += jpeg[at:end]
         at = end
@@ -78,17 +79,41 @@ def ycck_jpeg(cmyk, quality):
     """A YCCK JPEG (Adobe marker, transform 2) of 4:2:0 chroma: TurboJPEG writes CMYK pixels so."""
     tj = ctypes.CDLL("libturbojpeg.so.0")
     tj.tjInitCompress.restype = ctypes.c_void_p
-    tj.tjCompress2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                               ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_ulong),
-                               ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    tj.tjCompress2.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.POINTER(ctypes.c_ulong),
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+    ]
     tj.tjFree.argtypes = [ctypes.c_void_p]
     tj.tjDestroy.argtypes = [ctypes.c_void_p]
     handle, buf, size = tj.tjInitCompress(), ctypes.c_void_p(), ctypes.c_ulong(0)
     try:
         tjpf_cmyk, tjsamp_420 = 11, 2
         h, w = cmyk.shape[:2]
-        if tj.tjCompress2(handle, cmyk.ctypes.data, w, 0, h, tjpf_cmyk, ctypes.byref(buf), ctypes.byref(size),
-                          tjsamp_420, quality, 0) != 0:
+        if (
+            tj.tjCompress2(
+                handle,
+                cmyk.ctypes.data,
+                w,
+                0,
+                h,
+                tjpf_cmyk,
+                ctypes.byref(buf),
+                ctypes.byref(size),
+                tjsamp_420,
+                quality,
+                0,
+            )
+            != 0
+        ):
             raise SystemExit("tjCompress2 failed")
         return ctypes.string_at(buf, size.value)
     finally:
@@ -103,7 +128,7 @@ def check_cmyk(bench, scratch, photos, rng):
         p = photos[i % len(photos)]
         y = int(rng.integers(0, p.shape[0] - H + 1))
         x = int(rng.integers(0, p.shape[1] - W + 1))
-        crop = np.ascontiguousarray(p[y:y + H, x:x + W])
+        crop = np.ascontiguousarray(p[y : y + H, x : x + W])
         kind = i % 4
         if kind == 3:
             images.append(ycck_jpeg(np.asarray(Image.fromarray(crop).convert("CMYK")), 60 + i))
@@ -111,8 +136,10 @@ def check_cmyk(bench, scratch, photos, rng):
         b = encode(crop, 60 + i, progressive=kind == 1, mode="CMYK")
         images.append(without_adobe_marker(b) if kind == 2 else b)
     modes = [(Image.open(io.BytesIO(b)).mode, Image.open(io.BytesIO(b)).info.get("adobe_transform")) for b in images]
-    check(modes[:4] == [("CMYK", 0), ("CMYK", 0), ("CMYK", None), ("CMYK", 2)],
-          f"the CMYK test images are Adobe CMYK, progressive, marker-less CMYK and YCCK: {modes[:4]}")
+    check(
+        modes[:4] == [("CMYK", 0), ("CMYK", 0), ("CMYK", None), ("CMYK", 2)],
+        f"the CMYK test images are Adobe CMYK, progressive, marker-less CMYK and YCCK: {modes[:4]}",
+    )
     pil = [np.asarray(Image.open(io.BytesIO(b)).convert("RGB")) for b in images]
     want = f"{sum(xxhash.xxh64_intdigest(p.tobytes(), seed=i) for i, p in enumerate(pil)) % 2**64:016x}"
     db = os.path.join(scratch, "cmyk.lmdb")
@@ -123,26 +150,42 @@ def check_cmyk(bench, scratch, photos, rng):
     env.close()
     for workers in ("0", "2"):
         got = digest_of(bench, "--data", db, "--pipeline", f"data=decode({H},{W})", "--workers", workers)
-        check(got == want, f"decode of CMYK and YCCK JPEGs equals PIL's convert('RGB'), {workers} workers "
-                           f"({got} vs {want})")
+        check(
+            got == want,
+            f"decode of CMYK and YCCK JPEGs equals PIL's convert('RGB'), {workers} workers ({got} vs {want})",
+        )
     out = os.path.join(scratch, "saved-cmyk")
-    r = run(bench, "--data", db, "--pipeline", "data=decode,center_crop(40,56)", "--batch-size", str(len(images)),
-            "--epochs", "1", "--save-batch", out)
+    r = run(
+        bench,
+        "--data",
+        db,
+        "--pipeline",
+        "data=decode,center_crop(40,56)",
+        "--batch-size",
+        str(len(images)),
+        "--epochs",
+        "1",
+        "--save-batch",
+        out,
+    )
     if r.returncode != 0:
         raise SystemExit(f"loader-bench --save-batch failed: {r.stderr}")
     crops, idx = np.load(os.path.join(out, "data.npy")), np.load(os.path.join(out, "indices.npy"))
     top, left = round((H - 40) / 2), round((W - 56) / 2)
-    bad = [int(i) for k, i in enumerate(idx) if not np.array_equal(crops[k], pil[i][top:top + 40, left:left + 56])]
+    bad = [int(i) for k, i in enumerate(idx) if not np.array_equal(crops[k], pil[i][top : top + 40, left : left + 56])]
     check(not bad, f"decode + center_crop of CMYK and YCCK JPEGs (the region only) equals PIL's, cropped {bad}")
     aug = "data=decode,random_resized_crop(24),flip,to_chw"
-    digests = {w: digest_of(bench, "--data", db, "--pipeline", aug, "--workers", w, "--shuffle", "--seed", "4")
-               for w in ("0", "2")}
+    digests = {
+        w: digest_of(bench, "--data", db, "--pipeline", aug, "--workers", w, "--shuffle", "--seed", "4")
+        for w in ("0", "2")
+    }
     check(len(set(digests.values())) == 1, f"CMYK through a DCT-scaled crop: one digest for 0 and 2 workers {digests}")
 
 
 class SampleRandom:
     """docs/pipeline.md's generator of one (sample, field): SplitMix64 from XXH64 of
     (seed, epoch, index, field position)."""
+
     MASK = (1 << 64) - 1
 
     def __init__(self, seed, epoch, index, field):
@@ -156,7 +199,7 @@ class SampleRandom:
         return z ^ (z >> 31)
 
     def uniform(self, lo=0.0, hi=1.0):
-        return lo + (hi - lo) * ((self.next() >> 11) * 2.0 ** -53)
+        return lo + (hi - lo) * ((self.next() >> 11) * 2.0**-53)
 
     def integer(self, lo, hi):
         return lo if hi <= lo else lo + int((hi - lo + 1) * self.uniform())
@@ -169,8 +212,10 @@ def jitter_draws(random, b, c, s, h):
         j = random.integer(0, i)
         order[i], order[j] = order[j], order[i]
     ranges = [(max(0.0, 1 - b), 1 + b), (max(0.0, 1 - c), 1 + c), (max(0.0, 1 - s), 1 + s), (-h, h)]
-    factors = {name: None if arg == 0 else random.uniform(lo, hi)  # drawn in this order
-               for name, arg, (lo, hi) in zip(torchvision_ref.ADJUST, (b, c, s, h), ranges)}
+    factors = {
+        name: None if arg == 0 else random.uniform(lo, hi)  # drawn in this order
+        for name, arg, (lo, hi) in zip(torchvision_ref.ADJUST, (b, c, s, h), ranges)
+    }
     return order, factors
 
 
@@ -183,7 +228,7 @@ def check_against_torchvision(bench, scratch, photos):
         h, w = shapes[i % len(shapes)]
         p = photos[i % len(photos)]
         y, x = int(rng.integers(0, p.shape[0] - h + 1)), int(rng.integers(0, p.shape[1] - w + 1))
-        images.append(encode(np.ascontiguousarray(p[y:y + h, x:x + w]), 70 + i))
+        images.append(encode(np.ascontiguousarray(p[y : y + h, x : x + w]), 70 + i))
     # Every hue and its edges: random colours, greys (no hue), and colours with two channels equal.
     colours = rng.integers(0, 256, (64, 72, 3), dtype=np.uint8)
     colours[16:24] = colours[16:24, :, :1]  # (within the 48 x 48 centre compared)
@@ -201,14 +246,29 @@ def check_against_torchvision(bench, scratch, photos):
         for i, b in enumerate(images):
             t.put(str(i).encode(), b)
     env.close()
-    source = f"torchvision {torchvision_ref.TORCHVISION}" if torchvision_ref.TORCHVISION else \
-        "torchvision's kernels transcribed (torchvision is not installed for this torch)"
+    source = (
+        f"torchvision {torchvision_ref.TORCHVISION}"
+        if torchvision_ref.TORCHVISION
+        else "torchvision's kernels transcribed (torchvision is not installed for this torch)"
+    )
     print(f"     (reference: {source})")
 
     def saved(pipeline, *args):
         out = os.path.join(scratch, "saved-shapes")
-        r = run(bench, "--data", db, "--pipeline", pipeline, "--batch-size", str(len(images)), "--epochs", "1",
-                "--save-batch", out, *args)
+        r = run(
+            bench,
+            "--data",
+            db,
+            "--pipeline",
+            pipeline,
+            "--batch-size",
+            str(len(images)),
+            "--epochs",
+            "1",
+            "--save-batch",
+            out,
+            *args,
+        )
         if r.returncode != 0:
             raise SystemExit(f"loader-bench --save-batch {pipeline} failed: {r.stderr}")
         return np.load(os.path.join(out, "data.npy")), np.load(os.path.join(out, "indices.npy"))
@@ -224,17 +284,28 @@ def check_against_torchvision(bench, scratch, photos):
             oh, ow = torchvision_ref.resized_size(*pil[i].shape[:2], size)
             pad = torchvision_ref.center_crop(np.ones((oh, ow, 3), np.uint8), ch, cw) == 0
             pad_ok &= bool(pad.any() == (size < max(ch, cw)) and not got[k][pad].any())
-        check(worst <= 1 and pad_ok, f"resize({size}) + center_crop({ch},{cw}) is within 1 of torchvision's "
-                                     f"Resize({size}) + CenterCrop on 9 shapes (largest difference {worst}), "
-                                     f"its padding zeros: {pad_ok}")
+        check(
+            worst <= 1 and pad_ok,
+            f"resize({size}) + center_crop({ch},{cw}) is within 1 of torchvision's "
+            f"Resize({size}) + CenterCrop on 9 shapes (largest difference {worst}), "
+            f"its padding zeros: {pad_ok}",
+        )
     r = run(bench, "--data", db, "--pipeline", "data=decode,resize(64)")
-    check(r.returncode == 1 and "'resize(64)' keeps each image's aspect ratio" in r.stderr,
-          f"resize(S) last is refused: the batch needs one shape (exit {r.returncode}: {r.stderr.strip()[:160]})")
+    check(
+        r.returncode == 1 and "'resize(64)' keeps each image's aspect ratio" in r.stderr,
+        f"resize(S) last is refused: the batch needs one shape (exit {r.returncode}: {r.stderr.strip()[:160]})",
+    )
 
     # color_jitter after flip: the same draws made here, then torchvision's ColorJitter.transform.
     seed = 5
-    for args in [(0.4, 0.4, 0.4, 0.1), (0.9, 0.9, 0.9, 0.5), (0, 0, 0, 0.5), (0.8, 0, 0, 0), (0, 0.8, 0, 0),
-                 (0, 0, 0.8, 0)]:
+    for args in [
+        (0.4, 0.4, 0.4, 0.1),
+        (0.9, 0.9, 0.9, 0.5),
+        (0, 0, 0, 0.5),
+        (0.8, 0, 0, 0),
+        (0, 0.8, 0, 0),
+        (0, 0, 0.8, 0),
+    ]:
         text = ",".join(str(a) for a in args)
         got, idx = saved(f"data=decode,flip,color_jitter({text}),center_crop(48)", "--seed", str(seed))
         worst, differ, total = 0, 0, 0
@@ -245,11 +316,26 @@ def check_against_torchvision(bench, scratch, photos):
             want = torchvision_ref.center_crop(torchvision_ref.color_jitter(image, order, factors), 48, 48)
             d = np.abs(got[k].astype(int) - want.astype(int))
             worst, differ, total = max(worst, int(d.max())), differ + int((d > 0).sum()), total + d.size
-        check(worst <= 1, f"color_jitter({text}) is within 1 of torchvision's ColorJitter with the same draws "
-                          f"(largest difference {worst}; {differ} of {total} values differ)")
-    digests = {w: digest_of(bench, "--data", db, "--pipeline", "data=decode,color_jitter(0.4,0.4,0.4,0.1),"
-                            "resize(64),center_crop(56)", "--workers", w, "--shuffle", "--seed", "3")
-               for w in ("0", "2")}
+        check(
+            worst <= 1,
+            f"color_jitter({text}) is within 1 of torchvision's ColorJitter with the same draws "
+            f"(largest difference {worst}; {differ} of {total} values differ)",
+        )
+    digests = {
+        w: digest_of(
+            bench,
+            "--data",
+            db,
+            "--pipeline",
+            "data=decode,color_jitter(0.4,0.4,0.4,0.1),resize(64),center_crop(56)",
+            "--workers",
+            w,
+            "--shuffle",
+            "--seed",
+            "3",
+        )
+        for w in ("0", "2")
+    }
     check(len(set(digests.values())) == 1, f"color_jitter gives one digest for 0 and 2 workers {digests}")
 
 
@@ -263,10 +349,17 @@ def main():
         p = photos[i % len(photos)]
         y = int(rng.integers(0, p.shape[0] - H + 1))
         x = int(rng.integers(0, p.shape[1] - W + 1))
-        crop = np.ascontiguousarray(p[y:y + H, x:x + W])
+        crop = np.ascontiguousarray(p[y : y + H, x : x + W])
         kind = i % 6
-        images.append(encode(crop, 50 + i, subsampling=[2, 1, 0, 2, 2, 0][kind], progressive=kind == 3,
-                             mode="L" if kind == 4 else "RGB"))
+        images.append(
+            encode(
+                crop,
+                50 + i,
+                subsampling=[2, 1, 0, 2, 2, 0][kind],
+                progressive=kind == 3,
+                mode="L" if kind == 4 else "RGB",
+            )
+        )
     # docs/digest.md from PIL's decode (converted to RGB as torchvision does).
     total = 0
     for i, b in enumerate(images):
@@ -294,8 +387,19 @@ def main():
 
     def saved(pipeline):
         out = os.path.join(scratch, "saved")
-        r = run(bench, "--data", db, "--pipeline", pipeline, "--batch-size", str(len(images)), "--epochs", "1",
-                "--save-batch", out)
+        r = run(
+            bench,
+            "--data",
+            db,
+            "--pipeline",
+            pipeline,
+            "--batch-size",
+            str(len(images)),
+            "--epochs",
+            "1",
+            "--save-batch",
+            out,
+        )
         if r.returncode != 0:
             raise SystemExit(f"loader-bench --save-batch failed: {r.stderr}")
         return np.load(os.path.join(out, "data.npy")), np.load(os.path.join(out, "indices.npy"))
@@ -303,17 +407,25 @@ def main():
     pil = [np.asarray(Image.open(io.BytesIO(b)).convert("RGB")) for b in images]
     crops, idx = saved("data=decode,center_crop(64,80)")
     top, left = round((H - 64) / 2), round((W - 80) / 2)
-    same = all(np.array_equal(crops[k], pil[i][top:top + 64, left:left + 80]) for k, i in enumerate(idx))
+    same = all(np.array_equal(crops[k], pil[i][top : top + 64, left : left + 80]) for k, i in enumerate(idx))
     check(same, "decode + center_crop (the region only) equals PIL's decode, cropped")
     resized, idx = saved("data=decode,resize(48,64)")
-    worst = max(int(np.abs(resized[k].astype(int) -
-                           np.asarray(Image.fromarray(pil[i]).resize((64, 48), Image.BILINEAR)).astype(int)).max())
-                for k, i in enumerate(idx))
+    worst = max(
+        int(
+            np.abs(
+                resized[k].astype(int)
+                - np.asarray(Image.fromarray(pil[i]).resize((64, 48), Image.BILINEAR)).astype(int)
+            ).max()
+        )
+        for k, i in enumerate(idx)
+    )
     check(worst <= 1, f"decode + resize is within 1 of PIL's bilinear resize (largest difference {worst})")
 
     aug = "data=decode,random_resized_crop(64),flip,to_chw"
-    digests = {w: digest_of(bench, "--data", db, "--pipeline", aug, "--workers", w, "--shuffle", "--seed", "9")
-               for w in ("0", "1", "2")}
+    digests = {
+        w: digest_of(bench, "--data", db, "--pipeline", aug, "--workers", w, "--shuffle", "--seed", "9")
+        for w in ("0", "1", "2")
+    }
     check(len(set(digests.values())) == 1, f"random augmentation gives one digest for 0, 1, 2 workers: {digests}")
 
     bad = os.path.join(scratch, "bad.lmdb")
@@ -323,14 +435,20 @@ def main():
             t.put(str(i).encode(), b[: len(b) // 2] if i == 5 else b)
     env.close()
     r = run(bench, "--data", bad, "--pipeline", "data=decode,center_crop(32)", "--batch-size", "4")
-    check(r.returncode == 1 and "field 'data', sample 5: corrupt JPEG" in r.stderr,
-          f"a truncated JPEG: exit 1 naming field and sample (exit {r.returncode}: {r.stderr.strip()})")
+    check(
+        r.returncode == 1 and "field 'data', sample 5: corrupt JPEG" in r.stderr,
+        f"a truncated JPEG: exit 1 naming field and sample (exit {r.returncode}: {r.stderr.strip()})",
+    )
     r = run(bench, "--data", bad, "--pipeline", "data=decode,blur(3)")
-    check(r.returncode == 2 and "unknown operation 'blur'" in r.stderr,
-          f"an unknown operation: exit 2 (exit {r.returncode}: {r.stderr.strip()[:200]})")
+    check(
+        r.returncode == 2 and "unknown operation 'blur'" in r.stderr,
+        f"an unknown operation: exit 2 (exit {r.returncode}: {r.stderr.strip()[:200]})",
+    )
     r = run(bench, "--data", bad, "--pipeline", "data=decode")
-    check(r.returncode == 1 and "whose size differs per sample" in r.stderr,
-          f"a pipeline of no fixed size: exit 1 (exit {r.returncode}: {r.stderr.strip()[:200]})")
+    check(
+        r.returncode == 1 and "whose size differs per sample" in r.stderr,
+        f"a pipeline of no fixed size: exit 1 (exit {r.returncode}: {r.stderr.strip()[:200]})",
+    )
     check_cmyk(bench, scratch, photos, rng)
     check_against_torchvision(bench, scratch, photos)
     print(f"{len(passes)} passed, {len(failures)} failed")

@@ -14,6 +14,7 @@ with --on-error skip leaves out and lists every such file, (7) file names that a
 a newline or a backslash are recorded exactly (LMDB) or as UTF-8 escapes undone exactly (HDF5), and
 (8) a label named `stoker` is refused for HDF5 output, whose group of that name is the pack's.
 """
+
 import io
 import json
 import os
@@ -59,13 +60,13 @@ def read_lmdb(path):
             assert i == len(out), f"key {i} out of order"
             fixed, pos, sample = [f for f in fields if f.get("kind", "fixed") != "bytes"], 0, {}
             for f in fixed:
-                sample[f["name"]] = struct.unpack("<q" if f["dtype"] == "i64" else "<d", rec[pos:pos + 8])[0]
+                sample[f["name"]] = struct.unpack("<q" if f["dtype"] == "i64" else "<d", rec[pos : pos + 8])[0]
                 pos += 8
             nbytes = [f for f in fields if f.get("kind") == "bytes"]
-            lengths = struct.unpack(f"<{len(nbytes)}Q", rec[pos:pos + 8 * len(nbytes)])
+            lengths = struct.unpack(f"<{len(nbytes)}Q", rec[pos : pos + 8 * len(nbytes)])
             pos += 8 * len(nbytes)
             for f, n in zip(nbytes, lengths):
-                sample[f["name"]] = bytes(rec[pos:pos + n])
+                sample[f["name"]] = bytes(rec[pos : pos + n])
                 pos += n
             assert pos == len(rec), f"record {i}: {len(rec)} bytes, the layout accounts for {pos}"
             out.append(sample)
@@ -103,11 +104,11 @@ def unescape(entry):
             out += {"\\": b"\\", "n": b"\n", "r": b"\r", "t": b"\t", "0": b"\0"}[n]
             i += 2
         elif n == "x":
-            out.append(int(entry[i + 2:i + 4], 16))
+            out.append(int(entry[i + 2 : i + 4], 16))
             i += 4
         else:
             width = 4 if n == "u" else 8
-            out += chr(int(entry[i + 2:i + 2 + width], 16)).encode()
+            out += chr(int(entry[i + 2 : i + 2 + width], 16)).encode()
             i += 2 + width
     return bytes(out)
 
@@ -125,8 +126,24 @@ def content_digest(samples, names):
 
 
 def bench_digest(bench, path, workers):
-    r = subprocess.run([bench, "--data", path, "--workers", str(workers), "--batch-size", "5", "--epochs", "1",
-                        "--shuffle", "--digest", "--json"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            bench,
+            "--data",
+            path,
+            "--workers",
+            str(workers),
+            "--batch-size",
+            "5",
+            "--epochs",
+            "1",
+            "--shuffle",
+            "--digest",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise SystemExit(f"loader-bench on {path} failed: {r.stderr}")
     return json.loads(r.stdout.splitlines()[0])["content_digest"]
@@ -153,8 +170,11 @@ def main():
         with open(os.path.join(root, cls, "notes.txt"), "w") as f:
             f.write("not an image")
     classes = sorted({c for c, _ in files.values()})
-    want = [{"image": files[p][1], "label": classes.index(files[p][0])}
-            for c in classes for p in sorted(q for q in files if files[q][0] == c)]
+    want = [
+        {"image": files[p][1], "label": classes.index(files[p][0])}
+        for c in classes
+        for p in sorted(q for q in files if files[q][0] == c)
+    ]
 
     out = os.path.join(scratch, "folder.lmdb")
     r = subprocess.run([pack, "--folder", root, out], capture_output=True, text=True)
@@ -165,11 +185,15 @@ def main():
     check(labels == {"label": classes}, f"the class names are stored: {labels}")
     sources = [os.path.relpath(p, root) for c in classes for p in sorted(q for q in files if files[q][0] == c)]
     got_paths = read_paths(out)
-    check(got_paths == sources, f"the sub-database 'paths' holds each sample's file relative to the folder: {got_paths}")
+    check(
+        got_paths == sources, f"the sub-database 'paths' holds each sample's file relative to the folder: {got_paths}"
+    )
     want_digest = content_digest(want, ["image", "label"])
     for workers in (0, 2):
-        check(bench_digest(bench, out, workers) == want_digest,
-              f"loader-bench with {workers} workers delivers exactly those bytes and labels ({want_digest})")
+        check(
+            bench_digest(bench, out, workers) == want_digest,
+            f"loader-bench with {workers} workers delivers exactly those bytes and labels ({want_digest})",
+        )
     check(not os.path.exists(out + ".partial"), "no .partial left")
 
     # The same tree as HDF5: a variable-length u8 dataset and a label dataset, read back with h5py.
@@ -197,19 +221,28 @@ def main():
         for p, i, w, s in rows:
             f.write(f'{os.path.relpath(p, root)},{i},"a, ""quoted"" note",{w},"{s}"\n')
     out = os.path.join(scratch, "csv.lmdb")
-    r = subprocess.run([pack, "--manifest", csv, "--label", "score", "--label", "weight", "--label", "species",
-                        out], capture_output=True, text=True)
+    r = subprocess.run(
+        [pack, "--manifest", csv, "--label", "score", "--label", "weight", "--label", "species", out],
+        capture_output=True,
+        text=True,
+    )
     check(r.returncode == 0, f"stoker-pack --manifest CSV exits 0 ({r.stderr.strip()})")
     schema, labels, got = read_lmdb(out)
     types = {f["name"]: f.get("dtype", f["kind"]) for f in schema["fields"]}
-    check(types == {"image": "bytes", "score": "i64", "weight": "f64", "species": "i64"},
-          f"integers as i64, numbers as f64, strings as i64: {types}")
+    check(
+        types == {"image": "bytes", "score": "i64", "weight": "f64", "species": "i64"},
+        f"integers as i64, numbers as f64, strings as i64: {types}",
+    )
     want = [{"image": files[p][1], "score": i, "weight": w, "species": classes.index(s)} for p, i, w, s in rows]
     check(got == want, "py-lmdb reads every row's file and labels")
     check(labels == {"species": classes}, f"the string mapping is stored: {labels}")
-    check(read_paths(out) == [os.path.relpath(p, root) for p, _, _, _ in rows],
-          "a manifest's paths are recorded as it writes them")
-    check(bench_digest(bench, out, 2) == content_digest(want, want[0].keys()), "loader-bench delivers the CSV's samples")
+    check(
+        read_paths(out) == [os.path.relpath(p, root) for p, _, _, _ in rows],
+        "a manifest's paths are recorded as it writes them",
+    )
+    check(
+        bench_digest(bench, out, 2) == content_digest(want, want[0].keys()), "loader-bench delivers the CSV's samples"
+    )
 
     # JSON Lines, absolute paths.
     jsonl = os.path.join(scratch, "labels.jsonl")
@@ -217,12 +250,15 @@ def main():
         for p, i, _, s in rows:
             f.write(json.dumps({"file": p, "label": s, "id": i}) + "\n")
     out = os.path.join(scratch, "jsonl.lmdb")
-    r = subprocess.run([pack, "--manifest", jsonl, "--path-column", "file", "--label", "label,id", out],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [pack, "--manifest", jsonl, "--path-column", "file", "--label", "label,id", out], capture_output=True, text=True
+    )
     check(r.returncode == 0, f"stoker-pack --manifest JSONL exits 0 ({r.stderr.strip()})")
     _, labels, got = read_lmdb(out)
-    check(got == [{"image": files[p][1], "label": classes.index(s), "id": i} for p, i, _, s in rows],
-          "JSON Lines rows packed")
+    check(
+        got == [{"image": files[p][1], "label": classes.index(s), "id": i} for p, i, _, s in rows],
+        "JSON Lines rows packed",
+    )
     check(labels == {"label": classes}, "its mapping is stored")
 
     # --verify=decode: two JPEGs whose headers are sound and whose data stops halfway (noise: the
@@ -240,25 +276,39 @@ def main():
                 f.write(data[: len(data) // 2] if (cls, k) in (("a", 1), ("b", 2)) else data)
     out = os.path.join(scratch, "broken.lmdb")
     r = subprocess.run([pack, "--folder", broken, "--verify", out], capture_output=True, text=True)
-    check(r.returncode == 0 and len(read_paths(out)) == 6,
-          f"without decoding, a cut JPEG with a sound header is packed ({r.stderr.strip()})")
+    check(
+        r.returncode == 0 and len(read_paths(out)) == 6,
+        f"without decoding, a cut JPEG with a sound header is packed ({r.stderr.strip()})",
+    )
     r = subprocess.run([pack, "--folder", broken, "--verify=decode", "--force", out], capture_output=True, text=True)
     bad_a = os.path.join(broken, "a", "1.jpg")
-    check(r.returncode == 1 and f"{bad_a}: corrupt JPEG" in r.stderr and "--on-error skip" in r.stderr,
-          f"--verify=decode stops at the first file that does not decode, naming it: {r.stderr.strip()}")
+    check(
+        r.returncode == 1 and f"{bad_a}: corrupt JPEG" in r.stderr and "--on-error skip" in r.stderr,
+        f"--verify=decode stops at the first file that does not decode, naming it: {r.stderr.strip()}",
+    )
     shutil.rmtree(out + ".partial", ignore_errors=True)
     if os.path.exists(out + ".partial"):
         os.unlink(out + ".partial")
-    r = subprocess.run([pack, "--folder", broken, "--verify=decode", "--on-error", "skip", "--force", out],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [pack, "--folder", broken, "--verify=decode", "--on-error", "skip", "--force", out],
+        capture_output=True,
+        text=True,
+    )
     bad_b = os.path.join(broken, "b", "2.jpg")
-    check(r.returncode == 0 and "2 of 6 files skipped" in r.stderr and f"{bad_a}: corrupt JPEG" in r.stderr
-          and f"{bad_b}: corrupt JPEG" in r.stderr and "decoded and verified" in r.stderr,
-          f"with --on-error skip every file that does not decode is listed: {r.stderr.strip()}")
+    check(
+        r.returncode == 0
+        and "2 of 6 files skipped" in r.stderr
+        and f"{bad_a}: corrupt JPEG" in r.stderr
+        and f"{bad_b}: corrupt JPEG" in r.stderr
+        and "decoded and verified" in r.stderr,
+        f"with --on-error skip every file that does not decode is listed: {r.stderr.strip()}",
+    )
     kept = ["a/0.jpg", "a/2.jpg", "b/0.jpg", "b/1.jpg"]
     _, _, got = read_lmdb(out)
-    check(read_paths(out) == kept and [s["image"] for s in got] == [whole[k] for k in kept],
-          "and left out, the others stored with their paths")
+    check(
+        read_paths(out) == kept and [s["image"] for s in got] == [whole[k] for k in kept],
+        "and left out, the others stored with their paths",
+    )
     r = subprocess.run([pack, "--folder", broken, "--verify=all", "--force", out], capture_output=True, text=True)
     check(r.returncode != 0 and "--verify" in r.stderr, f"--verify takes digest or decode: {r.stderr.strip()}")
 
@@ -278,19 +328,25 @@ def main():
     check(r.returncode == 0, f"stoker-pack packs files whose names are not UTF-8 ({r.stderr.strip()!r})")
     _, _, got = read_lmdb(out)
     raw = read_paths(out, raw=True)
-    check(sorted(raw) == sorted(odd_files) and all(odd_files[p] == g["image"] for p, g in zip(raw, got)),
-          f"LMDB's 'paths' holds each file name's exact bytes, beside its image: {raw}")
+    check(
+        sorted(raw) == sorted(odd_files) and all(odd_files[p] == g["image"] for p, g in zip(raw, got)),
+        f"LMDB's 'paths' holds each file name's exact bytes, beside its image: {raw}",
+    )
     out = os.path.join(scratch, "odd.h5")
     r = subprocess.run([pack, "--folder", odd, out], capture_output=True)
     check(r.returncode == 0, f"stoker-pack packs them to HDF5 ({r.stderr.strip()!r})")
     with h5py.File(out, "r") as f:
         entries = list(f["stoker/paths"].asstr()[:])
         images = [bytes(np.asarray(x, dtype=np.uint8)) for x in f["image"]]
-    check(sorted(entries) == sorted(["c/caf\\xe9.jpg", "c/new\nline.jpg", "c/back\\\\slash.png", "c/plain.jpg"]),
-          f"HDF5's 'stoker/paths' is UTF-8: a name as it is, or escaped where it is not UTF-8 or holds a "
-          f"backslash: {entries}")
-    check([unescape(e) for e in entries] == raw and all(odd_files[unescape(e)] == g for e, g in zip(entries, images)),
-          "and each escape is undone to the file name's bytes, in the LMDB's order, beside its image")
+    check(
+        sorted(entries) == sorted(["c/caf\\xe9.jpg", "c/new\nline.jpg", "c/back\\\\slash.png", "c/plain.jpg"]),
+        f"HDF5's 'stoker/paths' is UTF-8: a name as it is, or escaped where it is not UTF-8 or holds a "
+        f"backslash: {entries}",
+    )
+    check(
+        [unescape(e) for e in entries] == raw and all(odd_files[unescape(e)] == g for e, g in zip(entries, images)),
+        "and each escape is undone to the file name's bytes, in the LMDB's order, beside its image",
+    )
 
     # In an HDF5 output the group `stoker` is the pack's: a label of that name is refused before
     # anything is written (in LMDB it is a field like any other).
@@ -300,14 +356,20 @@ def main():
         f.write(f"{rows[0][0]},1\n")
     out = os.path.join(scratch, "reserved.h5")
     r = subprocess.run([pack, "--manifest", reserved, "--label", "stoker", out], capture_output=True, text=True)
-    check(r.returncode == 1 and "--label stoker: in an HDF5 output the group 'stoker' holds each sample's source "
-          "path (stoker/paths); rename the manifest's column, or write LMDB" in r.stderr,
-          f"--label stoker is refused for HDF5 output: {r.stderr.strip()}")
+    check(
+        r.returncode == 1
+        and "--label stoker: in an HDF5 output the group 'stoker' holds each sample's source "
+        "path (stoker/paths); rename the manifest's column, or write LMDB"
+        in r.stderr,
+        f"--label stoker is refused for HDF5 output: {r.stderr.strip()}",
+    )
     check(not os.path.exists(out) and not os.path.exists(out + ".partial"), "before anything is written")
     out = os.path.join(scratch, "reserved.lmdb")
     r = subprocess.run([pack, "--manifest", reserved, "--label", "stoker", out], capture_output=True, text=True)
-    check(r.returncode == 0 and read_lmdb(out)[2] == [{"image": files[rows[0][0]][1], "stoker": 1}],
-          f"and packed to LMDB ({r.stderr.strip()})")
+    check(
+        r.returncode == 0 and read_lmdb(out)[2] == [{"image": files[rows[0][0]][1], "stoker": 1}],
+        f"and packed to LMDB ({r.stderr.strip()})",
+    )
 
     # Errors name the file and line, and leave nothing behind.
     bad = os.path.join(scratch, "bad.csv")
@@ -317,10 +379,14 @@ def main():
         f.write(f"{os.path.join(scratch, 'missing.jpg')},2\n")
     out = os.path.join(scratch, "bad.lmdb")
     r = subprocess.run([pack, "--manifest", bad, "--label", "label", out], capture_output=True, text=True)
-    check(r.returncode == 1 and "bad.csv:3" in r.stderr and "missing.jpg" in r.stderr,
-          f"a missing file names the manifest's line and the file: {r.stderr.strip()}")
-    check(not os.path.exists(out) and "--resume" in r.stderr,
-          "and leaves no dataset, its work kept in .partial for --resume")
+    check(
+        r.returncode == 1 and "bad.csv:3" in r.stderr and "missing.jpg" in r.stderr,
+        f"a missing file names the manifest's line and the file: {r.stderr.strip()}",
+    )
+    check(
+        not os.path.exists(out) and "--resume" in r.stderr,
+        "and leaves no dataset, its work kept in .partial for --resume",
+    )
     shutil.rmtree(out + ".partial", ignore_errors=True)
     if os.path.exists(out + ".partial"):
         os.unlink(out + ".partial")
@@ -328,12 +394,16 @@ def main():
         f.write("path,label\n")
         f.write(f"{rows[0][0]},1,extra\n")
     r = subprocess.run([pack, "--manifest", bad, "--label", "label", out], capture_output=True, text=True)
-    check(r.returncode == 1 and "bad.csv:2" in r.stderr and "3 columns" in r.stderr,
-          f"a row of the wrong width names its line: {r.stderr.strip()}")
+    check(
+        r.returncode == 1 and "bad.csv:2" in r.stderr and "3 columns" in r.stderr,
+        f"a row of the wrong width names its line: {r.stderr.strip()}",
+    )
     r = subprocess.run([pack, "--manifest", bad, "--label", "nope", out], capture_output=True, text=True)
     check(r.returncode == 1 and "no column 'nope'" in r.stderr, f"an unknown column is named: {r.stderr.strip()}")
     r = subprocess.run([pack, "--folder", root, os.path.join(scratch, "folder.lmdb")], capture_output=True, text=True)
-    check(r.returncode == 1 and "--force" in r.stderr, f"an existing output is kept without --force: {r.stderr.strip()}")
+    check(
+        r.returncode == 1 and "--force" in r.stderr, f"an existing output is kept without --force: {r.stderr.strip()}"
+    )
     r = subprocess.run([pack, "--help"], capture_output=True, text=True)
     check(r.returncode == 0 and "--folder" in r.stdout and "--manifest" in r.stdout, "--help describes both inputs")
 

@@ -11,6 +11,7 @@ Generates images of several sizes (PIL) and a file that is not an image, then ch
   (4) a pack SIGKILLed mid-way (it blocks on a FIFO in its manifest once its records up to the FIFO
       are committed) and resumed equals an uninterrupted one: one LMDB, LMDB shards, HDF5 shards.
 """
+
 import io
 import json
 import os
@@ -49,8 +50,10 @@ def make_images(scratch):
 def read_h5(path):
     """Each sample's image and label, and the path recorded for it."""
     with h5py.File(path, "r") as f:
-        return [{"image": bytes(np.asarray(x, dtype=np.uint8)), "label": int(v), "path": p}
-                for x, v, p in zip(f["image"], f["label"][:], f["stoker/paths"].asstr()[:])]
+        return [
+            {"image": bytes(np.asarray(x, dtype=np.uint8)), "label": int(v), "path": p}
+            for x, v, p in zip(f["image"], f["label"][:], f["stoker/paths"].asstr()[:])
+        ]
 
 
 def run(cmd):
@@ -63,14 +66,23 @@ def check_skip_and_resume(pack, bench, scratch, root, paths):
         f.write(b"this is not an image")
     out = os.path.join(scratch, "skip.lmdb")
     r = run([pack, "--folder", root, out, "--commit-every", "1"])
-    check(r.returncode == 1 and "03b.jpg" in r.stderr and "not a JPEG or PNG image" in r.stderr
-          and "--on-error skip" in r.stderr, f"a file that is not an image stops the pack, naming it: {r.stderr.strip()}")
+    check(
+        r.returncode == 1
+        and "03b.jpg" in r.stderr
+        and "not a JPEG or PNG image" in r.stderr
+        and "--on-error skip" in r.stderr,
+        f"a file that is not an image stops the pack, naming it: {r.stderr.strip()}",
+    )
     check(not os.path.exists(out) and os.path.exists(out + ".partial"), "the work so far is kept in .partial")
     r = run([pack, "--folder", root, out, "--resume", "--on-error", "skip"])
-    check(r.returncode == 0 and "resuming" in r.stderr and "at file 13 of 17" in r.stderr,
-          f"--resume continues at the bad file: {r.stderr.strip()}")
-    check("1 of 17 files skipped" in r.stderr and "03b.jpg: not a JPEG or PNG image" in r.stderr,
-          "the skipped file is listed with its reason")
+    check(
+        r.returncode == 0 and "resuming" in r.stderr and "at file 13 of 17" in r.stderr,
+        f"--resume continues at the bad file: {r.stderr.strip()}",
+    )
+    check(
+        "1 of 17 files skipped" in r.stderr and "03b.jpg: not a JPEG or PNG image" in r.stderr,
+        "the skipped file is listed with its reason",
+    )
     _, _, resumed = read_lmdb(out)
     whole = os.path.join(scratch, "skip-whole.lmdb")
     r = run([pack, "--folder", root, whole, "--on-error", "skip", "--quiet"])
@@ -78,8 +90,9 @@ def check_skip_and_resume(pack, bench, scratch, root, paths):
     want = [{"image": open(p, "rb").read(), "label": 0 if "/bird/" in p else 1} for p in paths]
     check(resumed == uninterrupted == want, "stopped and resumed equals skipping from the start: the 16 images")
     sources = [os.path.relpath(p, root) for p in paths]
-    check(read_paths(out) == read_paths(whole) == sources,
-          "and records the same paths, the skipped file's not among them")
+    check(
+        read_paths(out) == read_paths(whole) == sources, "and records the same paths, the skipped file's not among them"
+    )
     os.unlink(bad)
     return want
 
@@ -87,8 +100,10 @@ def check_skip_and_resume(pack, bench, scratch, root, paths):
 def check_max_side(pack, bench, scratch, root, paths):
     out = os.path.join(scratch, "small.h5")
     r = run([pack, "--folder", root, out, "--max-side", "48", "--quality", "80", "--verify"])
-    check(r.returncode == 0 and "re-encoded" in r.stderr and "verified" in r.stderr,
-          f"--max-side 48 to HDF5 with --verify exits 0 ({r.stderr.strip().splitlines()[-1]})")
+    check(
+        r.returncode == 0 and "re-encoded" in r.stderr and "verified" in r.stderr,
+        f"--max-side 48 to HDF5 with --verify exits 0 ({r.stderr.strip().splitlines()[-1]})",
+    )
     got = read_h5(out)
     ok = len(got) == len(paths)
     for s, p in zip(got, paths):
@@ -102,8 +117,21 @@ def check_max_side(pack, bench, scratch, root, paths):
             want = (max(1, round(w * scale)), max(1, round(h * scale)))
             ok = ok and im.format == "JPEG" and im.size == want
     check(ok, "images within 48 px are stored byte for byte, larger ones as JPEGs whose longer side is 48")
-    r = run([bench, "--data", out, "--pipeline", "image=decode,resize(24,24)", "--workers", "2", "--batch-size", "4",
-             "--epochs", "1"])
+    r = run(
+        [
+            bench,
+            "--data",
+            out,
+            "--pipeline",
+            "image=decode,resize(24,24)",
+            "--workers",
+            "2",
+            "--batch-size",
+            "4",
+            "--epochs",
+            "1",
+        ]
+    )
     check(r.returncode == 0, f"the loader decodes every stored image ({r.stderr.strip()[-200:]})")
 
 
@@ -113,8 +141,10 @@ def check_shards(pack, bench, scratch, root, want):
     r = run([pack, "--folder", root, out, "--shard-size", "12KiB", "--verify"])
     check(r.returncode == 0, f"--shard-size 12KiB exits 0 ({r.stderr.strip()})")
     names = sorted(os.listdir(out))
-    check(len(names) > 2 and names == [f"shard-{k:05d}.lmdb" for k in range(len(names))],
-          f"a directory of numbered shards and nothing else: {names}")
+    check(
+        len(names) > 2 and names == [f"shard-{k:05d}.lmdb" for k in range(len(names))],
+        f"a directory of numbered shards and nothing else: {names}",
+    )
     got, within = [], True
     for n in names:
         _, _, samples = read_lmdb(os.path.join(out, n))
@@ -123,8 +153,10 @@ def check_shards(pack, bench, scratch, root, want):
         got += samples
     check(within, "every shard holds at most 12 KiB of samples (or one sample)")
     check(got == want, "the shards hold the images in order")
-    check(bench_digest(bench, out, 2) == content_digest(want, ["image", "label"]),
-          "the loader reads the directory as the one dataset (its content_digest)")
+    check(
+        bench_digest(bench, out, 2) == content_digest(want, ["image", "label"]),
+        "the loader reads the directory as the one dataset (its content_digest)",
+    )
 
 
 def committed_next_item(partial):
@@ -171,8 +203,11 @@ def check_kill_and_resume(pack, scratch, paths, extra, label, ready, reader):
     os.rename(files[fifo_at], real)
     os.mkfifo(files[fifo_at])
     out = os.path.join(work, "out")
-    proc = subprocess.Popen([pack, "--manifest", manifest, "--label", "label", out, "--quiet", "--jobs", "1"] + extra,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [pack, "--manifest", manifest, "--label", "label", out, "--quiet", "--jobs", "1"] + extra,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60  # a guard against a hang, not a measurement
         while not ready(out + ".partial") and proc.poll() is None and time.monotonic() < deadline:
@@ -186,16 +221,22 @@ def check_kill_and_resume(pack, scratch, paths, extra, label, ready, reader):
     os.unlink(files[fifo_at])
     os.rename(real, files[fifo_at])
     r = run([pack, "--manifest", manifest, "--label", "label", out, "--resume"] + extra)
-    check(r.returncode == 0 and "resuming" in r.stderr, f"{label}: --resume finishes the killed pack ({r.stderr.strip()})")
+    check(
+        r.returncode == 0 and "resuming" in r.stderr, f"{label}: --resume finishes the killed pack ({r.stderr.strip()})"
+    )
     check(os.path.exists(out) and not os.path.exists(out + ".partial"), f"{label}: the output is in place")
-    check(reader(out) == reader(whole),
-          f"{label}: killed and resumed equals uninterrupted, sample for sample (and shard for shard)")
+    check(
+        reader(out) == reader(whole),
+        f"{label}: killed and resumed equals uninterrupted, sample for sample (and shard for shard)",
+    )
 
 
 def shard_reader(read):
     """Each shard's name and samples: equal sets have the same samples cut at the same places."""
+
     def read_all(d):
         return [(n, read(os.path.join(d, n))) for n in sorted(os.listdir(d))]
+
     return read_all
 
 
@@ -212,14 +253,36 @@ def main():
         """The samples and the paths recorded for them (committed with them)."""
         return read_lmdb(p)[2], read_paths(p)
 
-    check_kill_and_resume(pack, scratch, paths, ["--commit-every", "1"], "one LMDB",
-                          lambda partial: committed_next_item(partial) == 11, lmdb_samples)
-    check_kill_and_resume(pack, scratch, paths, ["--commit-every", "1", "--shard-size", "40KiB"], "LMDB shards",
-                          lambda partial: finished_shards(partial) >= 1
-                          and committed_next_item(os.path.join(partial, f"shard-{finished_shards(partial):05d}.lmdb.partial")) == 11,
-                          shard_reader(lmdb_samples))
-    check_kill_and_resume(pack, scratch, paths, ["--shard-size", "40KiB", "--format", "hdf5"], "HDF5 shards",
-                          lambda partial: finished_shards(partial) >= 1, shard_reader(read_h5))
+    check_kill_and_resume(
+        pack,
+        scratch,
+        paths,
+        ["--commit-every", "1"],
+        "one LMDB",
+        lambda partial: committed_next_item(partial) == 11,
+        lmdb_samples,
+    )
+    check_kill_and_resume(
+        pack,
+        scratch,
+        paths,
+        ["--commit-every", "1", "--shard-size", "40KiB"],
+        "LMDB shards",
+        lambda partial: (
+            finished_shards(partial) >= 1
+            and committed_next_item(os.path.join(partial, f"shard-{finished_shards(partial):05d}.lmdb.partial")) == 11
+        ),
+        shard_reader(lmdb_samples),
+    )
+    check_kill_and_resume(
+        pack,
+        scratch,
+        paths,
+        ["--shard-size", "40KiB", "--format", "hdf5"],
+        "HDF5 shards",
+        lambda partial: finished_shards(partial) >= 1,
+        shard_reader(read_h5),
+    )
 
     if failures:
         print(f"{len(failures)} check(s) failed")

@@ -6,6 +6,7 @@ transforms.v2.functional kernels on uint8 tensors (torch runs the same float32 o
 multiply-adds and all, that torchvision's kernels ask of it), and of its Resize/CenterCrop sizes;
 `TORCHVISION` says which. Images are numpy u8 arrays HWC here; the kernels take CHW tensors.
 """
+
 import numpy as np
 import torch
 from PIL import Image
@@ -14,6 +15,7 @@ try:
     import torchvision  # noqa: F401
     from torchvision.transforms import functional as _F1
     from torchvision.transforms.v2 import functional as _F2
+
     TORCHVISION = torchvision.__version__
 except Exception:  # not installed, or not built for this torch
     _F1 = _F2 = None
@@ -21,6 +23,7 @@ except Exception:  # not installed, or not built for this torch
 
 
 # ---- the transcription (torchvision/transforms/v2/functional/_color.py, _misc.py, _geometry.py) ----
+
 
 def _blend(image1, image2, ratio):
     ratio = float(ratio)
@@ -113,21 +116,29 @@ def _center_crop(img, ch, cw):
     """v2's center_crop_image on a CHW tensor: pad symmetrically with zeros, then crop at round()."""
     h, w = img.shape[-2:]
     if ch > h or cw > w:
-        pad = [(cw - w) // 2 if cw > w else 0, (ch - h) // 2 if ch > h else 0,
-               (cw - w + 1) // 2 if cw > w else 0, (ch - h + 1) // 2 if ch > h else 0]
+        pad = [
+            (cw - w) // 2 if cw > w else 0,
+            (ch - h) // 2 if ch > h else 0,
+            (cw - w + 1) // 2 if cw > w else 0,
+            (ch - h + 1) // 2 if ch > h else 0,
+        ]
         img = torch.nn.functional.pad(img, [pad[0], pad[2], pad[1], pad[3]], value=0)
         h, w = img.shape[-2:]
         if (ch, cw) == (h, w):
             return img
     top, left = int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0))
-    return img[..., top:top + ch, left:left + cw]
+    return img[..., top : top + ch, left : left + cw]
 
 
 # ---- the references, on HWC numpy arrays ----
 
 ADJUST = ("brightness", "contrast", "saturation", "hue")
-_OWN = {"brightness": _adjust_brightness, "contrast": _adjust_contrast, "saturation": _adjust_saturation,
-        "hue": _adjust_hue}
+_OWN = {
+    "brightness": _adjust_brightness,
+    "contrast": _adjust_contrast,
+    "saturation": _adjust_saturation,
+    "hue": _adjust_hue,
+}
 
 
 def _chw(hwc):

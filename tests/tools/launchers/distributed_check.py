@@ -8,6 +8,7 @@ up to the whole epoch's exactly when their samples are disjoint and together are
 dataset (1200 samples) and batch sizes are chosen so that no rank needs padding.
 Exits 77 (skipped) when a launcher is not installed; CI installs both (tools/install-deps.sh).
 """
+
 import json
 import os
 import shutil
@@ -43,8 +44,12 @@ def main():
     data = os.path.join(scratch, "demo.lmdb")
     common = ["--data", data, "--shuffle", "--seed", str(SEED), "--epochs", "1", "--digest", "--json"]
     # Launchers set no variables of their own for us to clear, but a CI job might run under one.
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_")) and k not in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))
+        and k not in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+    }
 
     whole = json.loads(run([bench, *common, "--batch-size", str(EPOCH_BATCH), "--workers", "1"], env=env).stdout)
     assert whole["samples"] == N, whole
@@ -70,8 +75,10 @@ def main():
             assert row["rank"] == r and row["world_size"] == ranks, (name, row)
         assert len({row["batches"] for row in rows}) == 1, f"{name}: ranks got different numbers of batches: {rows}"
         assert len({row["order_digest"] for row in rows}) == ranks, f"{name}: two ranks got the same samples"
-        print(f"{name}: {ranks} ranks x {rows[0]['batches']} batches, samples {[row['samples'] for row in rows]}, "
-              f"content digests add up to {digest_sum(rows)}")
+        print(
+            f"{name}: {ranks} ranks x {rows[0]['batches']} batches, samples {[row['samples'] for row in rows]}, "
+            f"content digests add up to {digest_sum(rows)}"
+        )
         return rows
 
     # 1. Every rank's part exactly once.
@@ -81,8 +88,13 @@ def main():
         assert digest_sum(rows) == whole["content_digest"], f"{launcher} x{ranks}: the ranks' samples are not the epoch"
 
     # 2. Preempted after 7 batches on 3 torchrun ranks (batch 10, 1 worker): 210 samples consumed.
-    stopped = launch("torchrun", 3, "stopped", ["--batch-size", "10", "--workers", "1", "--stop-after-batches", "7"],
-                     state_out=os.path.join(scratch, "state"))
+    stopped = launch(
+        "torchrun",
+        3,
+        "stopped",
+        ["--batch-size", "10", "--workers", "1", "--stop-after-batches", "7"],
+        state_out=os.path.join(scratch, "state"),
+    )
     states = []
     for r in range(3):
         with open(os.path.join(scratch, f"state.{r}.json")) as f:
@@ -103,8 +115,24 @@ def main():
         print(f"refused: {expect!r}")
 
     other = os.path.join(scratch, "other-seed.json")
-    run([bench, *common[:3], "--seed", "4", "--epochs", "1", "--json", "--batch-size", "10", "--stop-after-batches", "1",
-         "--state-out", other], env=env)
+    run(
+        [
+            bench,
+            *common[:3],
+            "--seed",
+            "4",
+            "--epochs",
+            "1",
+            "--json",
+            "--batch-size",
+            "10",
+            "--stop-after-batches",
+            "1",
+            "--state-out",
+            other,
+        ],
+        env=env,
+    )
     refused(["--resume", other], {}, "seed 4 in the state, 3 here")
     edited = os.path.join(scratch, "edited.json")
     with open(edited, "w") as f:
