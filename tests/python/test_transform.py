@@ -417,3 +417,52 @@ def test_memfd_in_place_of_a_small_dev_shm_and_the_workers_rss(data):
     assert sorted(i for indices, _ in collect(loader) for i in indices) == list(range(N))
     rss = loader.stats()["worker_rss_bytes"]
     assert len(rss) == 2 and all(r > 1 << 20 for r in rss)
+
+
+def test_the_users_module_is_imported_once_for_all_workers_and_torch_runs_one_thread(data, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import import_counter
+
+    log = tmp_path / "imports"
+    monkeypatch.setenv("STOKER_TEST_IMPORTS", str(log))
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=16,
+        num_workers=3,
+        framework="numpy",
+        fields=["label"],
+        transform=import_counter.label_and_threads,
+        transform_output={"label": ("int64", ()), "threads": ("int64", ())},
+    )
+    batches = collect(loader)
+    assert all((b["threads"] == 1).all() for _, b in batches), "torch's pool in a worker is one thread"
+    imports = log.read_text().split()
+    assert len(imports) == 1, f"imported by {len(imports)} processes: the host alone should"
+    assert int(imports[0]) not in loader.worker_pids()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ranks_share_the_samples_and_transform_them_alike(data, world):
+    got = {}
+    for rank in range(world):
+        loader = stoker.Loader(
+            data["fixed"],
+            batch_size=8,
+            num_workers=1,
+            shuffle=True,
+            seed=6,
+            framework="numpy",
+            shard=(rank, world),
+            transform=transforms.noisy,
+            fields=["image", "label"],
+        )
+        for indices, batch in collect(loader, epoch=1):
+            for k, i in enumerate(indices):
+                if i in got:  # a sample repeated to even out the ranks' shares: transformed alike
+                    np.testing.assert_array_equal(batch["image"][k], got[i])
+                got[i] = batch["image"][k]
+    assert sorted(got) == list(range(N))
+    with h5py.File(data["fixed"]) as f:
+        for i, image in got.items():
+            want = reference(transforms.noisy, {"image": f["image"][i], "label": f["label"][i]}, 6, 1, i)
+            np.testing.assert_array_equal(image, want["image"])
