@@ -340,6 +340,9 @@ class Loader:
             )
         self._config = cfg
         self._epoch = 0
+        # Whether the next iteration is the epoch after the last one started (as DataLoader's next
+        # pass reshuffles): set once an iteration starts, cleared by set_epoch and load_state_dict.
+        self._advance = False
         # A loaded state and its epoch (already started; None once unpickled), resumed by the next
         # iteration, and the epoch it loads: read and written under _lock (threads may share a Loader).
         self._lock = threading.Lock()
@@ -350,15 +353,21 @@ class Loader:
     # ---- iteration -------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration loads (its order is drawn from (seed, epoch)), as
-        DistributedSampler.set_epoch. Setting another epoch than a loaded state's drops that state."""
+        DistributedSampler.set_epoch. Setting another epoch than a loaded state's drops that state.
+        Without it, each iteration loads the epoch after the one before (0 first), as DataLoader
+        reshuffles on every pass."""
         epoch = _int("epoch", epoch, 0, 2**64 - 1)
         with self._lock:
             if self._pending is not None and self._pending["epoch"] != epoch:
                 self._pending = self._pending_epoch = None
             self._epoch = epoch
+            self._advance = False
 
     def __iter__(self):
         with self._lock:  # a loaded state is resumed by one iteration only
+            if self._advance and self._pending is None:
+                self._epoch += 1
+            self._advance = True
             state, started, number = self._pending, self._pending_epoch, self._epoch
             self._pending = self._pending_epoch = None
         if state is None:
@@ -395,6 +404,7 @@ class Loader:
             with self._lock:
                 self._pending = self._pending_epoch = None
                 self._epoch = following
+                self._advance = False
         else:
             # Checked now against this loader's dataset and order; its workers start on it.
             started = self._core.resume(text)
@@ -402,6 +412,7 @@ class Loader:
                 self._pending_epoch = started
                 self._pending = dict(state)
                 self._epoch = int(state["epoch"])
+                self._advance = False
 
     # ---- what it is doing ------------------------------------------------------------------------
     def stats(self) -> dict:
@@ -457,7 +468,9 @@ class Loader:
 
     # ---- pickling: the configuration, never the processes ----------------------------------------
     def __reduce__(self):
-        return (_rebuild, (self._config, self._epoch, self._pending))
+        with self._lock:  # the epoch the next pass loads
+            epoch = self._epoch + 1 if self._advance and self._pending is None else self._epoch
+        return (_rebuild, (self._config, epoch, self._pending))
 
     def __repr__(self):
         c = self._config

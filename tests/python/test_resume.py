@@ -66,11 +66,40 @@ def test_state_of_another_order_is_refused(data):
 def test_pickled_loader_is_its_configuration_and_pending_state(data):
     loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, shuffle=True, seed=8)
     full = indices_of(loader)
+    loader.set_epoch(0)  # the same epoch again (a pass without set_epoch is the next epoch)
     first = indices_of(loader, stop_after=3)
     pending = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, shuffle=True, seed=8)
     pending.load_state_dict(loader.state_dict())
     clone = pickle.loads(pickle.dumps(pending))
     assert clone.worker_pids() and set(clone.worker_pids()).isdisjoint(pending.worker_pids())
     assert first + indices_of(clone) == full
+    loader.set_epoch(0)
     plain = pickle.loads(pickle.dumps(loader))
     assert indices_of(plain) == full
+    # The epoch a pass without set_epoch would load travels too.
+    indices_of(plain)
+    assert indices_of(pickle.loads(pickle.dumps(plain))) == indices_of(loader_at(data, 2))
+
+
+def loader_at(data, epoch):
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, shuffle=True, seed=8)
+    loader.set_epoch(epoch)
+    return loader
+
+
+def test_each_pass_without_set_epoch_is_the_next_epoch_as_dataloaders(data):
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=1, shuffle=True, seed=8)
+    passes = [indices_of(loader) for _ in range(3)]
+    assert passes == [indices_of(loader_at(data, e)) for e in range(3)]
+    assert passes[0] != passes[1] != passes[2]
+    assert sorted(passes[1]) == list(range(len(passes[1])))
+    loader.set_epoch(1)  # set_epoch still chooses the epoch, for DistributedSampler's users
+    assert indices_of(loader) == passes[1]
+    assert indices_of(loader) == passes[2]
+    # A resumed epoch goes on, and the pass after it is the epoch after it.
+    loader.set_epoch(0)
+    first = indices_of(loader, stop_after=4)
+    state = loader.state_dict()
+    loader.load_state_dict(state)
+    assert first + indices_of(loader) == passes[0]
+    assert indices_of(loader) == passes[1]
