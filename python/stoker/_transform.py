@@ -228,18 +228,29 @@ def _array(np, name, value):
 # ---- in the trainer: pickle, learn, configure ---------------------------------------------------
 
 
+def _interactive(fn):
+    """Whether fn was defined where the workers cannot import it from: the __main__ of a session
+    with no script (a notebook, python -c, the REPL)."""
+    main = sys.modules.get("__main__")
+    module = getattr(fn, "__module__", None) or getattr(getattr(fn, "func", None), "__module__", None)
+    return module == "__main__" and not getattr(main, "__file__", None)
+
+
 def _pickled(fn):
     """The function's pickle and the module that made it: pickle, or cloudpickle for what pickle
-    cannot take (a lambda, a closure) where cloudpickle is installed."""
-    try:
-        return pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL), "pickle"
-    except Exception as e:  # noqa: BLE001 - pickle raises several kinds
-        why = e
+    cannot take (a lambda, a closure, a function of a notebook) where cloudpickle is installed."""
+    if _interactive(fn):
+        why = "it was defined in an interactive session (a notebook, python -c), which the workers cannot import"
+    else:
+        try:
+            return pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL), "pickle"
+        except Exception as e:  # noqa: BLE001 - pickle raises several kinds
+            why = f"{type(e).__name__}: {e}"
     try:
         import cloudpickle
     except ImportError:
         raise TypeError(
-            f"stoker: transform={fn!r} cannot be pickled ({type(why).__name__}: {why}), and the workers receive it "
+            f"stoker: transform={fn!r} cannot be pickled ({why}), and the workers receive it "
             "by pickle: define it with def at the top level of a module (not a lambda, nor a function defined "
             "inside another), a callable class instance or functools.partial of one; or install cloudpickle, "
             "which stoker then uses for such functions"

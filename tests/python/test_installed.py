@@ -60,3 +60,68 @@ def test_the_installed_package_delivers_every_sample_with_and_without_workers(tm
         [sys.executable, "-c", SCRIPT, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+OP_SCRIPT = r"""
+import sys
+
+import numpy as np
+import stoker
+
+
+def mean_and_x(sample, rng):
+    return {"mean": np.float32(sample["x"].mean()), "x": sample["x"]}
+
+
+if __name__ == "__main__":
+    path, library = sys.argv[1], sys.argv[2]
+    for workers in (0, 2):
+        loader = stoker.Loader(path, batch_size=7, num_workers=workers, framework="numpy", pipeline="x=gain(2,2)",
+                               op_libraries=[library], transform=mean_and_x, fields=["x"])
+        it = iter(loader)
+        for batch in it:
+            want = np.minimum((np.asarray(it.indices)[:, None] % 100) * 2, 255).repeat(3, axis=1)
+            assert (batch["x"] == want).all(), (workers, batch["x"], want)
+            assert np.allclose(batch["mean"], want.mean(axis=1)), workers
+        loader.close()
+    print("ok")
+"""
+
+
+def test_an_operation_library_builds_against_the_installed_package_and_runs_in_its_workers(tmp_path):
+    import shutil
+
+    env = installed_env()
+    where = subprocess.run(
+        [sys.executable, "-c", FIND], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    origin = where.stdout.strip()
+    if where.returncode != 0 or not origin or not any(d in origin for d in ("site-packages", "dist-packages")):
+        pytest.skip("no stoker package is installed in this interpreter (tools/install-deps.sh installs one)")
+    cmake_dir = subprocess.run(
+        [sys.executable, "-m", "stoker", "--cmake-dir"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert cmake_dir.returncode == 0, cmake_dir.stderr
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "user_op")
+    build = tmp_path / "op"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    for cmd in (
+        ["cmake", "-S", example, "-B", str(build), *generator, f"-DCMAKE_PREFIX_PATH={cmake_dir.stdout.strip()}"],
+        ["cmake", "--build", str(build)],
+    ):
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = (np.arange(50, dtype=np.uint8)[:, None] % 100).repeat(3, axis=1)
+    script = tmp_path / "train.py"
+    script.write_text(OP_SCRIPT)
+    r = subprocess.run(
+        [sys.executable, str(script), str(path), str(build / "libstoker_user_op.so")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr

@@ -466,3 +466,28 @@ def test_ranks_share_the_samples_and_transform_them_alike(data, world):
         for i, image in got.items():
             want = reference(transforms.noisy, {"image": f["image"][i], "label": f["label"][i]}, 6, 1, i)
             np.testing.assert_array_equal(image, want["image"])
+
+
+def test_a_function_of_an_interactive_session_says_what_to_do(data):
+    import subprocess
+    import sys
+    import textwrap
+
+    code = f"""
+        import numpy as np, stoker
+        def f(sample, rng):
+            return {{"label": sample["label"]}}
+        try:
+            stoker.Loader({str(data["fixed"])!r}, num_workers=1, fields=["label"], transform=f)
+        except TypeError as e:
+            print(e)
+        else:
+            print("built")
+    """
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    try:
+        import cloudpickle  # noqa: F401
+    except ImportError:
+        assert "defined in an interactive session" in r.stdout and "install cloudpickle" in r.stdout, r.stdout
+    else:
+        assert r.stdout.strip() == "built", r.stdout + r.stderr
