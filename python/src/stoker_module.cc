@@ -372,11 +372,17 @@ std::size_t row_bytes(const stoker::TransformField& f) {
   return n;
 }
 
+// A field of at most this many bytes (a batch's labels, indices, weights) is handed out as a copy:
+// a loop that keeps it (labels.append(batch["label"])) holds no slot, and copying it costs less than
+// the array around it. Larger fields alias the slot.
+constexpr std::size_t kCopiedFieldBytes = 64 << 10;
+
 // The batch as {field: array}, field order kept; a bytes field as `name` (u8, flat) and
 // `name.offsets` (i64, B+1); with on_decode_error="skip", the positions of its skipped samples
-// under "skipped" (i64, in memory of their own, on the CPU), last. With `copy`, host fields are
-// copied into memory of their own (the GIL released) and the batch released at once; device fields
-// are cloned on torch's current stream, which the batch's copy is ordered before.
+// under "skipped" (i64, in memory of their own, on the CPU), last. Fields of at most
+// kCopiedFieldBytes, and with `copy` every field, are copied into memory of their own (host fields;
+// a large one with the GIL released) or cloned on torch's current stream (device fields, which the
+// batch's copy is ordered before); a batch whose host fields are all copies is released at once.
 nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const FieldKeys& names) {
   auto* holder = new stoker::Batch(std::move(batch));
   nb::capsule owner = owning_capsule(holder);
@@ -394,6 +400,7 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
                          0, own);
   }
   const std::span<const stoker::FieldView> fields = holder->fields();
+  bool all_copied = true;
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const stoker::FieldView& f = fields[i];
     const bool on_device = f.device.kind == stoker::Device::Kind::cuda;
@@ -410,14 +417,18 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
         shape.push_back(static_cast<std::size_t>(ragged->shape[d]));
     }
     const auto& [name, offsets_name] = names.keys.at(i);
-    if (copy && on_device) {
+    const bool copied = copy || f.bytes + f.offsets.size_bytes() <= kCopiedFieldBytes;
+    all_copied = all_copied && copied;
+    if (copied && on_device) {
       out[name] = make_array(fw, f.data, shape, dtype, device_type, device_id, owner).attr("clone")();
-    } else if (copy) {
+    } else if (copied) {
       auto* bytes = new OwnedBytes{std::make_unique<std::byte[]>(f.bytes > 0 ? f.bytes : 1)};
       nb::capsule own = owning_capsule(bytes);
-      {
+      if (f.bytes > kCopiedFieldBytes) {
         GilRelease release;
-        if (f.bytes > 0) std::memcpy(bytes->data.get(), f.data, f.bytes);
+        std::memcpy(bytes->data.get(), f.data, f.bytes);
+      } else if (f.bytes > 0) {
+        std::memcpy(bytes->data.get(), f.data, f.bytes);
       }
       out[name] = make_array(fw, bytes->data.get(), shape, dtype, device_type, device_id, own);
     } else {
@@ -435,7 +446,7 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
           std::memcpy(o->data.get() + k * sizeof v, &v, sizeof v);
         }
         out[offsets_name] = make_array(fw, o->data.get(), oshape, i64, nb::device::cpu::value, 0, own);
-      } else if (copy) {
+      } else if (copied) {
         auto* o = new OwnedBytes{std::make_unique<std::byte[]>(f.offsets.size_bytes())};
         nb::capsule own = owning_capsule(o);
         std::memcpy(o->data.get(), f.offsets.data(), f.offsets.size_bytes());
@@ -446,7 +457,7 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
     }
   }
   if (skipped.is_valid()) out[names.skipped] = skipped;
-  if (copy && holder->device().kind != stoker::Device::Kind::cuda) holder->release();
+  if (all_copied && holder->device().kind != stoker::Device::Kind::cuda) holder->release();
   return out;
 }
 

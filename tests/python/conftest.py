@@ -37,6 +37,12 @@ def data(tmp_path_factory):
         g["label"] = np.arange(N, dtype=np.int64)
     out["fixed"] = fixed
 
+    big = d / "big.h5"  # a field of 20 KB per sample: a batch of 4 holds more than stoker copies
+    with h5py.File(big, "w") as f:
+        f["image"] = np.broadcast_to(np.arange(N, dtype=np.uint8)[:, None], (N, 20000))
+        f["label"] = np.arange(N, dtype=np.int64) * 3 - 50
+    out["big"] = big
+
     vlen = d / "vlen.h5"
     with h5py.File(vlen, "w") as f:
         ds = f.create_dataset("blob", (N,), dtype=h5py.vlen_dtype(np.uint8))

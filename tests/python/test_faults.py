@@ -34,7 +34,7 @@ def test_sigkilled_worker_is_replaced_with_one_warning_and_the_same_data(data):
 
 
 def test_every_slot_held_is_an_error_and_freeing_the_tensors_frees_them(data):
-    loader = stoker.Loader(data["fixed"], batch_size=4, num_workers=1, prefetch_factor=2)
+    loader = stoker.Loader(data["big"], batch_size=4, num_workers=1, prefetch_factor=2)
     held = []
     with pytest.raises(stoker.Error) as e:
         for batch in loader:
@@ -196,7 +196,7 @@ def test_a_loop_keeps_its_last_batch_in_a_slot_of_its_own(data, workers):
     labels = [int(x) for batch in loader for x in batch["label"]]
     assert labels == [k * 3 - 50 for k in range(N)]
     bare = stoker.Loader(
-        data["fixed"], batch_size=10, num_workers=workers, prefetch_factor=1, held_batches=0, framework="numpy"
+        data["big"], batch_size=10, num_workers=workers, prefetch_factor=1, held_batches=0, framework="numpy"
     )
     with pytest.raises(stoker.Error) as e:
         for batch in bare:
@@ -211,3 +211,23 @@ def test_an_iterator_keeps_its_loader_alive(data):
     it = iter(stoker.Loader(data["fixed"], batch_size=10, num_workers=1, framework="numpy"))
     gc.collect()
     assert sum(len(batch["label"]) for batch in it) == N
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_a_loop_that_keeps_a_small_field_of_every_batch_never_runs_out_of_slots(data, framework):
+    """labels.append(batch["label"]): a field of at most 64 KiB is a copy of its own, so keeping it
+    holds no slot; a large field still aliases the slot."""
+    if framework == "torch":
+        pytest.importorskip("torch")
+    loader = stoker.Loader(data["big"], batch_size=4, num_workers=1, prefetch_factor=1, framework=framework)
+    labels, last = [], None
+    for batch in loader:
+        labels.append(batch["label"])
+        last = batch["image"]
+    assert [int(x) for b in labels for x in b] == [k * 3 - 50 for k in range(N)]
+    assert int(last[-1][0]) == (N - 1) % 256
+    kept = []
+    with pytest.raises(stoker.Error) as e:  # keeping the large field of every batch is the error it was
+        for batch in loader:
+            kept.append(batch["image"])
+    assert e.value.code == "slots_held"
