@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -65,6 +69,43 @@ void check_fields_fit_device(const Schema& delivered, const Options& o) {
                           "them in the workers with a pipeline ({}) or use {}",
                           o.source, fmt::join(names, ", "), option_name("pipeline"),
                           option_setting("device", "Device::cpu()", "cpu")));
+}
+
+unsigned usable_cpus() {
+  unsigned cpus = 0;
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = static_cast<unsigned>(CPU_COUNT(&set));
+  // cgroup v2: "QUOTA PERIOD", or "max PERIOD" for none (docker --cpus sets it).
+  std::ifstream in("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (in >> quota >> period && quota != "max" && period > 0) {
+    try {
+      const auto allowed = static_cast<unsigned>(std::max(1.0, std::ceil(std::stod(quota) / period)));
+      cpus = cpus ? std::min(cpus, allowed) : allowed;
+    } catch (const std::exception&) {  // not a number: no quota known
+    }
+  }
+  return cpus;
+}
+
+std::string oversubscription_warning(std::size_t num_workers, unsigned cpus) {
+  if (cpus == 0 || num_workers <= 2 * std::size_t{cpus}) return "";
+  return fmt::format(
+      "{} workers are more than twice the {} CPU{} this process may run on: they take turns on them, each batch "
+      "waiting its turn, and each costs memory; {} or fewer load as fast",
+      num_workers, cpus, cpus == 1 ? "" : "s", 2 * std::size_t{cpus});
+}
+
+std::string oversubscription_warning_once(std::size_t num_workers, std::atomic<bool>& said) {
+  std::string w = oversubscription_warning(num_workers, usable_cpus());
+  if (w.empty() || said.exchange(true)) return "";
+  return w;
+}
+
+std::string oversubscription_warning_once(std::size_t num_workers) {
+  static std::atomic<bool> said{false};
+  return oversubscription_warning_once(num_workers, said);
 }
 
 }  // namespace stoker::detail

@@ -3,8 +3,10 @@
 // without any of those (tests/loader/loader_design_test.cc); LoaderImpl carries them out.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "formats/core/reader.h"
 #include "loader/source/auto_tuner.h"
@@ -41,6 +43,18 @@ std::uint64_t affinity_span(const LoaderDesign& design, std::uint64_t group, std
 // The auto-tuner's limits over a ring of `depth` slots, `design.held_slots` of them kept for the
 // training loop; nullopt when nothing is automatic.
 std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& design, std::uint32_t depth);
+
+// The CPUs this process may run on: those of its affinity mask, fewer where its cgroup's CPU quota
+// (cpu.max) allows fewer; 0 when unknown.
+unsigned usable_cpus();
+// The warning for `num_workers` workers on `cpus` CPUs, or "" when they fit (or `cpus` is 0). A few
+// more workers than CPUs can hide storage latency; past twice as many they only take turns, each
+// batch waiting for a CPU, and cost memory.
+std::string oversubscription_warning(std::size_t num_workers, unsigned cpus);
+// That warning for usable_cpus() the first time `said` is not set (then set), "" every other time:
+// with the process's own flag, once per process.
+std::string oversubscription_warning_once(std::size_t num_workers, std::atomic<bool>& said);
+std::string oversubscription_warning_once(std::size_t num_workers);
 
 // Throws stoker::Error (ErrorCode::invalid_option) when `delivered` has bytes fields and the device
 // is staged: those stay on the CPU.

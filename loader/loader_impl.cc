@@ -157,11 +157,11 @@ void LoaderImpl::start_workers(const SegmentLayout& layout) {
   const RingRequest request{design_.num_workers, design_.prefetch, design_.held_slots, opt_.shm_fraction};
   ReservedRing ring = reserve_ring(
       layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget, local_ranks()), opt_.shm_backing);
-  for (const auto& w : ring.warnings) warn(w);
+  ring.warnings.push_back(oversubscription_warning_once(design_.num_workers));
+  for (const auto& w : ring.warnings) w.empty() ? void() : warn(w);
   shm_backing_ = ring.backing;
   slots_ = std::make_shared<SlotPool>(std::move(ring.segment), layout, ring.depth);
-  // Never lower than the trainer's own: lowering needs privilege, and would steer the OOM killer
-  // the wrong way.
+  // Never below the trainer's own: lowering needs privilege, and would steer the OOM killer wrongly.
   const int oom_score_adj =
       opt_.worker_oom_score_adj > 0 ? std::max(opt_.worker_oom_score_adj, oom_score_adj_of(0).value_or(0)) : 0;
   auto workers = std::make_unique<WorkerSource>(

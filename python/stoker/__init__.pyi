@@ -1,5 +1,5 @@
-from typing import Any, Callable, Dict, Iterator, Literal, Optional, Sequence, Tuple, Union
 import os
+from typing import Any, Callable, Dict, Iterator, Literal, Optional, Sequence, Tuple, Union
 
 __version__: str
 cmake_prefix_path: str

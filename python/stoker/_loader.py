@@ -109,6 +109,8 @@ def _options(cfg):
             raise _bad("order", f"'{order}' is not one of 'sequential', 'random', 'quasi_random'")
         o.order = order
     o.shuffle = _bool("shuffle", cfg["shuffle"])
+    if o.shuffle and order == "sequential":
+        raise _bad("shuffle", "shuffle=True and order='sequential' contradict each other: pass one of them")
     o.seed = _int("seed", cfg["seed"], 0, 2**64 - 1)
     o.drop_last = _bool("drop_last", cfg["drop_last"])
     shard = cfg["shard"]
@@ -151,7 +153,7 @@ class Loader:
         set: a list of them, a glob ("train-*.h5") or a directory of shards, read as one dataset.
       batch_size: samples per batch.
       num_workers: worker processes; 0 loads in this thread; "auto" adds workers while the loop
-        waits for data.
+        waits for data. More than twice the CPUs this process may run on is a warning (once).
       prefetch_factor: batches each worker may have in flight (or "auto").
       held_batches: batches the loop keeps while it asks for the next, which have shared memory of
         their own beyond num_workers * prefetch_factor batches in flight (without workers: buffers

@@ -96,5 +96,24 @@ TEST(LoaderDesign, BytesFieldsCannotGoToAStagedDevice) {
   }
 }
 
+TEST(LoaderDesign, FarMoreWorkersThanCpusIsAWarningThatSaysHowMany) {
+  EXPECT_EQ(oversubscription_warning(8, 2),
+            "8 workers are more than twice the 2 CPUs this process may run on: they take turns on them, each batch "
+            "waiting its turn, and each costs memory; 4 or fewer load as fast");
+  EXPECT_THAT(oversubscription_warning(3, 1), ::testing::HasSubstr("3 workers are more than twice the 1 CPU this"));
+  EXPECT_EQ(oversubscription_warning(4, 2), "");  // a few more than CPUs may hide storage latency
+  EXPECT_EQ(oversubscription_warning(0, 1), "");
+  EXPECT_EQ(oversubscription_warning(64, 0), "");  // the CPUs unknown: no guess
+  EXPECT_GE(usable_cpus(), 1u);
+  // Said once: the first Loader that asks for too many hears it, no later one.
+  std::atomic<bool> said{false};
+  const std::size_t too_many = 2 * std::size_t{usable_cpus()} + 1;
+  EXPECT_NE(oversubscription_warning_once(too_many, said), "");
+  EXPECT_EQ(oversubscription_warning_once(too_many, said), "");
+  std::atomic<bool> fresh{false};
+  EXPECT_EQ(oversubscription_warning_once(2, fresh), "");
+  EXPECT_FALSE(fresh.load());  // a Loader that fits does not use up the warning
+}
+
 }  // namespace
 }  // namespace stoker::detail

@@ -49,7 +49,9 @@ class Transforms : public ::testing::Test {
         std::int64_t want = 0, got = 0;
         std::memcpy(&want, expected_field(label, i).data(), 8);
         std::memcpy(&got, static_cast<const std::byte*>(twice.data) + 8 * k, 8);
-        EXPECT_EQ(got, want * 2 * factor) << i;
+        EXPECT_EQ(got,
+                  static_cast<std::int64_t>(static_cast<std::uint64_t>(want) * 2u * static_cast<std::uint64_t>(factor)))
+            << i;
         ASSERT_EQ(ids.offsets[k + 1] - ids.offsets[k], 4 * (i % 5)) << i;
         for (std::uint64_t n = 0; n < i % 5; ++n) {
           std::int32_t id = 0;

@@ -119,3 +119,33 @@ def test_every_cpp_option_is_a_keyword_argument():
     keywords = inspect.signature(stoker.Loader.__init__).parameters
     missing = [m for m in members if python_name.get(m, m) is not None and python_name.get(m, m) not in keywords]
     assert not missing, missing
+
+
+def test_contradictory_shuffle_and_order_are_an_error(data):
+    with pytest.raises(stoker.Error, match="shuffle=True and order='sequential' contradict") as e:
+        stoker.Loader(data["fixed"], shuffle=True, order="sequential")
+    assert e.value.code == "invalid_option"
+    stoker.Loader(data["fixed"], shuffle=True, order="quasi_random").close()  # a shuffled order: no contradiction
+
+
+def test_far_more_workers_than_cpus_is_a_warning_said_once(data):
+    import subprocess
+    import sys
+    import textwrap
+
+    # In a process of its own: the warning is said once per process.
+    code = f"""
+        import os, warnings, stoker
+        cpus = len(os.sched_getaffinity(0))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                stoker.Loader({str(data["fixed"])!r}, num_workers=2 * cpus + 1, batch_size=50).close()
+        said = [str(w.message) for w in caught if issubclass(w.category, stoker.StokerWarning)]
+        print(len(said))
+        print(said[0] if said else "")
+    """
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0] == "1", r.stdout + r.stderr
+    assert "workers are more than twice the" in lines[1] and "CPU" in lines[1] and "or fewer load as fast" in lines[1]

@@ -18,7 +18,8 @@ class TwiceAndIds final : public SampleTransform {
     for (const SampleField& f : in) {
       if (f.name == "label") std::memcpy(&label, f.data.data(), sizeof label);
     }
-    const std::int64_t twice = label * 2 * factor_;
+    const auto twice = static_cast<std::int64_t>(static_cast<std::uint64_t>(label) * 2u *
+                                                 static_cast<std::uint64_t>(factor_));  // wraps, as the test's
     out.put({"twice", DType::i64, {}, std::as_bytes(std::span(&twice, 1))});
     const std::vector<std::int32_t> ids(index % 5, static_cast<std::int32_t>(index));
     const std::int64_t n = static_cast<std::int64_t>(ids.size());

@@ -12,7 +12,7 @@ namespace stoker::test {
 
 inline constexpr const char* kTransformHostFlag = "--stoker-test-transform-host";
 
-// {twice: i64, label * 2 * factor; ids: i32 ragged, index % 5 values of the index}; with factor 7,
+// {twice: i64, label * 2 * factor (modulo 2^64); ids: i32 ragged, index % 5 values of the index}; with factor 7,
 // sample 13 throws ErrorCode::transform "thirteen".
 std::shared_ptr<SampleTransform> twice_and_ids(std::int64_t factor);
 std::vector<TransformField> twice_and_ids_fields();
