@@ -70,7 +70,9 @@ Column array_column(const H5::H5File& file, int fd, const std::string& path, con
     dcpl = hdf5_call([&] { return where; }, [&] { return probe.getCreatePlist(); });
   }
   if (c.field.is_bytes()) {
-    c.path = vlen_read_path(open_dataset(file, src.object, path), where);
+    const H5::DataSet dset = open_dataset(file, src.object, path);
+    c.bytes_kind = hdf5_call([&] { return where; }, [&] { return describe_bytes_source(dset); });
+    c.path = vlen_read_path(dset, where);
     return c;
   }
   c.sample_bytes = c.field.bytes_per_sample();

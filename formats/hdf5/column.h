@@ -23,6 +23,7 @@ struct Column {
   std::size_t sample_bytes = 0;    // fixed fields
   hsize_t chunk_rows = 0;          // a chunked dataset's samples per chunk; 0 otherwise
   DType member_dtype = DType::u8;  // a sample group's: the dtype every member has
+  std::string bytes_kind;          // a bytes field's dataset: describe_bytes_source()
   std::unique_ptr<ReadPath> path;
 };
 

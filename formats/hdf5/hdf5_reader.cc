@@ -89,8 +89,7 @@ std::string Hdf5Reader::describe_layout() const {
                                   printable(c.field.name), printable(c.object), c.dims[0], c.dims[0] - 1,
                                   dtype_name(c.member_dtype)));
     } else if (c.path->kind() == ReadPath::Kind::vlen) {
-      parts.push_back(
-          fmt::format("'{}': variable-length u8 dataset '{}'", printable(c.field.name), printable(c.object)));
+      parts.push_back(fmt::format("'{}': {} dataset '{}'", printable(c.field.name), c.bytes_kind, printable(c.object)));
     }
   }
   return fmt::format("{}", fmt::join(parts, "; "));

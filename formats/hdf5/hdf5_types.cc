@@ -116,6 +116,21 @@ TypeMatch match_type(const H5::DataSet& dset) {
   return m;
 }
 
+std::string describe_bytes_source(const H5::DataSet& dset) {
+  switch (match_type(dset).bytes_source) {
+    case BytesSource::vlen_numbers: {
+      const H5::DataType base = dset.getVarLenType().getSuper();
+      const bool is_float = base.getClass() == H5T_FLOAT;
+      const char* kind = is_float ? "f" : H5Tget_sign(base.getId()) == H5T_SGN_NONE ? "u" : "i";
+      return fmt::format("variable-length {}{}", kind, base.getSize() * 8);
+    }
+    case BytesSource::vlen_string: return "variable-length string";
+    case BytesSource::fixed_string: return fmt::format("{}-byte string", dset.getStrType().getSize());
+    case BytesSource::none: break;
+  }
+  return "variable-length";
+}
+
 H5::DataType little_endian_type_of(const H5::DataSet& dset) {
   if (dset.getTypeClass() == H5T_ENUM || dset.getTypeClass() == H5T_OPAQUE) {
     H5::DataType t;  // bool (1 byte) and tagged bfloat16: no byte order to convert

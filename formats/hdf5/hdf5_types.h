@@ -29,6 +29,9 @@ struct TypeMatch {
   bool deliverable() const { return numeric || vlen_bytes; }
 };
 TypeMatch match_type(const H5::DataSet& dset);
+// What a dataset delivered as a bytes field holds, for describing the file: "variable-length u8",
+// "variable-length i32", "variable-length string", "16-byte string".
+std::string describe_bytes_source(const H5::DataSet& dset);
 
 // The little-endian memory type stoker delivers for a dataset of numeric class.
 H5::DataType little_endian_type_of(const H5::DataSet& dset);

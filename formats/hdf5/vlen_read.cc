@@ -48,7 +48,7 @@ class VlenRead final : public ReadPath {
     if (source_ == BytesSource::vlen_numbers) element_bytes_ = dset_.getVarLenType().getSuper().getSize();
     if (source_ == BytesSource::fixed_string) {
       element_bytes_ = mem_type_.getSize();
-      space_padded_ = dset_.getStrType().getStrpad() == H5T_STR_SPACEPAD;
+      pad_ = dset_.getStrType().getStrpad();
     }
   }
   Kind kind() const noexcept override { return Kind::vlen; }
@@ -95,10 +95,14 @@ class VlenRead final : public ReadPath {
       for (hsize_t k = 0; k < n; ++k) {
         const char* s = fixed_.data() + k * element_bytes_;
         std::size_t len = element_bytes_;
-        // The padding is not the string's: NULs (numpy's S16), or spaces (Fortran's).
-        const char pad = space_padded_ ? ' ' : '\0';
-        while (len > 0 && s[len - 1] == pad) --len;
-        if (!space_padded_) len = std::find(s, s + len, '\0') - s;
+        // The padding is not the string's: trailing NULs (numpy's S16, NULLPAD) or spaces
+        // (Fortran's, SPACEPAD); a NUL-terminated string ends at its first NUL.
+        if (pad_ == H5T_STR_NULLTERM) {
+          len = static_cast<std::size_t>(std::find(s, s + len, '\0') - s);
+        } else {
+          const char pad = pad_ == H5T_STR_SPACEPAD ? ' ' : '\0';
+          while (len > 0 && s[len - 1] == pad) --len;
+        }
         append(start + k, s, len, out);
       }
       return;
@@ -133,7 +137,7 @@ class VlenRead final : public ReadPath {
   H5::DataType mem_type_;
   std::string where_;
   std::size_t element_bytes_ = 1;
-  bool space_padded_ = false;
+  H5T_str_t pad_ = H5T_STR_NULLPAD;
   hvl_t staged_[kRun];
   char* strings_[kRun];
   std::vector<char> fixed_;

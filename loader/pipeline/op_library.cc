@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -21,6 +22,12 @@ std::set<std::string>& loaded() {
   return paths;
 }
 
+// Libraries loaded whose registrations failed, and why: loaded once, they say so every time.
+std::map<std::string, std::string>& failed() {
+  static std::map<std::string, std::string> why;
+  return why;
+}
+
 std::string resolved(const std::string& path) {
   char buf[PATH_MAX];
   return ::realpath(path.c_str(), buf) ? std::string(buf) : path;  // dlopen says why it cannot open it
@@ -32,6 +39,9 @@ void load_op_libraries(const std::vector<std::string>& paths) {
   const std::lock_guard lock(loaded_mu);
   for (const std::string& path : paths) {
     if (loaded().count(resolved(path))) continue;
+    if (const auto it = failed().find(resolved(path)); it != failed().end()) {
+      throw Error(ErrorCode::invalid_option, fmt::format("stoker: op_libraries: {}: {}", printable(path), it->second));
+    }
     const auto bad = [&](const std::string& why) {
       return Error(ErrorCode::invalid_option, fmt::format("stoker: op_libraries: {}: {}", printable(path), why));
     };
@@ -49,7 +59,10 @@ void load_op_libraries(const std::vector<std::string>& paths) {
       const char* why = ::dlerror();
       throw bad(fmt::format("cannot be loaded: {}", why ? why : "dlopen failed"));
     }
-    if (!errors.empty()) throw bad(fmt::format("{}", fmt::join(errors, "; ")));
+    if (!errors.empty()) {
+      failed()[resolved(path)] = fmt::format("{}", fmt::join(errors, "; "));  // said again by a later Loader
+      throw bad(failed()[resolved(path)]);
+    }
     if (user_op_count() == before) {
       throw bad("registers no pipeline operation: none with STOKER_REGISTER_OP, or the process had loaded it before");
     }

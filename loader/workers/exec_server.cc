@@ -8,6 +8,7 @@
 #include "loader/pipeline/pipeline.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/shm/shm_segment.h"
+#include "loader/workers/child_hygiene.h"
 #include "loader/workers/server_loop.h"
 #include "loader/workers/setup_channel.h"
 #include "loader/workers/transform_stage.h"
@@ -72,6 +73,11 @@ void serve_exec_fork_server(int sock, const TransformFactory* factory, const For
                     "stoker: this fork server was sent a transform, and it is no transform host "
                     "(serve_transform_host, stoker/transform.h)");
       }
+      // The descriptors inherited from the loader's process are closed now, before the user's
+      // modules open theirs (a file at import), which the workers then inherit.
+      std::vector<int> keep{sock};
+      for (std::size_t i = 1; i < served().fds.size(); ++i) keep.push_back(served().fds[i].get());
+      close_all_except(keep);
       std::shared_ptr<SampleTransform> t = (*factory)(d.transform_payload);
       if (!t) throw Error(ErrorCode::transform, "stoker: the transform host's factory made no transform");
       set_hosted_transform(std::move(t));
@@ -90,7 +96,8 @@ void serve_exec_fork_server(int sock, const TransformFactory* factory, const For
     run_worker(WorkerContext{in.layout.get(), in.segment.data(), in.segment.size(), w, in.fds[kSetupFixedFds + w].get(),
                              in.fds[2].get(), in.fds[1].get(), &in.setup.dataset});
   };
-  serve(sock, s.fds[1].get(), s.setup.ring.num_workers, worker_main, std::move(keep), hooks);
+  const bool hosted = !s.setup.dataset.transform.empty();  // descriptors closed before the factory ran
+  serve(sock, s.fds[1].get(), s.setup.ring.num_workers, worker_main, std::move(keep), hooks, !hosted);
 }
 
 }  // namespace stoker::detail

@@ -168,7 +168,7 @@ class Server {
 }  // namespace
 
 void serve(int sock, int lifeline, std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
-           std::vector<int> keep, const ForkHooks* hooks) {
+           std::vector<int> keep, const ForkHooks* hooks, bool close_descriptors) {
   reset_signals();
   sigset_t chld;
   sigemptyset(&chld);
@@ -177,7 +177,7 @@ void serve(int sock, int lifeline, std::uint32_t num_workers, const std::functio
   const int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0) exit_as(ChildExit::no_signalfd);
   keep.insert(keep.end(), {sock, lifeline, sigfd});
-  close_all_except(keep);
+  if (close_descriptors) close_all_except(keep);
   ::prctl(PR_SET_NAME, "stoker-forksrv");
   Server server(sock, lifeline, sigfd, num_workers, worker_main, hooks);
   server.run();

@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -117,13 +118,22 @@ class PyTransform final : public stoker::SampleTransform {
       (void)runner_.release();  // the interpreter is gone: nothing to give back
       return;
     }
+    if (!gate_hold()) {  // a daemon thread at the interpreter's exit: the runner is left, not freed
+      (void)runner_.release();
+      return;
+    }
+    struct Released {
+      ~Released() { gate_release(); }
+    } released;
     nb::gil_scoped_acquire acquire;
     runner_.reset();
   }
 
   void apply(std::span<const stoker::SampleField> in, std::uint64_t epoch, std::uint64_t index,
              stoker::SampleSink& out) override {
-    if (!gate_hold()) park_until_the_process_ends();
+    if (!gate_hold()) {  // the interpreter is exiting: this batch ends, and the thread parks where it waits
+      throw stoker::Error(stoker::ErrorCode::interrupted, "the interpreter is exiting");
+    }
     struct Released {
       ~Released() { gate_release(); }
     } released;
@@ -132,7 +142,13 @@ class PyTransform final : public stoker::SampleTransform {
     try {
       call(in, epoch, index, out, failure);
     } catch (nb::python_error& e) {
-      // What the runner lets through: KeyboardInterrupt, SystemExit and their kin.
+      // What the runner lets through: KeyboardInterrupt, SystemExit and their kin. Ctrl-C in a
+      // transform that runs in the trainer (no workers) is Ctrl-C: raised again where the loop
+      // waits (the binding checks for signals before it reports an interrupted batch).
+      if (e.matches(PyExc_KeyboardInterrupt)) {
+        PyErr_SetInterrupt();
+        throw stoker::Error(stoker::ErrorCode::interrupted, "interrupted (Ctrl-C) in the transform");
+      }
       failure = e.what();
     }
     if (!failure.empty()) throw stoker::Error(stoker::ErrorCode::transform, failure);
@@ -174,6 +190,21 @@ class PyTransform final : public stoker::SampleTransform {
       const auto* data = static_cast<const std::byte*>(a.data());
       out.put(stoker::SampleField{names_[i], *dtype, dims, {data, a.nbytes()}});
     }
+    result = nb::object();
+    // The sample's arrays are views of the worker's memory, valid during the call: one the
+    // transform kept (or a view of it) would read memory reused for other samples.
+    if (Py_REFCNT(sample.ptr()) > 1) {
+      failure = "the transform kept the sample's dict, whose arrays are valid during the call only: keep a copy";
+      return;
+    }
+    for (auto [key, value] : sample) {
+      if (Py_REFCNT(value.ptr()) > 1) {
+        failure = "the transform kept field '" + nb::cast<std::string>(key) +
+                  "' of the sample (or a view of it), an array over the worker's memory that is valid during the "
+                  "call only: keep a copy (numpy.array(x)) instead";
+        return;
+      }
+    }
   }
 
   nb::object runner_;
@@ -198,11 +229,18 @@ void bind_transform(nb::module_& m) {
         [](std::uintptr_t address, std::uint64_t w0, std::uint64_t w1, std::uint64_t w2, std::uint64_t w3) {
           write_pcg_state(address, {w0, w1, w2, w3});
         });
+  m.def("_mt_random_size", [] { return sizeof(MtRandom); });
+  m.def("_mt_random_state_offset", [] { return offsetof(MtRandom, state); });
   m.def("_seed_python_random", [](std::uintptr_t address, std::uint32_t n) { seed_python_random(address, n); });
   // Never returns: the process serves a Loader's workers until the Loader ends (stoker/transform.h).
   m.def("_serve_transform_host", [](const nb::object& build) {
     const stoker::TransformFactory factory = [build](const std::string& payload) {
-      return make_py_transform(build(nb::bytes(payload.data(), payload.size())));
+      try {
+        return make_py_transform(build(nb::bytes(payload.data(), payload.size())));
+      } catch (nb::python_error& e) {  // the user's pickle or modules, not stoker's invariants
+        throw stoker::Error(stoker::ErrorCode::transform,
+                            std::string("stoker: the transform's host could not rebuild the transform: ") + e.what());
+      }
     };
     // The interpreter's own bookkeeping around fork, as os.fork does it: its locks, and the at-fork
     // handlers modules registered (h5py's, random's).

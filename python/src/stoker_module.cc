@@ -749,6 +749,9 @@ NB_MODULE(_core, m) {
     try {
       std::rethrow_exception(p);
     } catch (const stoker::Error& e) {
+      // An interrupted batch that a pending Ctrl-C explains (one in a transform run here) is
+      // KeyboardInterrupt, raised by the signal check.
+      if (e.code() == stoker::ErrorCode::interrupted && PyErr_CheckSignals() != 0) return;
       if (!error_type().is_valid()) {
         PyErr_SetString(PyExc_RuntimeError, e.what());
         return;

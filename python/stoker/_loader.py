@@ -345,6 +345,10 @@ class Loader:
         # Whether the next iteration is the epoch after the last one started (as DataLoader's next
         # pass reshuffles): set once an iteration starts, cleared by set_epoch and load_state_dict.
         self._advance = False
+        # Sharded across ranks, the epoch changes by set_epoch alone, as DistributedSampler's: a rank
+        # that makes one more pass (a preview) must not move to another epoch than the others.
+        shard = cfg["shard"]
+        self._sharded = shard == "env" or (shard is not None and not isinstance(shard, str) and shard[1] != 1)
         # A loaded state and its epoch (already started; None once unpickled), resumed by the next
         # iteration, and the epoch it loads: read and written under _lock (threads may share a Loader).
         self._lock = threading.Lock()
@@ -357,7 +361,8 @@ class Loader:
         """The epoch the next iteration loads (its order is drawn from (seed, epoch)), as
         DistributedSampler.set_epoch. Setting another epoch than a loaded state's drops that state.
         Without it, each iteration loads the epoch after the one before (0 first), as DataLoader
-        reshuffles on every pass."""
+        reshuffles on every pass; sharded (``shard=``), only set_epoch changes the epoch, as with
+        DistributedSampler, so that every rank is in the same epoch."""
         epoch = _int("epoch", epoch, 0, 2**64 - 1)
         with self._lock:
             if self._pending is not None and self._pending["epoch"] != epoch:
@@ -367,7 +372,7 @@ class Loader:
 
     def __iter__(self):
         with self._lock:  # a loaded state is resumed by one iteration only
-            if self._advance and self._pending is None:
+            if self._advance and self._pending is None and not self._sharded:
                 self._epoch += 1
             self._advance = True
             state, started, number = self._pending, self._pending_epoch, self._epoch
@@ -471,7 +476,8 @@ class Loader:
     # ---- pickling: the configuration, never the processes ----------------------------------------
     def __reduce__(self):
         with self._lock:  # the epoch the next pass loads
-            epoch = self._epoch + 1 if self._advance and self._pending is None else self._epoch
+            advance = self._advance and self._pending is None and not self._sharded
+            epoch = self._epoch + 1 if advance else self._epoch
         return (_rebuild, (self._config, epoch, self._pending))
 
     def __repr__(self):

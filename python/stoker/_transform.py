@@ -91,7 +91,7 @@ class Runner:
     computed, calls it, and returns its fields in the declared order as C-contiguous numpy arrays,
     or the text of what went wrong."""
 
-    def __init__(self, fn, seed, names, seed_globals):
+    def __init__(self, fn, seed, names, seed_globals, restore_globals=False):
         import numpy
 
         self.fn = fn
@@ -102,8 +102,13 @@ class Runner:
         self._bits = numpy.random.PCG64()
         self.rng = numpy.random.Generator(self._bits)
         self.pcg_state_address = _direct_pcg_state(self._bits)  # the C++ side seeds rng there (0: here)
-        self.python_random_address = _direct_python_random() if seed_globals else 0  # and random, there
+        # And random's, there, in a worker; in the training process random is seeded by the Runner,
+        # after it saved the trainer's state (restore_globals).
+        self.python_random_address = _direct_python_random() if seed_globals and not restore_globals else 0
         self._fast = bool(self.pcg_state_address and (self.python_random_address or not seed_globals))
+        # In the training process (no workers), the global generators the call seeds are put back
+        # after it: the trainer's own draws (dropout, its shuffles) go on as if it had not run.
+        self._restore = restore_globals and seed_globals
         torch = sys.modules.get("torch")
         self._torch_generator = torch.default_generator if torch is not None else None  # seeded where imported
         self._numpy_seed = numpy.random.seed
@@ -112,6 +117,15 @@ class Runner:
         self._ndarray = numpy.ndarray
 
     def __call__(self, sample, w0, w1, w2, w3):
+        if self._restore:
+            saved = _global_states()
+            try:
+                return self._call(sample, w0, w1, w2, w3)
+            finally:
+                _set_global_states(saved)
+        return self._call(sample, w0, w1, w2, w3)
+
+    def _call(self, sample, w0, w1, w2, w3):
         for v in sample.values():
             v.setflags(write=False)  # views of the worker's memory
         try:
@@ -162,16 +176,29 @@ class Runner:
 
 def _direct_pcg_state(bits):
     """The address of numpy's PCG64 state where the C++ side may write the seed rule's state
-    directly, or 0 when writing there does not give what assigning PCG64.state does."""
+    directly, or 0 when writing there does not give what assigning PCG64.state does. The layout is
+    first checked by reading (the pointer, then the state words it points to, against bits.state),
+    so that a numpy laid out otherwise is never written into."""
+    import ctypes
+
+    import numpy
+
     from . import _core
 
     try:
         address = bits.ctypes.state_address
-        words = (0x0123456789ABCDEF, 0xFEDCBA9876543210, 0x0F1E2D3C4B5A6978, 0x8796A5B4C3D2E1F1)
-        bits.random_raw()  # some state to overwrite
-        _core._write_pcg_state(address, *words)
+        numpy.random.Generator(bits).integers(0, 2**32, dtype=numpy.uint32)  # has_uint32 set, to be cleared
+        pcg = ctypes.c_void_p.from_address(address).value
+        words = (ctypes.c_uint64 * 4).from_address(pcg)
+        has_uint32 = ctypes.c_int.from_address(address + ctypes.sizeof(ctypes.c_void_p)).value
+        state = bits.state
+        read = {"state": words[0] | (words[1] << 64), "inc": words[2] | (words[3] << 64)}
+        if read != state["state"] or has_uint32 != state["has_uint32"] or has_uint32 != 1:
+            return 0
+        seeds = (0x0123456789ABCDEF, 0xFEDCBA9876543210, 0x0F1E2D3C4B5A6978, 0x8796A5B4C3D2E1F1)
+        _core._write_pcg_state(address, *seeds)
         got = bits.state
-        want_state, want_inc = (words[0] << 64) | words[1], (words[2] << 64) | words[3] | 1
+        want_state, want_inc = (seeds[0] << 64) | seeds[1], (seeds[2] << 64) | seeds[3] | 1
         ok = got["state"] == {"state": want_state, "inc": want_inc} and got["has_uint32"] == 0
     except Exception:  # noqa: BLE001 - no ctypes interface: assign the state instead
         return 0
@@ -180,11 +207,22 @@ def _direct_pcg_state(bits):
 
 def _direct_python_random():
     """The address of random's generator where the C++ side may seed it as random.seed(n) does, or
-    0 when doing so does not give random.seed's state."""
+    0 when doing so does not give random.seed's state. The object's size and its state words are
+    checked by reading before anything is written; the generator's state is put back after."""
+    import ctypes
+
     from . import _core
 
+    inst = random._inst
+    saved = random.getstate()
     try:
-        inst = random._inst
+        import _random
+
+        if _random.Random.__basicsize__ != _core._mt_random_size():
+            return 0
+        words = (ctypes.c_uint32 * 624).from_address(id(inst) + _core._mt_random_state_offset())
+        if tuple(words) != saved[1][:624]:
+            return 0
         ok = True
         for n in (0, 1, 0x9E3779B9, 0xFFFFFFFF):
             random.seed(n)
@@ -194,7 +232,26 @@ def _direct_python_random():
             ok = ok and random.getstate()[1] == want[1]
     except Exception:  # noqa: BLE001 - another Python: random.seed instead
         return 0
+    finally:
+        random.setstate(saved)  # the trainer's own draws go on as they were
     return id(inst) if ok else 0
+
+
+def _global_states():
+    import numpy
+
+    torch = sys.modules.get("torch")
+    return random.getstate(), numpy.random.get_state(), torch.get_rng_state() if torch is not None else None
+
+
+def _set_global_states(saved):
+    import numpy
+
+    random.setstate(saved[0])
+    numpy.random.set_state(saved[1])
+    torch = sys.modules.get("torch")
+    if saved[2] is not None and torch is not None:
+        torch.set_rng_state(saved[2])
 
 
 class _Refused(Exception):
@@ -333,8 +390,18 @@ def _declared(transform_output):
     return out
 
 
+# Set in the transform's host and in the process that learns its fields: a Loader with a transform
+# built there is the user's script run again at import (as __mp_main__), not a training job.
+_IN_WORKERS_ENV = "STOKER_TRANSFORM_PROCESS"
+
+
 def configure(options, cfg, transform, seed_globals, ragged, transform_output, timeout):
     """Sets options' transform from the Loader's keyword arguments."""
+    if os.environ.get(_IN_WORKERS_ENV):
+        raise RuntimeError(
+            "stoker: a Loader with a transform was built while stoker's workers imported your script to find "
+            "the transform (as __mp_main__): build Loaders under if __name__ == '__main__':"
+        )
     if not callable(transform):
         raise TypeError(f"stoker: transform must be callable (sample, rng) -> dict, not {type(transform).__name__}")
     if not isinstance(seed_globals, bool):
@@ -386,7 +453,7 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
             "invalid_option",
         )
     names = [f[0] for f in fields]
-    runner = Runner(transform, cfg["seed"], names, seed_globals)
+    runner = Runner(transform, cfg["seed"], names, seed_globals, restore_globals=True)
     host = _python_argv("from stoker import _transform; _transform.host_main()")
     payload = pickle.dumps({**pickle.loads(payload), "names": names, "imports": imports})
     options.set_transform(runner, host, payload, fields)
@@ -421,6 +488,7 @@ def _build(payload):
 def _one_thread_pools():
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(v, "1")
+    os.environ[_IN_WORKERS_ENV] = "1"
 
 
 def host_main():

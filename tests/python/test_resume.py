@@ -103,3 +103,12 @@ def test_each_pass_without_set_epoch_is_the_next_epoch_as_dataloaders(data):
     loader.load_state_dict(state)
     assert first + indices_of(loader) == passes[0]
     assert indices_of(loader) == passes[1]
+
+
+def test_a_sharded_loader_changes_its_epoch_by_set_epoch_alone(data):
+    kwargs = dict(batch_size=10, num_workers=1, shuffle=True, seed=8, shard=(0, 2))
+    loader = stoker.Loader(data["fixed"], **kwargs)
+    first, again = indices_of(loader), indices_of(loader)
+    assert first == again  # every rank in the same epoch, whatever passes one of them makes
+    loader.set_epoch(1)
+    assert indices_of(loader) != first

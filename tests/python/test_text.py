@@ -19,7 +19,8 @@ def words(i):
 def text_h5(tmp_path_factory):
     path = tmp_path_factory.mktemp("text") / "text.h5"
     with h5py.File(path, "w") as f:
-        f["fixed"] = np.array([words(i)[:16] for i in range(N)], dtype="S16")
+        # numpy's S16 is NUL-padded: a NUL inside a string is the string's own (sample 5)
+        f["fixed"] = np.array([words(i)[:16] if i != 5 else b"a\x00b" for i in range(N)], dtype="S16")
         ds = f.create_dataset("vlen_str", (N,), dtype=h5py.string_dtype())
         for i in range(N):
             ds[i] = words(i).decode()

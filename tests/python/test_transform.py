@@ -491,3 +491,92 @@ def test_a_function_of_an_interactive_session_says_what_to_do(data):
         assert "defined in an interactive session" in r.stdout and "install cloudpickle" in r.stdout, r.stdout
     else:
         assert r.stdout.strip() == "built", r.stdout + r.stderr
+
+
+def test_ctrl_c_in_a_transform_run_here_is_keyboard_interrupt(data):
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=4,
+        num_workers=0,
+        framework="numpy",
+        fields=["label"],
+        transform=transforms.interrupted,
+        transform_output={"label": ("int64", ())},
+    )
+    with pytest.raises(KeyboardInterrupt):
+        collect(loader)
+
+
+def test_a_transform_that_keeps_its_input_is_told_to_copy(data):
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=4,
+        num_workers=1,
+        framework="numpy",
+        fields=["label"],
+        transform=transforms.keeps_its_input,
+        transform_output={"label": ("int64", ())},
+    )
+    with pytest.raises(stoker.Error, match=r"sample \d+: the transform kept field 'label' .* keep a copy") as e:
+        collect(loader)
+    assert e.value.code == "transform"
+
+
+def test_a_host_that_cannot_rebuild_the_transform_says_so(data, monkeypatch):
+    import import_fails_in_host
+
+    monkeypatch.setenv("STOKER_TEST_HOST_IMPORT_FAILS", "1")
+    with pytest.raises(stoker.Error, match="(?s)could not rebuild the transform.*refuses to import here") as e:
+        stoker.Loader(
+            data["fixed"],
+            num_workers=1,
+            fields=["label"],
+            transform=import_fails_in_host.label,
+            transform_output={"label": ("int64", ())},
+        )
+    assert e.value.code == "transform"
+
+
+def test_without_workers_the_trainers_own_generators_go_on_untouched(data):
+    import random
+
+    random.seed(11)
+    want = [random.random() for _ in range(3)]
+    random.seed(11)
+    got = [random.random()]
+    loader = stoker.Loader(
+        data["fixed"],
+        batch_size=8,
+        num_workers=0,
+        framework="numpy",
+        fields=["label"],
+        transform=transforms.draws_from_random,
+    )
+    batches = collect(loader)
+    got += [random.random() for _ in range(2)]
+    assert got == want
+    with h5py.File(data["fixed"]) as f:  # and the transform drew as the rule says
+        indices, batch = batches[0]
+        assert (
+            batch["r"][0]
+            == reference(transforms.draws_from_random, {"label": f["label"][indices[0]]}, 0, 0, indices[0])["r"]
+        )
+
+
+def test_a_script_that_builds_its_loader_outside_a_main_guard_is_told(data, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "import numpy as np, stoker\n"
+        "def f(sample, rng):\n"
+        "    return {'label': sample['label']}\n"
+        f"loader = stoker.Loader({str(data['fixed'])!r}, num_workers=1, fields=['label'], transform=f)\n"
+        "print('built')\n"
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "build Loaders under if __name__ == '__main__'" in r.stderr, r.stderr[-2000:]

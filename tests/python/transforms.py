@@ -105,3 +105,19 @@ def token_count(sample, rng):
     """Token ids stored as vlen int32 arrive as their bytes: viewed as int32, cut to 4."""
     ids = np.frombuffer(sample["tokens"], dtype=np.int32)
     return {"ids": ids[:4], "n": np.int64(len(ids))}
+
+
+def interrupted(sample, rng):
+    raise KeyboardInterrupt
+
+
+_kept = []
+
+
+def keeps_its_input(sample, rng):
+    _kept.append(sample["label"])
+    return {"label": sample["label"]}
+
+
+def draws_from_random(sample, rng):
+    return {"label": sample["label"], "r": random.random()}

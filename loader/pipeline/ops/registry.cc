@@ -90,13 +90,18 @@ void collect_registration_errors(std::vector<std::string>* sink) noexcept { regi
 bool register_op(const std::string& name, UserOp op) {
   if (std::vector<std::string>* sink = detail::registration_errors()) {
     // A library being loaded (op_library.h): its static initialisers must not throw.
+    struct Collecting {  // the sink back whatever happens below
+      std::vector<std::string>* sink;
+      ~Collecting() { detail::collect_registration_errors(sink); }
+    } collecting{sink};
     detail::collect_registration_errors(nullptr);
     try {
       register_op(name, std::move(op));
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       sink->push_back(e.what());
+    } catch (...) {
+      sink->push_back(fmt::format("register_op: operation '{}' could not be registered", name));
     }
-    detail::collect_registration_errors(sink);
     return true;
   }
   if (name.empty() || !std::all_of(name.begin(), name.end(),
