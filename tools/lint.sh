@@ -4,7 +4,7 @@
 # pyproject.toml) and the C++ lint (.clang-tidy, the library's, the tools' and the Python extension's
 # sources, from BUILD_DIR's compile_commands.json; a source whose exact input was clean before is
 # not run again: tools/tidy_cached.py). Prints what is wrong and exits 1 when anything is. ruff is
-# the project's .venv's (tools/install-deps.sh installs it).
+# the project's .venv's (tools/install-deps.sh installs it), else the one on PATH.
 #   tools/lint.sh [BUILD_DIR]        (default: build; configured by the README's commands)
 #   tools/lint.sh --format-only
 set -euo pipefail
@@ -21,8 +21,9 @@ fi
 rm -f /tmp/stoker-format.$$
 mapfile -t py < <(git ls-files '*.py')
 ruff=.venv/bin/ruff
-if [[ ! -x $ruff ]]; then
-  echo "lint: no $ruff: run tools/install-deps.sh" >&2
+[[ -x $ruff ]] || ruff=$(command -v ruff || true)
+if [[ -z $ruff ]]; then
+  echo "lint: no ruff (.venv/bin/ruff, or on PATH): run tools/install-deps.sh" >&2
   status=1
 else
   if ! "$ruff" format --check --quiet "${py[@]}"; then
