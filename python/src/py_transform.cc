@@ -111,14 +111,17 @@ class PyTransform final : public stoker::SampleTransform {
     seed_ = nb::cast<std::uint64_t>(runner_.attr("seed"));
     pcg_state_ = nb::cast<std::uintptr_t>(runner_.attr("pcg_state_address"));
     python_random_ = nb::cast<std::uintptr_t>(runner_.attr("python_random_address"));
+    call_ = runner_.attr("call");
     for (nb::handle n : runner_.attr("names")) names_.push_back(nb::cast<std::string>(n));
   }
   ~PyTransform() override {
     if (!Py_IsInitialized()) {
-      (void)runner_.release();  // the interpreter is gone: nothing to give back
+      (void)call_.release();  // the interpreter is gone: nothing to give back
+      (void)runner_.release();
       return;
     }
     if (!gate_hold()) {  // a daemon thread at the interpreter's exit: the runner is left, not freed
+      (void)call_.release();
       (void)runner_.release();
       return;
     }
@@ -126,6 +129,7 @@ class PyTransform final : public stoker::SampleTransform {
       ~Released() { gate_release(); }
     } released;
     nb::gil_scoped_acquire acquire;
+    call_.reset();
     runner_.reset();
   }
 
@@ -168,7 +172,7 @@ class PyTransform final : public stoker::SampleTransform {
     const std::array<std::uint64_t, 4> w = seed_words(seed_, epoch, index);
     if (pcg_state_) write_pcg_state(pcg_state_, w);  // rng's, here: the Runner leaves it
     if (python_random_) seed_python_random(python_random_, static_cast<std::uint32_t>(w[2]));  // random's, too
-    nb::object result = runner_(sample, w[0], w[1], w[2], w[3]);
+    nb::object result = call_(sample, w[0], w[1], w[2], w[3]);
     if (nb::isinstance<nb::str>(result)) {
       failure = nb::cast<std::string>(result);
       return;
@@ -208,6 +212,7 @@ class PyTransform final : public stoker::SampleTransform {
   }
 
   nb::object runner_;
+  nb::object call_;  // the Runner's call: the method that takes a sample
   std::uint64_t seed_ = 0;
   std::uintptr_t pcg_state_ = 0;      // numpy's PCG64 state of the Runner's rng; 0: the Runner seeds it
   std::uintptr_t python_random_ = 0;  // random's generator, seeded here where not 0 (seed_globals)

@@ -109,6 +109,8 @@ class Runner:
         # In the training process (no workers), the global generators the call seeds are put back
         # after it: the trainer's own draws (dropout, its shuffles) go on as if it had not run.
         self._restore = restore_globals and seed_globals
+        # What the C++ side calls per sample (the bound method itself: no call in between).
+        self.call = self._call_restoring if self._restore else self._call
         torch = sys.modules.get("torch")
         self._torch_generator = torch.default_generator if torch is not None else None  # seeded where imported
         self._numpy_seed = numpy.random.seed
@@ -117,13 +119,14 @@ class Runner:
         self._ndarray = numpy.ndarray
 
     def __call__(self, sample, w0, w1, w2, w3):
-        if self._restore:
-            saved = _global_states()
-            try:
-                return self._call(sample, w0, w1, w2, w3)
-            finally:
-                _set_global_states(saved)
-        return self._call(sample, w0, w1, w2, w3)
+        return self.call(sample, w0, w1, w2, w3)
+
+    def _call_restoring(self, sample, w0, w1, w2, w3):
+        saved = _global_states()
+        try:
+            return self._call(sample, w0, w1, w2, w3)
+        finally:
+            _set_global_states(saved)
 
     def _call(self, sample, w0, w1, w2, w3):
         for v in sample.values():
