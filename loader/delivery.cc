@@ -1,5 +1,8 @@
 #include "loader/delivery.h"
 
+#include <fmt/format.h>
+
+#include "loader/base/option_spelling.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/workers/program_image.h"
 #include "loader/workers/transform_stage.h"
@@ -7,9 +10,31 @@
 
 namespace stoker::detail {
 
+namespace {
+
+// "field 'jpeg' holds JPEG images ...": for each bytes field the pipelines deliver as stored whose
+// first sample is an image.
+void warn_of_encoded_images(const Schema& pipelines_output, const ProbeResult& probe,
+                            const std::function<void(const std::string&)>& warn) {
+  for (std::size_t f = 0; f < pipelines_output.fields.size() && f < probe.encoded.size(); ++f) {
+    const Field& field = pipelines_output.fields[f];
+    if (!field.is_bytes() || probe.encoded[f].empty()) continue;
+    const std::string name = printable(field.name);
+    warn(fmt::format(
+        "field '{}' holds {} images, delivered as their encoded bytes ('{}' and '{}.offsets'), not as pixels: {} "
+        "decodes them (with a crop or resize, every image of a batch the same shape; docs/pipeline.md)",
+        name, probe.encoded[f], name, name,
+        option_setting("pipeline", fmt::format("Options::pipeline = \"{}=decode,random_resized_crop(224)\"", name),
+                       fmt::format("{}=decode,random_resized_crop(224)", name))));
+  }
+}
+
+}  // namespace
+
 Delivery plan_delivery(const Options& o, const Schema& pipelines_output, const ProbeResult& probe,
-                       std::size_t num_workers) {
+                       std::size_t num_workers, const std::function<void(const std::string&)>& warn) {
   Delivery d;
+  if (!o.transform.enabled()) warn_of_encoded_images(pipelines_output, probe, warn);  // a transform may decode
   std::vector<std::uint64_t> bound(pipelines_output.fields.size(), 0);
   for (std::size_t f = 0; f < pipelines_output.fields.size(); ++f) {
     if (!pipelines_output.fields[f].is_bytes()) continue;

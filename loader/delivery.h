@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "loader/workers/dataset_spec.h"
@@ -22,8 +24,10 @@ struct Delivery {
 // (ErrorCode::invalid_option) for a transform the Loader cannot run: its fields malformed
 // (check_transform), no `local` one for a Loader without workers, or no host for workers started
 // by exec (stoker/init.h).
+// `warn` hears what the delivery should make the user look at: an encoded image delivered as bytes
+// without a transform, and the pipeline that would decode it.
 Delivery plan_delivery(const Options& options, const Schema& pipelines_output, const ProbeResult& probe,
-                       std::size_t num_workers);
+                       std::size_t num_workers, const std::function<void(const std::string&)>& warn);
 
 // What every worker is given: the dataset `reader_options` open and the schema found there, the
 // pipelines and the transform.

@@ -102,8 +102,7 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
 
 LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_going) {
   Scanned s;
-  // With workers a probe process reads the file first, so that a file HDF5 or LMDB cannot survive kills
-  // it, not this one (loader/workers/probe.h); without, this one reads it. No handle stays open here.
+  // With workers, a probe process reads the file first (loader/workers/probe.h); no handle stays open here.
   std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
   if (design_.num_workers == 0) {
@@ -119,7 +118,8 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   shards_identity_ = shard_set_identity(opt_.source, probe.shard_samples);
   load_op_libraries(opt_.op_libraries);
   s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed, OpLimits{opt_.max_image_pixels});
-  Delivery delivery = plan_delivery(opt_, s.pipelines.output(), probe, design_.num_workers);
+  Delivery delivery =
+      plan_delivery(opt_, s.pipelines.output(), probe, design_.num_workers, [this](const std::string& w) { warn(w); });
   schema_ = delivery.schema;
   source_description_ = probe.layout;
   if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {

@@ -68,11 +68,28 @@ std::uint64_t dataset_file_bytes(const std::string& path) {
   return static_cast<std::uint64_t>(st.st_size);
 }
 
+// "JPEG" or "PNG" for bytes that begin with that format's signature, else "".
+std::string image_signature(std::span<const std::byte> b) {
+  const auto starts = [&](std::initializer_list<unsigned char> sig) {
+    if (b.size() < sig.size()) return false;
+    std::size_t k = 0;
+    for (const unsigned char c : sig) {
+      if (std::to_integer<unsigned char>(b[k++]) != c) return false;
+    }
+    return true;
+  };
+  if (starts({0xFF, 0xD8, 0xFF})) return "JPEG";
+  if (starts({0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A})) return "PNG";
+  return "";
+}
+
 // The largest sample of each bytes field among a few spread over the dataset (of those that can
-// be read).
-std::vector<std::uint64_t> typical_sizes(formats::Reader& reader) {
+// be read), and what the first one read holds (ProbeResult::encoded).
+std::vector<std::uint64_t> typical_sizes(formats::Reader& reader, std::vector<std::string>& encoded) {
   const Schema& schema = reader.schema();
   std::vector<std::uint64_t> typical(schema.fields.size(), 0);
+  encoded.assign(schema.fields.size(), "");
+  std::vector<bool> looked(schema.fields.size(), false);
   if (std::none_of(schema.fields.begin(), schema.fields.end(), [](const Field& f) { return f.is_bytes(); })) {
     return typical;
   }
@@ -101,7 +118,12 @@ std::vector<std::uint64_t> typical_sizes(formats::Reader& reader) {
       continue;  // a sample that cannot be read fails its batch, when its turn comes, not the loader
     }
     for (std::size_t f = 0; f < schema.fields.size(); ++f) {
-      if (schema.fields[f].is_bytes()) typical[f] = std::max<std::uint64_t>(typical[f], bytes[f].total());
+      if (!schema.fields[f].is_bytes()) continue;
+      typical[f] = std::max<std::uint64_t>(typical[f], bytes[f].total());
+      if (!looked[f] && bytes[f].samples() > 0) {
+        encoded[f] = image_signature(bytes[f].sample(0));
+        looked[f] = true;
+      }
     }
   }
   return typical;
@@ -313,7 +335,7 @@ ProbeResult describe_dataset(formats::Reader& reader, const std::string& path) {
     if (r.schema.fields[f].is_bytes()) r.bounds[f] = reader.sample_bound(f);
     note_progress();
   }
-  r.typical = typical_sizes(reader);
+  r.typical = typical_sizes(reader, r.encoded);
   r.locality_rows = reader.locality_rows();
   r.file_bytes = dataset_file_bytes(path);
   r.version = reader.version();
@@ -331,6 +353,7 @@ std::string probe_result_to_json(const ProbeResult& r) {
               {"layout", r.layout},
               {"bounds", bounds},
               {"typical", r.typical},
+              {"encoded", r.encoded},
               {"locality_rows", r.locality_rows},
               {"file_bytes", r.file_bytes},
               {"version", r.version},
@@ -347,12 +370,14 @@ ProbeResult probe_result_from_json(const std::string& text) {
     r.layout = j.at("layout").get<std::string>();
     for (const json& b : j.at("bounds")) r.bounds.push_back({b.at(0).get<std::uint64_t>(), b.at(1).get<bool>()});
     r.typical = j.at("typical").get<std::vector<std::uint64_t>>();
+    r.encoded = j.at("encoded").get<std::vector<std::string>>();
     r.locality_rows = j.at("locality_rows").get<std::uint64_t>();
     r.file_bytes = j.at("file_bytes").get<std::uint64_t>();
     r.version = j.at("version").get<std::uint64_t>();
     r.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
     r.shard_identities = identities_from_json(j.at("shard_identities"));
-    if (r.bounds.size() != r.schema.fields.size() || r.typical.size() != r.schema.fields.size()) {
+    if (r.bounds.size() != r.schema.fields.size() || r.typical.size() != r.schema.fields.size() ||
+        r.encoded.size() != r.schema.fields.size()) {
       throw Error(ErrorCode::internal, "stoker: the probe's answer does not match its schema");
     }
     return r;

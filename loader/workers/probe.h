@@ -34,6 +34,9 @@ struct ProbeResult {
   // samples spread over the dataset (what a typical batch needs); 0 for fixed fields.
   std::vector<formats::SampleBound> bounds;
   std::vector<std::uint64_t> typical;
+  // Per field: "JPEG" or "PNG" when the first sample read of a bytes field is one (its signature),
+  // else "": an encoded image delivered as bytes is worth a word about the pipeline that decodes it.
+  std::vector<std::string> encoded;
   std::uint64_t locality_rows = 1;
   std::uint64_t file_bytes = 0;              // the dataset's size on disk: no batch holds more of it
   std::uint64_t version = 0;                 // Reader::version()

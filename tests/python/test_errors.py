@@ -149,3 +149,21 @@ def test_far_more_workers_than_cpus_is_a_warning_said_once(data):
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and lines[0] == "1", r.stdout + r.stderr
     assert "workers are more than twice the" in lines[1] and "CPU" in lines[1] and "or fewer load as fast" in lines[1]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_encoded_images_delivered_as_bytes_are_a_warning_naming_the_pipeline(data, workers):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stoker.Loader(data["jpegs"], num_workers=workers, framework="numpy").close()
+        stoker.Loader(data["jpegs"], num_workers=workers, framework="numpy", pipeline="data=decode(16,20)").close()
+    said = [str(w.message) for w in caught if issubclass(w.category, stoker.StokerWarning)]
+    assert len(said) == 1, said
+    assert "field 'data' holds JPEG images, delivered as their encoded bytes ('data' and 'data.offsets')" in said[0]
+    assert "pipeline='data=decode,random_resized_crop(224)' decodes them" in said[0]
+    with warnings.catch_warnings(record=True) as caught:  # bytes that are no image: no word
+        warnings.simplefilter("always")
+        stoker.Loader(data["plain_lmdb"], num_workers=workers, framework="numpy").close()
+    assert not [w for w in caught if issubclass(w.category, stoker.StokerWarning)]
