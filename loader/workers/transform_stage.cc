@@ -39,6 +39,7 @@ class SlotSink final : public SampleSink {
   SlotSink(const std::vector<TransformField>& fields, const SegmentView& ring, std::uint32_t s)
       : fields_(fields), ring_(ring), s_(s), values_(fields.size()), offsets_(fields.size()), put_(fields.size()) {
     for (auto& o : offsets_) o.assign(1, 0);
+    for (const Field& f : transform_schema(fields, 0).fields) slot_bytes_.push_back(f.bytes_per_sample());
   }
 
   void start(std::size_t k) {
@@ -89,7 +90,7 @@ class SlotSink final : public SampleSink {
         offsets_[f].push_back(values_[f].size());
         continue;
       }
-      const std::size_t bytes = transform_schema({fields_[f]}, 1).fields[0].bytes_per_sample();
+      const std::size_t bytes = slot_bytes_[f];
       std::memset(ring_.slot_field(s_, f) + k * bytes, 0, bytes);
     }
   }
@@ -133,6 +134,7 @@ class SlotSink final : public SampleSink {
   std::vector<std::vector<std::byte>> values_;
   std::vector<std::vector<std::uint64_t>> offsets_;
   std::vector<std::uint8_t> put_;
+  std::vector<std::size_t> slot_bytes_;  // per field: a sample's bytes in the slot (0 for a ragged field)
 };
 
 std::mutex hosted_mu;
@@ -171,13 +173,8 @@ void check_transform(const Transform& t, std::uint64_t num_samples) {
     }
     if (!names.insert(f.name).second) throw bad(fmt::format("field '{}' is declared twice", printable(f.name)));
   }
-  Schema s = transform_schema(t.fields, num_samples);
-  for (std::size_t f = 0; f < t.fields.size(); ++f) {
-    if (t.fields[f].ragged) continue;
-    s.fields[f].shape = t.fields[f].shape;
-  }
   try {
-    s.validate("stoker: transform");
+    transform_schema(t.fields, num_samples).validate("stoker: transform");
   } catch (const Error& e) {
     throw Error(ErrorCode::invalid_option, e.what());
   }

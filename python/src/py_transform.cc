@@ -94,14 +94,12 @@ std::array<std::uint64_t, 4> seed_words(std::uint64_t seed, std::uint64_t epoch,
 }
 
 std::optional<stoker::DType> from_dlpack(nb::dlpack::dtype t) {
-  using C = nb::dlpack::dtype_code;
   if (t.lanes != 1) return std::nullopt;
   for (auto d : {stoker::DType::u8, stoker::DType::i8, stoker::DType::u16, stoker::DType::i16, stoker::DType::i32,
                  stoker::DType::i64, stoker::DType::f16, stoker::DType::f32, stoker::DType::f64, stoker::DType::b8,
                  stoker::DType::u32, stoker::DType::u64, stoker::DType::bf16}) {
     if (to_dlpack(d) == t) return d;
   }
-  (void)C::Int;
   return std::nullopt;
 }
 
