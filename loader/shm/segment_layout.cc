@@ -15,8 +15,8 @@ constexpr std::size_t kLine = 64;
 
 constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-// A channel: tasks.write, tasks.read, done.write, done.read, cpu_ns, progress, each on its own
-// cache line, then the two rings' items.
+// A channel: tasks.write, tasks.read, done.write, done.read, cpu_ns, progress (with sample), each
+// on its own cache line, then the two rings' items.
 constexpr std::size_t kChannelCounters = 6;
 std::size_t channel_bytes(std::uint32_t num_slots) {
   return align_up(kChannelCounters * kLine + 2 * align_up(num_slots * sizeof(std::uint32_t), kLine), kLine);
@@ -130,6 +130,7 @@ void SegmentLayout::initialize(std::byte* base, std::uint32_t num_slots) const {
     c.done.initialize();
     new (c.cpu_ns) std::atomic<std::uint64_t>(0);
     new (c.progress) std::atomic<std::uint64_t>(0);
+    new (c.sample) std::atomic<std::uint64_t>(0);
   }
   for (std::uint32_t s = 0; s < num_slots; ++s) new (&view.slot_header(s)) SlotHeader{};
 }
@@ -245,11 +246,13 @@ WorkerChannel SegmentView::channel(std::uint32_t w) const noexcept {
   std::byte* items = c + kChannelCounters * kLine;
   std::size_t ring_items = align_up(n * sizeof(std::uint32_t), kLine);
   WorkerChannel out;
-  // Counters first (tasks.write, tasks.read, done.write, done.read, cpu_ns, progress), then the items.
+  // Counters first (tasks.write, tasks.read, done.write, done.read, cpu_ns, progress and sample),
+  // then the items.
   out.tasks = SlotRing(c, items, n);
   out.done = SlotRing(c + 2 * kLine, items + ring_items, n);
   out.cpu_ns = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 4 * kLine);
   out.progress = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 5 * kLine);
+  out.sample = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 5 * kLine + sizeof(std::uint64_t));
   return out;
 }
 

@@ -115,6 +115,10 @@ struct WorkerChannel {
   // Bumped by the worker at each step of a batch (taken, read, each sample through its pipeline,
   // done): the consumer tells a stuck worker from a slow one by it (loader/source/progress_watch.h).
   std::atomic<std::uint64_t>* progress = nullptr;
+  // The index of the sample the worker is running a pipeline or transform on, plus one; 0 while it
+  // reads a batch or waits. Read by the consumer when a worker dies, to name the sample that killed
+  // it. In progress's cache line: both are written by the worker alone.
+  std::atomic<std::uint64_t>* sample = nullptr;
 };
 
 // The bytes a slot gives each sample of a bytes field (the `sample_bound` of SegmentLayout): twice

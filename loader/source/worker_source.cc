@@ -139,12 +139,19 @@ void WorkerSource::check_exits() {
   if (!exit) return;
   collect();  // what it finished before it died counts
   std::string held = "while idle";
+  std::optional<std::uint64_t> sample;  // the one it was running a pipeline or transform on
   if (auto t = tasks_.pending_of(exit->worker)) {
     auto samples = plan_->batch(*t);
+    sample = workers_.working_on(exit->worker);
+    if (sample && std::find(samples.begin(), samples.end(), *sample) == samples.end()) sample.reset();
     const std::size_t shown = std::min<std::size_t>(samples.size(), 8);
-    held = fmt::format("while loading batch {} of epoch {} (samples {}{} of {})", *t, plan_->epoch,
-                       fmt::join(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-                       samples.size() > 8 ? ", ..." : "", source_path_);
+    const std::string listed = fmt::format(
+        "samples {}{}", fmt::join(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+        samples.size() > 8 ? ", ..." : "");
+    held = sample
+               ? fmt::format("while loading sample {} of {} (batch {} of epoch {}: {})", *sample, source_path_, *t,
+                             plan_->epoch, listed)
+               : fmt::format("while loading batch {} of epoch {} ({} of {})", *t, plan_->epoch, listed, source_path_);
   }
   watch_.reset(exit->worker);
   std::string death = describe_worker_death(*exit, held);
@@ -153,9 +160,16 @@ void WorkerSource::check_exits() {
     killed_.erase(it);
   }
   deaths_.push_back(death);
+  const std::uint32_t killed_by_sample = sample ? ++deaths_on_sample_[*sample] : 0;
   if (respawns_ >= respawn_.max) {
     fail(ErrorCode::worker_died,
-         fmt::format("stoker: {}; the loader cannot continue{}", death,
+         fmt::format("stoker: {}{}; the loader cannot continue{}",
+                     killed_by_sample > 1 ? fmt::format("sample {} of {} killed {} workers, each while a pipeline "
+                                                        "or the transform ran on it (fix what crashes on it, or "
+                                                        "remove it from the dataset); the last: ",
+                                                        *sample, source_path_, killed_by_sample)
+                                          : "",
+                     death,
                      deaths_.size() > 1
                          ? fmt::format(" (all {} worker deaths: {})", deaths_.size(), fmt::join(deaths_, "; "))
                      : respawn_.max > 0 ? fmt::format(" ({} is {})", option_name("max_respawns"), respawn_.max)
@@ -208,10 +222,13 @@ void WorkerSource::look_for_stuck_workers() {
         w, workers_.progress(w), t.has_value(), [&] { return workers_.stopped(w); }, now);
     if (!stuck || killed_.contains(workers_.pid(w))) continue;
     const pid_t pid = workers_.pid(w);
+    const std::optional<std::uint64_t> sample = workers_.working_on(w);
     const std::string what = fmt::format(
-        "worker {} (pid {}) made no progress for {} ms reading {} while loading batch {} of epoch {} (it could run: "
-        "it was not stopped)",
-        w, pid, watch_.stalled(w).count(), source_path_, *t, plan_->epoch);
+        "worker {} (pid {}) made no progress for {} ms {} while loading batch {} of epoch {} (it could run: it was "
+        "not stopped)",
+        w, pid, watch_.stalled(w).count(),
+        sample ? fmt::format("on sample {} of {}", *sample, source_path_) : fmt::format("reading {}", source_path_), *t,
+        plan_->epoch);
     if (respawns_ < respawn_.max) {
       // Killed, then replaced like a worker that died (its exit report comes next). ESRCH (it died
       // meanwhile) needs nothing more: its exit report comes either way.

@@ -88,7 +88,9 @@ class WorkerSource final : public SlotSource {
   std::optional<Error> broken_;  // the loader cannot continue: why
   RespawnPolicy respawn_;
   std::uint64_t respawns_ = 0;
-  std::vector<std::string> deaths_;     // every worker death so far, for the final error
+  std::vector<std::string> deaths_;  // every worker death so far, for the final error
+  // Per sample: the workers that died while running a pipeline or transform on it.
+  std::map<std::uint64_t, std::uint32_t> deaths_on_sample_;
   std::vector<std::uint64_t> digests_;  // per slot: its task's indices' digest (write_task)
   // Killed by us (stuck, a malformed slot), until its exit report: why, and since when. A worker
   // not ended kKillGrace after its SIGKILL (asleep in the kernel: a read on a dead NFS server) may

@@ -92,9 +92,10 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
         const std::span<const std::byte> in =
             field.is_bytes() ? bytes_[f].sample(k)
                              : std::span<const std::byte>(pipeline_in_[f].data() + k * in_bytes, in_bytes);
-        made_progress();
+        working_on(indices[k]);
         run_pipeline(f, k, in, h.epoch, indices[k], dst + k * out_bytes);
       }
+      between_samples();
     } else if (field.is_bytes() && !overflow) {
       const formats::VarBytes& b = bytes_[f];
       if (b.total() > view.data_capacity(f)) {
@@ -127,7 +128,9 @@ void BatchFiller::read_through_transform(const SegmentView& view, std::uint32_t 
     }
   }
   transform_->run(
-      view, s, [this](std::uint64_t index) { return sample_name(nullptr, index); }, [this] { made_progress(); });
+      view, s, [this](std::uint64_t index) { return sample_name(nullptr, index); },
+      [this](std::uint64_t index) { working_on(index); });
+  between_samples();
 }
 
 std::string BatchFiller::sample_name(const Field* field, std::uint64_t index) {
@@ -170,6 +173,7 @@ void BatchFiller::run_pipeline(std::size_t f, std::size_t k, std::span<const std
 void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::string& who) noexcept {
   SlotHeader& h = view.slot_header(s);
   auto t0 = std::chrono::steady_clock::now();
+  between_samples();
   try {
     if (transform_) {
       read_through_transform(view, s);
@@ -190,6 +194,7 @@ void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::stri
                    fmt::format("{}: batch {} of epoch {}: unknown exception", who, h.batch_index, h.epoch));
     h.status = static_cast<std::uint32_t>(SlotStatus::error);
   }
+  between_samples();
   h.busy_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   if (const formats::Reader* r = reader_.opened()) {

@@ -73,9 +73,14 @@ class BatchFiller {
   // Opens the dataset if it is not open yet. Never throws.
   void read_ahead(const SegmentView& view, std::uint32_t s) noexcept;
 
-  // A counter the filler bumps at each step of a batch (the fields read, each sample through its
-  // pipeline), so that the consumer sees a slow batch progress (WorkerChannel::progress).
-  void set_progress_counter(std::atomic<std::uint64_t>* counter) noexcept { progress_ = counter; }
+  // Counters the filler keeps for the consumer: `progress`, bumped at each step of a batch (the
+  // fields read, each sample through its pipeline or transform), so that the consumer sees a slow
+  // batch progress (WorkerChannel::progress); `sample`, the sample being worked on plus one, 0
+  // between them (WorkerChannel::sample), so that the consumer names the sample a worker died on.
+  void set_progress_counters(std::atomic<std::uint64_t>* progress, std::atomic<std::uint64_t>* sample) noexcept {
+    progress_ = progress;
+    sample_ = sample;
+  }
 
   LazyReader& reader() noexcept { return reader_; }
   // The mean bytes of a sample of the last batch read (bytes fields by their actual length); 0
@@ -98,6 +103,13 @@ class BatchFiller {
   void made_progress() noexcept {
     if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
   }
+  void working_on(std::uint64_t index) noexcept {
+    made_progress();
+    if (sample_) sample_->store(index + 1, std::memory_order_relaxed);
+  }
+  void between_samples() noexcept {
+    if (sample_) sample_->store(0, std::memory_order_relaxed);
+  }
 
   LazyReader reader_;
   std::uint64_t opens_reported_ = 0;  // the reader's shard_opens() already told in a slot
@@ -110,6 +122,7 @@ class BatchFiller {
   std::vector<formats::FieldOut> out_;
   std::uint64_t sample_bytes_ = 0;
   std::atomic<std::uint64_t>* progress_ = nullptr;
+  std::atomic<std::uint64_t>* sample_ = nullptr;
   std::unique_ptr<TransformStage> transform_;
 };
 

@@ -248,7 +248,7 @@ const SegmentView& TransformStage::grow(const SegmentView& ring, std::uint32_t s
 
 void TransformStage::run(const SegmentView& ring, std::uint32_t s,
                          const std::function<std::string(std::uint64_t)>& sample_name,
-                         const std::function<void()>& made_progress) {
+                         const std::function<void(std::uint64_t)>& working_on) {
   const SlotHeader& h = ring.slot_header(s);
   const std::uint32_t* skipped = staging_.slot_skipped(0);
   std::vector<std::uint8_t> skip(h.num_samples, 0);
@@ -279,6 +279,7 @@ void TransformStage::run(const SegmentView& ring, std::uint32_t s,
         in[f].data = {staging_.slot_field(0, f) + k * field.bytes_per_sample(), field.bytes_per_sample()};
       }
     }
+    if (working_on) working_on(index);
     sink.start(k);
     try {
       transform_->apply(in, h.epoch, index, sink);
@@ -289,7 +290,6 @@ void TransformStage::run(const SegmentView& ring, std::uint32_t s,
     } catch (const std::exception& e) {
       throw transform_error(fmt::format("{}: the transform failed: {}", sample_name(index), e.what()));
     }
-    if (made_progress) made_progress();
   }
   sink.finish(fmt::format("batch {} of epoch {}", h.batch_index, h.epoch));
   // The skipped samples' record and notes, as the staging slot has them.

@@ -43,9 +43,10 @@ class TransformStage {
   const SegmentView& grow(const SegmentView& ring, std::uint32_t s, std::uint64_t needed);
   // Runs the transform on every staged sample into slot s of `ring`, and copies the staging slot's
   // skipped samples there (a skipped sample is not given to the transform: its fields are zeros,
-  // a ragged one empty). `sample_name(index)` names a sample in messages. Throws stoker::Error.
+  // a ragged one empty). `sample_name(index)` names a sample in messages; `working_on(index)` is
+  // called before each sample's transform. Throws stoker::Error.
   void run(const SegmentView& ring, std::uint32_t s, const std::function<std::string(std::uint64_t)>& sample_name,
-           const std::function<void()>& made_progress);
+           const std::function<void(std::uint64_t)>& working_on);
 
  private:
   void make_staging(const std::vector<std::uint64_t>& bound);

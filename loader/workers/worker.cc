@@ -36,7 +36,7 @@ void run_worker(const WorkerContext& ctx) {
   WorkerChannel ch = view.channel(ctx.worker);
   // The pipelines are built again here, from their text: they are data, whatever the process.
   BatchFiller filler(*ctx.dataset, ctx.layout->batch_size());
-  filler.set_progress_counter(ch.progress);
+  filler.set_progress_counters(ch.progress, ch.sample);
   std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {
     pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};

@@ -146,10 +146,12 @@ bool WorkerPool::has_ended(std::uint32_t w) const noexcept {
 
 void WorkerPool::retire_channel(std::uint32_t worker) noexcept {
   // Nobody reads the dead worker's ring: drop what it had not taken (it is given again). Its
-  // replacement counts its CPU time from zero: keep what the dead one used.
+  // replacement counts its CPU time from zero: keep what the dead one used; and it is working on
+  // no sample until it says so.
   WorkerChannel ch = slots_->view().channel(worker);
   ch.tasks.clear_from_producer();
   retired_cpu_ns_ += ch.cpu_ns->exchange(0);
+  ch.sample->store(0, std::memory_order_relaxed);
 }
 
 void WorkerPool::restart_server() {

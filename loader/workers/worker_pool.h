@@ -93,6 +93,12 @@ class WorkerPool {
   std::uint64_t progress(std::uint32_t w) const noexcept {
     return slots_->view().channel(w).progress->load(std::memory_order_relaxed);
   }
+  // The sample worker w was running a pipeline or transform on (WorkerChannel::sample), if any:
+  // read once it died, this is the sample it died on.
+  std::optional<std::uint64_t> working_on(std::uint32_t w) const noexcept {
+    const std::uint64_t v = slots_->view().channel(w).sample->load(std::memory_order_relaxed);
+    return v == 0 ? std::nullopt : std::optional<std::uint64_t>(v - 1);
+  }
   // Whether worker w is stopped (SIGSTOP, a debugger's stop), from /proc: it cannot run, so it is
   // not stuck. False when that cannot be told.
   bool stopped(std::uint32_t w) const noexcept;

@@ -459,6 +459,10 @@ TEST(DecodeErrors, ASkippedSampleIsCountedOnceWhenItsWorkerDiesAndIsReplaced) {
     ASSERT_EQ(skips.size(), 1u) << ::testing::PrintToString(warnings);
     EXPECT_THAT(skips[0], HasSubstr(bad + ": field 'jpeg', sample 6: corrupt JPEG"));
     EXPECT_EQ(warnings.size(), 2u) << "and one for the worker replaced: " << ::testing::PrintToString(warnings);
+    const auto replaced = std::find_if(warnings.begin(), warnings.end(),
+                                       [](const std::string& w) { return w.find("replaced by pid") != w.npos; });
+    ASSERT_NE(replaced, warnings.end());
+    EXPECT_THAT(*replaced, HasSubstr("while loading sample 6 of " + bad + " (batch ")) << "the sample it died on";
   }
 }
 

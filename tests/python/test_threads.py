@@ -124,6 +124,11 @@ EXIT_SCRIPT = """
     it = iter(loader)
     inside = threading.Barrier({threads} + 1)
 
+    # torch frees a tensor with the GIL released (THPVariable_clear), and a daemon thread that frees
+    # one as finalization starts aborts the process, stoker or not (pytorch/pytorch#38228): with
+    # torch, this thread keeps its batches, so that only stoker's own frames meet the exit.
+    kept = [] if framework == "torch" else None
+
     def pull():
         inside.wait()
         if case == "waiting":
@@ -131,7 +136,8 @@ EXIT_SCRIPT = """
                 pass
         while True:  # epoch after epoch: inside stoker or between its calls at exit
             for batch in loader:
-                pass
+                if kept is not None:
+                    kept.append(batch)
 
     if case == "waiting":  # a batch that cannot come: the threads wait in stoker, one for its turn
         for pid in loader.worker_pids():

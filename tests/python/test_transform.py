@@ -302,6 +302,9 @@ def test_a_transform_that_exits_is_a_worker_death_and_the_sample_is_named(data):
             collect(loader)
     assert e.value.code == "worker_died"
     assert "batch 2" in str(e.value)
+    # Each of the three workers died on the same sample: it is named, not just its batch.
+    assert f"sample 17 of {data['fixed']} killed 3 workers" in str(e.value)
+    assert str(e.value).count("while loading sample 17 of") == 1 + 3  # the last death, then all three
 
 
 def test_a_killed_worker_is_replaced_and_the_data_is_the_same(data):
@@ -343,8 +346,8 @@ def test_a_transform_stuck_past_timeout_is_a_stuck_worker(data):
     )
     with pytest.raises(stoker.Error) as e:
         collect(loader)
-    assert e.value.code in ("worker_stuck", "worker_died")
-    assert "batch 2" in str(e.value)
+    assert e.value.code == "worker_stuck"
+    assert f"on sample 17 of {data['fixed']} while loading batch 2" in str(e.value)
 
 
 def test_ctrl_c_during_a_slow_transform_raises_keyboard_interrupt_and_leaves_nothing(data):
