@@ -18,7 +18,8 @@ std::size_t Field::bytes_per_sample() const noexcept { return elements_per_sampl
 
 // Names come from files: printed escaped (stoker::printable), as in every message that names a field.
 std::string Field::describe() const {
-  if (is_bytes()) return fmt::format("{}: bytes", printable(name));
+  if (is_bytes() && dtype == DType::u8) return fmt::format("{}: bytes", printable(name));
+  if (is_bytes()) return fmt::format("{}: variable-length {}", printable(name), dtype_name(dtype));
   return fmt::format("{}: {}[{}]", printable(name), dtype_name(dtype), fmt::join(shape, ","));
 }
 
@@ -63,10 +64,10 @@ void Schema::validate(const std::string& context) const {
         throw Error(ErrorCode::dataset, fmt::format("{}: two fields are named '{}'", context, printable(f.name)));
     }
     if (f.is_bytes()) {
-      if (f.dtype != DType::u8 || !f.shape.empty()) {
+      if (!f.shape.empty()) {
         throw Error(ErrorCode::dataset,
-                    fmt::format("{}: field '{}' is of kind bytes and must have dtype u8 and shape [] (it has {}[{}])",
-                                context, printable(f.name), dtype_name(f.dtype), fmt::join(f.shape, ",")));
+                    fmt::format("{}: field '{}' is of kind bytes and must have shape [] (it has [{}])", context,
+                                printable(f.name), fmt::join(f.shape, ",")));
       }
       continue;
     }

@@ -18,6 +18,7 @@ std::string schema_to_json(const StoredSchema& stored) {
     const Field& f = stored.schema.fields[i];
     if (f.is_bytes()) {
       json jf = {{"name", f.name}, {"kind", "bytes"}};
+      if (f.dtype != DType::u8) jf["dtype"] = dtype_name(f.dtype);  // its elements' (absent: bytes)
       if (i < stored.max_bytes.size() && stored.max_bytes[i]) jf["max_bytes"] = stored.max_bytes[i];
       fields.push_back(std::move(jf));
     } else {
@@ -72,6 +73,15 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       auto kind = jf.at("kind").get<std::string>();
       if (kind == "bytes" && version >= 2) {
         f = Field::bytes_field(std::move(f.name));
+        if (jf.contains("dtype")) {
+          const auto dtype = jf["dtype"].get<std::string>();
+          const std::optional<DType> parsed = parse_dtype(dtype);
+          if (!parsed) {
+            throw Error(ErrorCode::dataset, fmt::format("{}: bytes field '{}' has unknown dtype '{}'", context,
+                                                        printable(f.name), printable(dtype)));
+          }
+          f.dtype = *parsed;
+        }
         out.max_bytes.resize(out.schema.fields.size() + 1, 0);
         out.max_bytes.back() = jf.contains("max_bytes") ? count(jf["max_bytes"], "max_bytes") : 0;
         out.schema.fields.push_back(std::move(f));

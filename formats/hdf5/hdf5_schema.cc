@@ -165,7 +165,7 @@ Inspected inspect(const H5::DataSet& dset, const std::string& name, const std::s
                                 "element per sample)",
                                 ctx, rank));
       }
-      out.field = Field::bytes_field(name);
+      out.field = Field::bytes_field(name, m.elements);
       return out;
     }
     out.field.name = name;

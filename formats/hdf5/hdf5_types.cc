@@ -105,6 +105,10 @@ TypeMatch match_type(const H5::DataSet& dset) {
   if (cls == H5T_VLEN && is_vlen_numbers(dset.getVarLenType())) {
     m.vlen_bytes = true;
     m.bytes_source = BytesSource::vlen_numbers;
+    const H5::DataType base = dset.getVarLenType().getSuper();
+    const TypeMatch e = base.getClass() == H5T_INTEGER ? integer_type(H5::IntType(base.getId()))
+                                                       : float_type(H5::FloatType(base.getId()));
+    m.elements = e.dtype.value_or(DType::u8);
     return m;
   }
   if (cls == H5T_STRING) {

@@ -24,6 +24,9 @@ struct TypeMatch {
   bool numeric = false;
   bool vlen_bytes = false;  // delivered as a bytes field, read as `bytes_source` says
   BytesSource bytes_source = BytesSource::none;
+  // A bytes field's elements: variable-length numbers' dtype (u8 where stoker has no dtype for
+  // them: their bytes), u8 for strings.
+  DType elements = DType::u8;
   std::string why;
   // Numbers (whether or not of a dtype stoker has: the schema scan names an unsupported one) or bytes.
   bool deliverable() const { return numeric || vlen_bytes; }

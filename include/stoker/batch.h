@@ -29,7 +29,8 @@ class BatchBuilder;  // how one is made
 //   fixed: a C-order array [batch size, field shape...] of `bytes` bytes.
 //   bytes: the samples' bytes back to back in `data` (`bytes` in all), and offsets[0..B] with
 //          sample k at [offsets[k], offsets[k+1]) of data; offsets[0] == 0, offsets[B] == bytes.
-//          dtype u8, shape {B}. Host memory only.
+//          Offsets count bytes, whatever the dtype (the elements': u8, or i32 token ids, each
+//          sample a whole number of them). Shape {B}. Host memory only.
 struct FieldView {
   std::string_view name;
   Device device;

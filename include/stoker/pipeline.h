@@ -40,8 +40,8 @@
 namespace stoker {
 
 // The dtype and shape of a sample between operations. A dimension of -1 is known only per sample
-// (a decoded image's height and width); `bytes` marks a variable-length run of bytes (an encoded
-// image), which has no shape.
+// (a decoded image's height and width); `bytes` marks a variable-length run of elements of `dtype`
+// (u8: bytes, an encoded image), which has no shape.
 struct OpSpec {
   bool bytes = false;
   DType dtype = DType::u8;

@@ -2,9 +2,11 @@
 //
 // A dataset is num_samples samples; every sample has the same named fields. A field of kind
 // `fixed` has one dtype and one shape for all samples, so a batch of B samples holds it as one
-// C-order array [B, shape...]. A field of kind `bytes` holds a run of bytes of any length per
-// sample (an encoded image, a variable-length record): a batch holds it as one buffer plus B+1
-// offsets (stoker/batch.h). Plain values; not synchronised.
+// C-order array [B, shape...]. A field of kind `bytes` holds a run of elements of any length per
+// sample (an encoded image's bytes, a variable-length record, a text's token ids): a batch holds it
+// as one buffer plus B+1 offsets (stoker/batch.h). Its dtype is its elements': u8 for bytes, or
+// another (h5py's vlen_dtype(np.int32) arrives as i32), each sample a whole number of them. Plain
+// values; not synchronised.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,7 @@ namespace stoker {
 
 enum class FieldKind : std::uint8_t {
   fixed = 0,  // fixed dtype and shape
-  bytes = 1,  // variable length: dtype u8, shape {}, any number of bytes per sample
+  bytes = 1,  // variable length: shape {}, any number of elements of its dtype (u8: bytes) per sample
 };
 
 struct STOKER_API Field {
@@ -32,10 +34,12 @@ struct STOKER_API Field {
   std::size_t elements_per_sample() const noexcept;
   std::size_t bytes_per_sample() const noexcept;
   bool is_bytes() const noexcept { return kind == FieldKind::bytes; }
-  // "image: u8[3,32,32]", "jpeg: bytes"
+  // "image: u8[3,32,32]", "jpeg: bytes", "tokens: variable-length i32"
   std::string describe() const;
 
-  static Field bytes_field(std::string name) { return Field{std::move(name), FieldKind::bytes, DType::u8, {}}; }
+  static Field bytes_field(std::string name, DType elements = DType::u8) {
+    return Field{std::move(name), FieldKind::bytes, elements, {}};
+  }
   bool operator==(const Field&) const = default;
 };
 
@@ -60,7 +64,7 @@ struct STOKER_API Schema {
   // Throws stoker::Error, prefixed with `context` (the file), for a schema stoker must not trust:
   // no fields, more than kMaxFields, an empty or repeated field name or one holding a NUL
   // character, a dimension below 1, a sample larger than kMaxSampleBytes (sizes computed with
-  // overflow checks), or a bytes field with a dtype or shape (it has neither).
+  // overflow checks), or a bytes field with a shape (it has none).
   void validate(const std::string& context) const;
   bool operator==(const Schema&) const = default;
 };

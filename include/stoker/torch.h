@@ -5,8 +5,9 @@
 //     auto loss = criterion(model->forward(t["image"].to(torch::kFloat)), t["label"]);
 //
 // Each tensor has the field's dtype and shape [B, ...] and lives on the batch's device. A bytes
-// field (stoker/batch.h) becomes two tensors: "NAME", the samples' bytes back to back (uint8, flat),
-// and "NAME.offsets" (int64, B+1): sample k is NAME[offsets[k] : offsets[k+1]] (split_bytes()).
+// field (stoker/batch.h) becomes two tensors: "NAME", the samples' elements back to back (flat, of
+// the field's dtype: uint8 for bytes), and "NAME.offsets" (int64, B+1, counting elements): sample k
+// is NAME[offsets[k] : offsets[k+1]] (split_bytes()).
 // Thread-safety: like the Batch it takes; the returned tensors are ordinary tensors.
 #pragma once
 

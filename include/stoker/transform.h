@@ -32,7 +32,8 @@
 namespace stoker {
 
 // One field of one sample, as a transform receives or returns it; valid for the call only. A bytes
-// field (an encoded image, a ragged field) is u8 of shape {its length}.
+// field (an encoded image, a ragged field) is one-dimensional: {its length} elements of its dtype
+// (u8 for bytes, i32 for h5py's vlen int32 token ids).
 struct SampleField {
   std::string_view name;
   DType dtype = DType::u8;

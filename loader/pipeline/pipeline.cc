@@ -131,7 +131,7 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
     auto chain = std::make_unique<Chain>();
     chain->field = static_cast<std::size_t>(field - source.fields.data());
     chain->input =
-        field->is_bytes() ? Spec{true, DType::u8, {}, false} : Spec{false, field->dtype, field->shape, false};
+        field->is_bytes() ? Spec{true, field->dtype, {}, false} : Spec{false, field->dtype, field->shape, false};
     Spec spec = chain->input;
     std::vector<std::string> texts;
     std::vector<std::unique_ptr<Op>> bound;

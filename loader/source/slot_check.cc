@@ -26,10 +26,15 @@ std::string check_bytes_field(const SegmentView& view, const Field& field, std::
                               std::uint32_t n) {
   const std::uint64_t* offsets = view.slot_offsets(s, f);
   if (offsets[0] != 0) return fmt::format("field '{}': its offsets start at {}, not 0", field.name, offsets[0]);
+  const std::size_t element = dtype_size(field.dtype);
   for (std::uint32_t k = 0; k < n; ++k) {
     if (offsets[k + 1] < offsets[k]) {
       return fmt::format("field '{}': offset {} ({}) is below offset {} ({})", field.name, k + 1, offsets[k + 1], k,
                          offsets[k]);
+    }
+    if (offsets[k + 1] % element != 0) {
+      return fmt::format("field '{}': offset {} ({}) is not a whole number of its {}-byte elements", field.name, k + 1,
+                         offsets[k + 1], element);
     }
   }
   if (offsets[n] > view.data_capacity(f)) {

@@ -55,6 +55,16 @@ torch::Dtype torch_dtype(DType t) {
 
 std::string offsets_name(const FieldView& f) { return std::string(f.name) + ".offsets"; }
 
+// A bytes field's offsets counted in its elements, in a tensor of their own (bytes: the slot's
+// own words, which count bytes, could be aliased).
+torch::Tensor element_offsets(const FieldView& f) {
+  const auto element = static_cast<std::uint64_t>(dtype_size(f.dtype));
+  torch::Tensor out = torch::empty({static_cast<std::int64_t>(f.offsets.size())}, torch::kInt64);
+  auto* o = out.data_ptr<std::int64_t>();
+  for (std::size_t k = 0; k < f.offsets.size(); ++k) o[k] = static_cast<std::int64_t>(f.offsets[k] / element);
+  return out;
+}
+
 TensorMap to_tensors(Batch&& batch) {
   if (!batch) throw Error(ErrorCode::invalid_option, "to_tensors: the batch is empty (moved from or released)");
   auto holder = std::make_shared<Batch>(std::move(batch));
@@ -62,14 +72,16 @@ TensorMap to_tensors(Batch&& batch) {
   TensorMap out;
   for (const FieldView& f : holder->fields()) {
     if (f.kind == FieldKind::bytes) {
-      // Offsets are u64 in the slot; they are below 2^63, so the same words read as int64.
-      out.insert(std::string(f.name), torch::from_blob(
-                                          const_cast<std::byte*>(f.data), {static_cast<std::int64_t>(f.bytes)},
-                                          [holder](void*) {}, torch::kUInt8));
-      out.insert(offsets_name(f),
+      const auto elements = static_cast<std::int64_t>(f.bytes / dtype_size(f.dtype));
+      out.insert(std::string(f.name),
                  torch::from_blob(
-                     const_cast<std::uint64_t*>(f.offsets.data()), {static_cast<std::int64_t>(f.offsets.size())},
-                     [holder](void*) {}, torch::kInt64));
+                     const_cast<std::byte*>(f.data), {elements}, [holder](void*) {}, torch_dtype(f.dtype)));
+      // Offsets are u64 in the slot; they are below 2^63, so the same words read as int64.
+      out.insert(offsets_name(f), f.dtype != DType::u8 ? element_offsets(f)
+                                                       : torch::from_blob(
+                                                             const_cast<std::uint64_t*>(f.offsets.data()),
+                                                             {static_cast<std::int64_t>(f.offsets.size())},
+                                                             [holder](void*) {}, torch::kInt64));
       continue;
     }
     auto options = torch::TensorOptions().dtype(torch_dtype(f.dtype)).device(torch_device(f.device));
@@ -87,12 +99,11 @@ TensorMap copy_to_tensors(Batch&& batch) {
   TensorMap out;
   for (const FieldView& f : b.fields()) {
     if (f.kind == FieldKind::bytes) {
-      torch::Tensor flat = torch::empty({static_cast<std::int64_t>(f.bytes)}, torch::kUInt8);
+      torch::Tensor flat =
+          torch::empty({static_cast<std::int64_t>(f.bytes / dtype_size(f.dtype))}, torch_dtype(f.dtype));
       if (f.bytes) std::memcpy(flat.data_ptr(), f.data, f.bytes);
-      torch::Tensor offsets = torch::empty({static_cast<std::int64_t>(f.offsets.size())}, torch::kInt64);
-      std::memcpy(offsets.data_ptr(), f.offsets.data(), f.offsets.size_bytes());
       out.insert(std::string(f.name), std::move(flat));
-      out.insert(offsets_name(f), std::move(offsets));
+      out.insert(offsets_name(f), element_offsets(f));
       continue;
     }
     auto options = torch::TensorOptions().dtype(torch_dtype(f.dtype)).device(torch_device(f.device));
@@ -122,7 +133,7 @@ std::vector<torch::Tensor> split_bytes(const torch::Tensor& flat, const torch::T
       // No fmt here: LibTorch's headers bring a fmt of their own.
       throw Error(ErrorCode::invalid_option, "split_bytes: offsets " + std::to_string(p[k]) + " .. " +
                                                  std::to_string(p[k + 1]) + " of sample " + std::to_string(k) +
-                                                 " are not within the " + std::to_string(flat.numel()) + " bytes");
+                                                 " are not within the " + std::to_string(flat.numel()) + " values");
     }
     out.push_back(flat.narrow(0, p[k], p[k + 1] - p[k]));
   }

@@ -78,6 +78,18 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
   }
   r.read(indices, out_);
   made_progress();
+  for (std::size_t f = 0; f < nf; ++f) {  // values of a dtype: each sample a whole number of them
+    const Field& field = source.fields[f];
+    const std::size_t element = dtype_size(field.dtype);
+    if (!field.is_bytes() || element == 1) continue;
+    const std::span<const std::uint64_t> o = out_[f].bytes->offsets();
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      if ((o[k + 1] - o[k]) % element == 0) continue;
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: {} bytes, not a whole number of its {}-byte {} values",
+                              sample_name(&field, indices[k]), o[k + 1] - o[k], element, dtype_name(field.dtype)));
+    }
+  }
   std::uint64_t read_bytes = source.bytes_per_sample() * indices.size();
   for (const formats::FieldOut& o : out_) read_bytes += o.bytes ? o.bytes->total() : 0;
   sample_bytes_ = indices.empty() ? 0 : read_bytes / indices.size();

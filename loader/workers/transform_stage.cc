@@ -271,7 +271,7 @@ void TransformStage::run(const SegmentView& ring, std::uint32_t s,
       in[f].dtype = field.dtype;
       if (field.is_bytes()) {
         const std::uint64_t* o = staging_.slot_offsets(0, f);
-        lengths[f] = static_cast<std::int64_t>(o[k + 1] - o[k]);
+        lengths[f] = static_cast<std::int64_t>((o[k + 1] - o[k]) / dtype_size(field.dtype));  // elements
         in[f].shape = {&lengths[f], 1};
         in[f].data = {staging_.slot_data(0, f) + o[k], o[k + 1] - o[k]};
       } else {

@@ -377,12 +377,12 @@ std::size_t row_bytes(const stoker::TransformField& f) {
 // the array around it. Larger fields alias the slot.
 constexpr std::size_t kCopiedFieldBytes = 64 << 10;
 
-// The batch as {field: array}, field order kept; a bytes field as `name` (u8, flat) and
-// `name.offsets` (i64, B+1); with on_decode_error="skip", the positions of its skipped samples
-// under "skipped" (i64, in memory of their own, on the CPU), last. Fields of at most
-// kCopiedFieldBytes, and with `copy` every field, are copied into memory of their own (host fields;
-// a large one with the GIL released) or cloned on torch's current stream (device fields, which the
-// batch's copy is ordered before); a batch whose host fields are all copies is released at once.
+// The batch as {field: array}, field order kept; a bytes field as `name` (its elements, flat: u8
+// for bytes) and `name.offsets` (i64, B+1, counting elements); with on_decode_error="skip", the positions of its
+// skipped samples under "skipped" (i64, in memory of their own, on the CPU), last. Fields of at most kCopiedFieldBytes,
+// and with `copy` every field, are copied into memory of their own (host fields; a large one with the GIL released) or
+// cloned on torch's current stream (device fields, which the batch's copy is ordered before); a batch whose host fields
+// are all copies is released at once.
 nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const FieldKeys& names) {
   auto* holder = new stoker::Batch(std::move(batch));
   nb::capsule owner = owning_capsule(holder);
@@ -407,12 +407,14 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
     const int device_type = on_device ? nb::device::cuda::value : nb::device::cpu::value;
     const int device_id = on_device ? f.device.index : 0;
     nb::dlpack::dtype dtype = to_dlpack(f.dtype);
-    std::vector<std::size_t> shape =
-        f.kind == stoker::FieldKind::bytes ? std::vector<std::size_t>{f.bytes} : sizes(f.shape);
     const stoker::TransformField* ragged = names.ragged.at(i);
+    // A bytes field's values, in rows of this many bytes: its elements (u8: bytes; i32 token ids),
+    // or a ragged field's rows of its trailing dimensions.
+    const std::size_t row = ragged ? row_bytes(*ragged) : stoker::dtype_size(f.dtype);
+    std::vector<std::size_t> shape =
+        f.kind == stoker::FieldKind::bytes ? std::vector<std::size_t>{f.bytes / row} : sizes(f.shape);
     if (ragged) {  // its values as rows of its dtype
       dtype = to_dlpack(ragged->dtype);
-      shape = {f.bytes / row_bytes(*ragged)};
       for (std::size_t d = 1; d < ragged->shape.size(); ++d)
         shape.push_back(static_cast<std::size_t>(ragged->shape[d]));
     }
@@ -437,10 +439,9 @@ nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const F
     if (f.kind == stoker::FieldKind::bytes) {
       const std::vector<std::size_t> oshape{f.offsets.size()};
       const nb::dlpack::dtype i64 = to_dlpack(stoker::DType::i64);  // offsets are below 2^63
-      if (ragged) {                                                 // offsets in rows, in memory of their own
+      if (row != 1) {                                               // offsets in rows, in memory of their own
         auto* o = new OwnedBytes{std::make_unique<std::byte[]>(f.offsets.size_bytes())};
         nb::capsule own = owning_capsule(o);
-        const std::size_t row = row_bytes(*ragged);
         for (std::size_t k = 0; k < f.offsets.size(); ++k) {
           const auto v = static_cast<std::int64_t>(f.offsets[k] / row);
           std::memcpy(o->data.get() + k * sizeof v, &v, sizeof v);

@@ -146,7 +146,8 @@ class Loader:
     alphabetical), each tensor ``[batch, field shape...]`` aliasing the batch's shared memory: the
     memory returns to the workers when the batch's last tensor is freed. A ``bytes`` field (an
     encoded image, a variable-length record) without a pipeline arrives as ``name`` (uint8, the
-    samples back to back) and ``name.offsets`` (int64, batch+1); ``stoker.split_bytes`` cuts it.
+    samples back to back; int32 and so on for h5py's variable-length numbers) and ``name.offsets``
+    (int64, batch+1, counting values); ``stoker.split_bytes`` cuts it.
 
     Arguments (PyTorch's DataLoader's names where the meaning is the same):
       source: HDF5 file, or LMDB database (a file, or a directory holding data.mdb); or a shard

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "formats/core/reader.h"
+#include "formats/core/schema_json.h"
+#include "formats/hdf5/hdf5_schema.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/lmdb/lmdb_writer.h"
@@ -213,6 +215,78 @@ TEST(BytesFields, Hdf5BytesFieldsThatCannotBeDeliveredAreNamed) {
   o.fields = {"misc"};
   expect_error(ErrorCode::invalid_option, [&] { Loader bad(o); },
                {"field 'misc' is a group whose members are not named 0 .. N-1"});
+}
+
+// Token ids as h5py's vlen_dtype(np.int32) writes them: a bytes field of i32, through the loader
+// (offsets in bytes, values exact), the schema's JSON (LMDB's schema record, the workers' setup), and
+// refused where a pipeline wants encoded bytes.
+TEST(BytesFields, VariableLengthNumbersAreABytesFieldOfTheirDtype) {
+  TempDir tmp;
+  const std::string p = tmp.path("tokens.h5");
+  const std::uint64_t n = 11;
+  std::vector<Bytes> tokens(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    for (std::uint64_t k = 0; k < i % 4; ++k) {
+      const auto v = static_cast<std::int32_t>(i * 1000 - k * 7) - 5000;
+      const auto* b = reinterpret_cast<const std::byte*>(&v);
+      tokens[i].insert(tokens[i].end(), b, b + sizeof v);
+    }
+  }
+  {
+    test::H5Builder f(p);
+    f.vlen("tokens", tokens, H5T_STD_I32LE);
+  }
+  for (const std::uint32_t workers : {0u, 2u}) {
+    SCOPED_TRACE(workers);
+    Options o;
+    o.source = p;
+    o.batch_size = 4;
+    o.num_workers = workers;
+    Loader l(o);
+    EXPECT_EQ(l.schema().fields.at(0), Field::bytes_field("tokens", DType::i32));
+    for (Batch& b : l.epoch(0)) {
+      const FieldView& f = b.fields()[0];
+      EXPECT_EQ(f.dtype, DType::i32);
+      for (std::size_t k = 0; k < b.size(); ++k) {
+        const std::span<const std::byte> got = f.sample(k);
+        EXPECT_EQ(Bytes(got.begin(), got.end()), tokens[b.indices()[k]]) << "offsets count bytes";
+      }
+    }
+    o.pipeline = "tokens=decode(8,8)";
+    expect_error(ErrorCode::invalid_option, [&] { Loader bad(o); },
+                 {"decodes encoded images (a bytes field), and its input is variable-length i32"});
+  }
+  formats::StoredSchema stored{formats::hdf5_schema(p), true, std::nullopt, {0}};
+  EXPECT_EQ(formats::schema_from_json(formats::schema_to_json(stored), "ctx").schema, stored.schema);
+  Schema shaped = stored.schema;
+  shaped.fields[0].shape = {4};
+  expect_error(ErrorCode::dataset, [&] { shaped.validate("ctx"); },
+               {"ctx: field 'tokens' is of kind bytes and must have shape [] (it has [4])"});
+  // A database whose schema says i32 and whose sample 5 is not a whole number of them: named.
+  const std::string bad = tmp.path("bad.lmdb");
+  {
+    Schema one = stored.schema;
+    formats::LmdbWriter w(bad, one, {});
+    for (std::uint64_t i = 0; i < n; ++i) {
+      Bytes b = tokens[i];
+      if (i == 5) b.resize(3);
+      const std::span<const std::byte> parts[1] = {b};
+      w.append_sample(parts);
+    }
+    w.finish("0000000000000000");
+  }
+  for (const std::uint32_t workers : {0u, 1u}) {
+    Options o;
+    o.source = bad;
+    o.batch_size = 4;
+    o.num_workers = workers;
+    Loader l(o);
+    expect_error(ErrorCode::dataset,
+                 [&] {
+                   for (Batch& b : l.epoch(0)) (void)b;
+                 },
+                 {bad, "field 'tokens', sample 5: 3 bytes, not a whole number of its 4-byte i32 values"});
+  }
 }
 
 TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {

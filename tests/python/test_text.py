@@ -1,12 +1,15 @@
 """Text and token data as h5py writes it: fixed-length strings (S16), variable-length strings
-(string_dtype()) and variable-length integer arrays (vlen int32) arrive as bytes fields, readable by
-a transform."""
+(string_dtype()) and variable-length integer arrays (vlen int32) arrive as bytes fields, the numbers
+with their dtype, readable by a transform."""
+
+import subprocess
 
 import h5py
 import numpy as np
 import pytest
 import stoker
 import transforms
+from conftest import h5_to_lmdb
 
 N = 37
 
@@ -34,27 +37,49 @@ def text_h5(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_strings_and_vlen_numbers_arrive_with_their_values(text_h5, workers):
-    loader = stoker.Loader(text_h5, batch_size=5, num_workers=workers, framework="numpy")
+def check_text_values(loader, text_h5):
     kinds = {name: (kind, dtype) for name, kind, dtype, _ in loader.schema}
-    assert kinds["fixed"] == kinds["vlen_str"] == kinds["tokens"] == kinds["scores"] == ("bytes", "u8")
+    assert kinds["fixed"] == kinds["vlen_str"] == ("bytes", "u8")
+    assert kinds["tokens"] == ("bytes", "i32") and kinds["scores"] == ("bytes", "f64")  # their values' dtype
     with h5py.File(text_h5) as f:
         it = iter(loader)
         for batch in it:
+            assert batch["tokens"].dtype == np.int32 and batch["scores"].dtype == np.float64
+            assert batch["tokens.offsets"][-1] == len(batch["tokens"])  # counting values, not bytes
             for name in ("fixed", "vlen_str", "tokens", "scores"):
                 got = stoker.split_bytes(batch, name)
                 for k, i in enumerate(it.indices):
                     value = f[name][i]
                     if name == "vlen_str":
-                        want = value if isinstance(value, bytes) else value.encode()
+                        want = np.frombuffer(value if isinstance(value, bytes) else value.encode(), np.uint8)
                     elif name == "fixed":
-                        want = value
+                        want = np.frombuffer(value, np.uint8)
                     elif name == "tokens":
-                        want = value.astype("<i4").tobytes()
+                        want = value
                     else:  # stored big-endian (which h5py reads back unswapped): the values written
-                        want = np.linspace(0, 1, i % 4).astype("<f8").tobytes()
-                    assert got[k].tobytes() == want, f"{name} of sample {i}"
+                        want = np.linspace(0, 1, i % 4)
+                    assert got[k].dtype == want.dtype and np.array_equal(got[k], want), f"{name} of sample {i}"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_strings_and_vlen_numbers_arrive_with_their_values(text_h5, workers):
+    check_text_values(stoker.Loader(text_h5, batch_size=5, num_workers=workers, framework="numpy"), text_h5)
+
+
+def test_vlen_numbers_keep_their_dtype_through_the_lmdb_converter(text_h5, tmp_path):
+    out = tmp_path / "text.lmdb"
+    subprocess.run([h5_to_lmdb(), str(text_h5), str(out), "--quiet"], check=True)
+    check_text_values(stoker.Loader(out, batch_size=5, num_workers=1, framework="numpy"), text_h5)
+
+
+def test_vlen_numbers_arrive_as_torch_tensors_of_their_dtype(text_h5):
+    torch = pytest.importorskip("torch")
+    batch = next(iter(stoker.Loader(text_h5, batch_size=5, fields=["tokens"], framework="torch")))
+    assert batch["tokens"].dtype == torch.int32
+    with h5py.File(text_h5) as f:
+        want = np.concatenate([f["tokens"][i] for i in range(5)])
+    np.testing.assert_array_equal(batch["tokens"].numpy(), want)
+    np.testing.assert_array_equal(batch["tokens.offsets"].numpy(), np.cumsum([0] + [i % 9 for i in range(5)]))
 
 
 def test_a_transform_reads_tokens_as_their_dtype(text_h5):

@@ -102,8 +102,10 @@ def hangs_on_17(sample, rng):
 
 
 def token_count(sample, rng):
-    """Token ids stored as vlen int32 arrive as their bytes: viewed as int32, cut to 4."""
-    ids = np.frombuffer(sample["tokens"], dtype=np.int32)
+    """Token ids stored as vlen int32 arrive as a one-dimensional int32 array: cut to 4."""
+    ids = sample["tokens"]
+    if ids.dtype != np.int32 or ids.ndim != 1:
+        raise TypeError(f"tokens arrived as {ids.dtype}{list(ids.shape)}")
     return {"ids": ids[:4], "n": np.int64(len(ids))}
 
 

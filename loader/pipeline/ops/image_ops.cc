@@ -59,7 +59,7 @@ class DecodeOp final : public Op {
     }
   }
   Spec bind(const Spec& in) override {
-    if (!in.bytes && !(in.dtype == DType::u8 && in.shape.size() == 1)) {
+    if (in.dtype != DType::u8 || (!in.bytes && in.shape.size() != 1)) {
       throw Error(
           ErrorCode::invalid_option,
           fmt::format("'{}' decodes encoded images (a bytes field), and its input is {}", text_.text, describe(in)));

@@ -13,7 +13,7 @@
 namespace stoker::detail {
 
 std::string describe(const Spec& s) {
-  if (s.bytes) return "bytes";
+  if (s.bytes) return s.dtype == DType::u8 ? "bytes" : fmt::format("variable-length {}", dtype_name(s.dtype));
   std::vector<std::string> dims;
   for (auto d : s.shape) dims.push_back(d < 0 ? "?" : std::to_string(d));
   return fmt::format("{}[{}]{}", dtype_name(s.dtype), fmt::join(dims, ","), s.chw ? " (CHW)" : "");

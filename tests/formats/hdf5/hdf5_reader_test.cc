@@ -183,6 +183,32 @@ TEST(Hdf5Reader, DefaultFieldsAreEveryRootDatasetAndNoneIsDroppedSilently) {
   const Schema strings = formats::hdf5_schema(tmp.path("strings.h5"));
   ASSERT_EQ(strings.fields.size(), 2u);
   EXPECT_EQ(strings.fields[1].describe(), "names: bytes");
+  // Variable-length numbers are bytes fields of their values' dtype, whatever their byte order;
+  // one of a width stoker has no dtype for is its bytes.
+  {
+    RawH5 f(tmp.path("vlen.h5"));
+    const std::pair<const char*, hid_t> bases[] = {
+        {"a_tokens", H5T_STD_I32LE}, {"b_scores", H5T_IEEE_F64BE}, {"c_ids", H5T_STD_U16BE}, {"d_bytes", H5T_STD_U8LE}};
+    for (const auto& [name, base] : bases) {
+      hid_t vlen = H5Tvlen_create(base);
+      f.dataset(name, vlen, {20});
+      H5Tclose(vlen);
+    }
+    hid_t odd = H5Tcopy(H5T_STD_I32LE);
+    H5Tset_precision(odd, 24);
+    hid_t vlen = H5Tvlen_create(odd);
+    f.dataset("e_odd", vlen, {20});
+    H5Tclose(vlen);
+    H5Tclose(odd);
+  }
+  const Schema vlen = formats::hdf5_schema(tmp.path("vlen.h5"));
+  ASSERT_EQ(vlen.fields.size(), 5u);
+  EXPECT_EQ(vlen.fields[0], Field::bytes_field("a_tokens", DType::i32));
+  EXPECT_EQ(vlen.fields[0].describe(), "a_tokens: variable-length i32");
+  EXPECT_EQ(vlen.fields[1], Field::bytes_field("b_scores", DType::f64));
+  EXPECT_EQ(vlen.fields[2], Field::bytes_field("c_ids", DType::u16));
+  EXPECT_EQ(vlen.fields[3], Field::bytes_field("d_bytes"));
+  EXPECT_EQ(vlen.fields[4], Field::bytes_field("e_odd"));
 }
 
 // bfloat16 as a 2-byte opaque type tagged "bfloat16" (docs/hdf5.md): delivered as its bytes.

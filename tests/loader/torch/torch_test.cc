@@ -153,23 +153,29 @@ TEST(TorchAdapterErrors, AnEmptyBatchIsAClearError) {
 namespace stoker::test {
 namespace {
 
-// Sample i of the bytes field: (i * 29) % 50 bytes, each (i + k) mod 256.
-std::vector<std::byte> blob(std::uint64_t i) {
-  std::vector<std::byte> b((i * 29) % 50);
+// Sample i of the bytes field: (i * 29) % 50 elements of `element` bytes, byte k being (i + k) mod 256.
+std::vector<std::byte> blob(std::uint64_t i, std::size_t element) {
+  std::vector<std::byte> b((i * 29) % 50 * element);
   for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>((i + k) & 0xff);
   return b;
 }
 
-TEST(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples) {
+class TorchAdapterBytes : public ::testing::TestWithParam<DType> {};
+
+// A bytes field of bytes, or of i32 values (h5py's vlen int32, kept through LMDB's schema): a flat
+// tensor of its dtype, offsets counting its elements.
+TEST_P(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples) {
+  const DType dtype = GetParam();
+  const std::size_t element = dtype_size(dtype);
   TempDir tmp;
   const std::string p = tmp.path("v.lmdb");
   Schema schema;
   schema.num_samples = 40;
-  schema.fields = {Field::bytes_field("blob")};
+  schema.fields = {Field::bytes_field("blob", dtype)};
   {
     formats::LmdbWriter w(p, schema, {});
     for (std::uint64_t i = 0; i < 40; ++i) {
-      const auto b = blob(i);
+      const auto b = blob(i, element);
       const std::span<const std::byte> parts[1] = {b};
       w.append_sample(parts);
     }
@@ -186,14 +192,14 @@ TEST(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples)
     for (Batch& b : loader.epoch(0)) {
       std::vector<std::uint64_t> idx(b.indices().begin(), b.indices().end());
       TensorMap t = copy ? copy_to_tensors(std::move(b)) : to_tensors(std::move(b));
-      ASSERT_EQ(t["blob"].scalar_type(), torch::kUInt8);
+      ASSERT_EQ(t["blob"].scalar_type(), torch_dtype(dtype));
       ASSERT_EQ(t["blob.offsets"].scalar_type(), torch::kInt64);
       ASSERT_EQ(t["blob.offsets"].numel(), static_cast<std::int64_t>(idx.size() + 1));
       const auto samples = split_bytes(t["blob"], t["blob.offsets"]);
       ASSERT_EQ(samples.size(), idx.size());
       for (std::size_t k = 0; k < idx.size(); ++k) {
-        const auto want = blob(idx[k]);
-        ASSERT_EQ(samples[k].numel(), static_cast<std::int64_t>(want.size()));
+        const auto want = blob(idx[k], element);
+        ASSERT_EQ(samples[k].numel(), static_cast<std::int64_t>(want.size() / element));
         if (!want.empty()) {
           EXPECT_EQ(0, std::memcmp(samples[k].data_ptr(), want.data(), want.size()));
         }
@@ -202,6 +208,12 @@ TEST(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples)
     }
     EXPECT_EQ(seen, 40u);
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Elements, TorchAdapterBytes, ::testing::Values(DType::u8, DType::i32),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+TEST(TorchAdapterSplitBytes, OffsetsOutsideTheValuesAreAnError) {
   EXPECT_THAT(
       [] {
         try {
@@ -212,7 +224,7 @@ TEST(TorchAdapterBytes, ABytesFieldIsAFlatTensorWithOffsetsAndSplitsIntoSamples)
         }
         return std::string("no error");
       }(),
-      HasSubstr("offsets 3 .. 9 of sample 1 are not within the 4 bytes"));
+      HasSubstr("offsets 3 .. 9 of sample 1 are not within the 4 values"));
 }
 
 }  // namespace
