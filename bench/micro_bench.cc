@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <new>
@@ -67,6 +68,12 @@ void BM_RingPublishConsume(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RingPublishConsume);
+
+// The clock read that times each pipeline operation per sample (Stats::stages).
+void BM_SteadyClockRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(std::chrono::steady_clock::now());
+}
+BENCHMARK(BM_SteadyClockRead);
 
 // Cross-process hand-off: a forked producer passes kRingItems slot numbers to this process, through
 // stoker's SlotRing in shared memory against the least a shared-memory SPSC ring can be (two

@@ -95,6 +95,7 @@ std::ostream& operator<<(std::ostream& os, const Stats& s) {
       s.batches, s.samples, detail::format_bytes(s.bytes), s.wait_seconds, s.worker_busy_seconds, s.worker_cpu_seconds,
       s.workers, s.depth, detail::format_bytes(s.shm_bytes));
   if (s.skipped_samples) os << fmt::format(" skipped {}", s.skipped_samples);
+  if (!s.verdict.empty()) os << "; " << s.verdict;
   return os;
 }
 

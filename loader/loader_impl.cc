@@ -25,6 +25,7 @@
 #include "loader/workers/child_hygiene.h"
 #include "loader/workers/overflow_read.h"
 #include "loader/workers/probe.h"
+#include "loader/workers/stage_times.h"
 
 namespace stoker::detail {
 namespace {
@@ -32,10 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-}  // namespace
-
-namespace {
 
 // LoaderState::shards for a shard set: the count, and XXH64 of each shard's file name and sample
 // count.
@@ -54,24 +51,16 @@ std::string shard_set_identity(const std::string& source, const std::vector<std:
   return fmt::format("{} shards {:016x}", paths.size(), XXH64(canonical.data(), canonical.size(), 0));
 }
 
-// The options with `source` resolved (formats/shard_set.h): a list, glob or directory of shards
-// becomes the one source every process opens the same way.
-Options resolved(Options o) {
-  check_options(o);
-  o.source = formats::resolve_source(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources);
-  o.sources.clear();
-  return o;
-}
-
 }  // namespace
 
 LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
-    : opt_(resolved(std::move(options))),
+    : opt_(checked_and_resolved(std::move(options))),
       design_(design_loader(opt_, std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),
       skipped_(formats::source_name(opt_.source)) {
   Scanned scanned = scan_dataset(keep_going);
+  times_.set_stage_names(worker_stage_names(scanned.pipelines));
   if (keep_going && !keep_going()) {
     throw Error(ErrorCode::interrupted,
                 fmt::format("{}: building the loader was interrupted before its workers started",
@@ -258,6 +247,7 @@ std::uint64_t LoaderImpl::start_epoch_locked(std::uint64_t epoch, std::uint64_t 
 std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
   check_process();
   std::lock_guard consumer(consumer_mu_);
+  came_back();
   std::optional<Batch> b;
   try {
     b = feeder_ ? feeder_->next(generation) : next_host(generation);
@@ -266,6 +256,7 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
     throw;
   }
   std::lock_guard lock(stats_mu_);
+  if (b) times_.delivered(Clock::now());
   if (generation == user_generation_) {
     if (b) {
       progress_.next_batch = b->index() + 1;
@@ -279,6 +270,7 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
 bool LoaderImpl::wait_ready(std::uint64_t generation, std::chrono::milliseconds within) {
   if (detached_.load(std::memory_order_acquire)) return true;  // next() says why at once
   check_process();
+  came_back();
   const auto until = Clock::now() + within;
   // Another thread's call (a next() that waits for its batch, an epoch started) counts against
   // `within` like the wait for data itself.
@@ -433,6 +425,7 @@ Batch LoaderImpl::take(std::uint32_t s, std::vector<std::string>& warnings) {
   stats_.bytes += bytes;
   stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
   stats_.shard_opens += h.shard_opens;
+  times_.add_batch({v.slot_stage_ns(s), kStageSlots});
   return b;
 }
 
@@ -485,6 +478,7 @@ Stats LoaderImpl::stats() const {
   {
     std::lock_guard lock(stats_mu_);
     s = stats_;
+    times_.fill(s);
   }
   if (feeder_) feeder_->add_stats(s);
   if (workers_) s.worker_cpu_seconds = workers_->worker_cpu_seconds();
@@ -494,6 +488,7 @@ Stats LoaderImpl::stats() const {
     s.depth = t->depth() + design_.held_slots;
     s.auto_tuning = t->describe();
   }
+  s.verdict = verdict(s, {usable_cpus(), design_.order == Order::quasi_random, opt_.device.staged()});
   return s;
 }
 

@@ -45,6 +45,7 @@
 #include "loader/skipped_samples.h"
 #include "loader/source/slot_source.h"
 #include "loader/source/worker_source.h"
+#include "loader/time_report.h"
 #include "loader/workers/batch_filler.h"
 #include "loader/workers/dataset_spec.h"
 #include "stoker/loader.h"
@@ -149,7 +150,12 @@ class LoaderImpl final : public HostSource {
   // A batch of plan_ taken whose warning threw (an on_warning callback's exception): the next call
   // delivers it (host_mu_).
   std::optional<Batch> undelivered_;
-  Stats stats_;                           // stats_mu_
+  Stats stats_;       // stats_mu_
+  TimeReport times_;  // stats_mu_
+  void came_back() {  // the consumer asks for a batch: its step ended
+    std::lock_guard lock(stats_mu_);
+    times_.came_back(std::chrono::steady_clock::now());
+  }
   SkippedSamples skipped_;                // stats_mu_
   std::unique_ptr<DeviceFeeder> feeder_;  // staged devices; started last, stopped first
 };

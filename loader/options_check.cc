@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <string_view>
+#include <vector>
 
+#include "formats/shard_set.h"
 #include "loader/base/option_spelling.h"
 #include "stoker/error.h"
 
@@ -111,6 +113,13 @@ void check_delivered_names(const Schema& delivered, const std::string& source, O
                             source, printable(offsets), printable(bytes.name), printable(offsets),
                             printable(bytes.name), option_name("fields")));
   }
+}
+
+Options checked_and_resolved(Options o) {
+  check_options(o);
+  o.source = formats::resolve_source(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources);
+  o.sources.clear();
+  return o;
 }
 
 }  // namespace stoker::detail

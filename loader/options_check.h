@@ -12,6 +12,10 @@ namespace stoker::detail {
 
 void check_options(const Options& options);
 
+// The options checked, with `source` resolved (formats/shard_set.h): a list, glob or directory of
+// shards becomes the one source every process opens the same way.
+Options checked_and_resolved(Options o);
+
 // A bytes field `name` is delivered as `name` and `name.offsets` by the Python package and
 // stoker::to_tensors: a field of that name beside it would replace one of them without a word.
 // With OnDecodeError::skip the Python package delivers the skipped samples' positions under

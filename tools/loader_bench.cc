@@ -286,9 +286,25 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
     j["content_digest"] = r.content_digest;
     j["order_digest"] = r.order_digest;
   }
+  j["stages"] = nlohmann::json::array();  // so far: the workers' seconds per stage, in the loader's order
+  for (const stoker::StageTime& t : s.stages) j["stages"].push_back({{"name", t.name}, {"seconds", t.seconds}});
+  j["step_seconds"] = s.step_seconds;
+  j["verdict"] = s.verdict;
   // ASCII, every other character \u-escaped, and bytes that are not UTF-8 replaced: a field name
   // from the file can neither act on a terminal nor make the line unprintable.
   std::cout << j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) << std::endl;
+}
+
+// Where the time went so far: the workers' stages that took any, their shares, and the verdict.
+void report_stages(const stoker::Stats& s) {
+  double total = 0;
+  for (const stoker::StageTime& t : s.stages) total += t.seconds;
+  std::vector<std::string> parts;
+  for (const stoker::StageTime& t : s.stages) {
+    if (t.seconds > 0) parts.push_back(fmt::format("{} {:.2f}s {:.0f}%", t.name, t.seconds, 100 * t.seconds / total));
+  }
+  if (!parts.empty()) std::cout << fmt::format("  workers' time so far: {}\n", fmt::join(parts, ", "));
+  std::cout << fmt::format("  verdict: {}\n", s.verdict);
 }
 
 void report_table(const std::string& data, std::uint64_t epoch, const EpochResult& r, const Loader& loader,
@@ -312,6 +328,7 @@ void report_table(const std::string& data, std::uint64_t epoch, const EpochResul
                                  : "");
   }
   if (args.digest) std::cout << fmt::format("  content_digest {}  order_digest {}\n", r.content_digest, r.order_digest);
+  report_stages(s);
   if (!s.auto_tuning.empty()) std::cout << fmt::format("  {}\n", s.auto_tuning);
   if (s.respawns > 0) std::cout << fmt::format("  workers replaced so far: {}\n", s.respawns);
   if (s.skipped_samples > 0) {

@@ -17,6 +17,12 @@ namespace stoker {
 // Stats::skipped_indices lists at most this many samples.
 inline constexpr std::size_t kMaxSkippedIndices = 1000;
 
+// Time spent in one stage of loading (Stats::stages).
+struct StageTime {
+  std::string name;
+  double seconds = 0;
+};
+
 // Counters since the Loader was constructed.
 struct Stats {
   std::uint64_t batches = 0;
@@ -58,6 +64,19 @@ struct Stats {
   // The staging in use, never automatic: Options::staging, or pinned_copy where the slots could
   // not be page-locked (for registered_shm a warning said so once).
   Staging staging = Staging::pinned_copy;
+
+  // Where the time goes (docs/observability.md). The workers' time in each stage of the batches
+  // delivered, summed over workers (without workers: the loading thread's), in this order:
+  // "read" (the storage read, page faults and HDF5's inflate included), "transform"
+  // (Options::transform), "write" (copies of bytes fields into the ring), then each pipeline
+  // operation, "FIELD: OPERATION" ("jpeg: decode"). Each is timed by a clock read per sample and
+  // operation, or per batch.
+  std::vector<StageTime> stages;
+  double step_seconds = 0;  // the consumer's time between batches: its training step
+  // One line from these numbers, by the rule in docs/observability.md: what limits throughput (the
+  // training step, the workers' CPU and in which stage, storage reads, the ring's depth, the copies
+  // to the device) and what to change.
+  std::string verdict;
 };
 STOKER_API std::ostream& operator<<(std::ostream& os, const Stats& s);
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -107,6 +108,8 @@ std::vector<FieldPipelineText> parse_pipeline(std::string_view text) {
 struct SamplePipelines::Chain {
   std::size_t field = 0;
   std::vector<std::unique_ptr<Op>> ops;  // bound, and fused where a pair runs in one pass
+  std::vector<std::string> op_names;     // per op: its text, a fused pair's "a+b"
+  std::size_t first_stage = 0;           // stage_ns_'s entry of ops[0]
   Spec input;
   std::vector<std::int64_t> output_shape;
   std::string text;
@@ -153,12 +156,16 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
       if (i + 1 < bound.size()) {
         if (auto both = fuse(bound[i], bound[i + 1], outputs[i + 1])) {
           chain->ops.push_back(std::move(both));
+          chain->op_names.push_back(texts[i] + "+" + texts[i + 1]);
           ++i;
           continue;
         }
       }
       chain->ops.push_back(std::move(bound[i]));
+      chain->op_names.push_back(texts[i]);
     }
+    chain->first_stage = stage_ns_.size();
+    stage_ns_.resize(stage_ns_.size() + chain->ops.size(), 0);
     chain->text = fmt::format("{}={}", fp.field, fmt::join(texts, ","));
     const auto varies = [](const Spec& s) {
       return s.bytes || std::any_of(s.shape.begin(), s.shape.end(), [](std::int64_t d) { return d < 0; });
@@ -198,6 +205,14 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
   output_.validate("pipeline");
 }
 
+std::vector<std::string> SamplePipelines::stage_names() const {
+  std::vector<std::string> out;
+  for (const auto& c : chains_) {
+    for (const std::string& op : c->op_names) out.push_back(fmt::format("{}: {}", output_.fields[c->field].name, op));
+  }
+  return out;
+}
+
 std::string SamplePipelines::describe() const {
   std::vector<std::string> parts;
   for (const Chain* c : by_field_) {
@@ -214,10 +229,16 @@ void SamplePipelines::run(std::size_t f, std::span<const std::byte> in, std::uin
   const Field& field = output_.fields[f];
   SampleIn current{c.input.bytes, c.input.dtype, c.input.shape, in};
   SampleOut* out = &c.a;
-  // Each operation's output is the next one's input; the last one writes into the batch.
+  // Each operation's output is the next one's input; the last one writes into the batch. One
+  // clock read per operation times them all (stage_ns).
+  auto t = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < c.ops.size(); ++i) {
     out->set_target(i + 1 == c.ops.size() ? dst : nullptr, field.bytes_per_sample());
     c.ops[i]->run(current, *out, random);
+    const auto now = std::chrono::steady_clock::now();
+    stage_ns_[c.first_stage + i] +=
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - t).count());
+    t = now;
     current = SampleIn{false, out->dtype(), out->shape(), std::as_const(*out).data()};
     out = out == &c.a ? &c.b : &c.a;
   }

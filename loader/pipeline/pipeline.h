@@ -4,6 +4,7 @@
 // between samples, so a warm pipeline does not allocate. Not synchronised.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -44,6 +45,12 @@ class SamplePipelines {
   bool transforms(std::size_t f) const noexcept { return f < by_field_.size() && by_field_[f] != nullptr; }
   // "jpeg=decode,random_resized_crop(224,224),flip,to_chw", in field order.
   std::string describe() const;
+  // Each operation as a stage of a batch, in field order: "jpeg: decode", "jpeg: flip"; a pair
+  // that runs as one pass is one stage ("jpeg: resize(256)+center_crop(224)").
+  std::vector<std::string> stage_names() const;
+  // The nanoseconds run() spent in each of stage_names() since the last reset_stage_ns().
+  std::span<const std::uint64_t> stage_ns() const noexcept { return stage_ns_; }
+  void reset_stage_ns() noexcept { std::fill(stage_ns_.begin(), stage_ns_.end(), 0); }
 
   // Runs field f's pipeline on sample `index` of `epoch` (input: its bytes, of the source field's
   // kind), writing output().fields[f].bytes_per_sample() bytes at dst. Throws stoker::Error with
@@ -56,6 +63,7 @@ class SamplePipelines {
   std::vector<Chain*> by_field_;
   Schema output_;
   std::uint64_t seed_ = 0;
+  std::vector<std::uint64_t> stage_ns_;  // per operation of every chain, in chains_' order
 };
 
 }  // namespace stoker::detail

@@ -68,7 +68,8 @@ SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::
     : schema_(schema), sample_bound_(sample_bound), batch_size_(batch_size), num_workers_(num_workers) {
   error_offset_ = indices_offset_ + align_up(batch_size * sizeof(std::uint64_t), kLine);
   skipped_offset_ = error_offset_ + kErrorTextBytes;
-  std::size_t off = skipped_offset_ + align_up((batch_size + 1) * sizeof(std::uint32_t), kLine);
+  stages_offset_ = skipped_offset_ + align_up((batch_size + 1) * sizeof(std::uint32_t), kLine);
+  std::size_t off = stages_offset_ + kStageSlots * sizeof(std::uint64_t);
   for (std::size_t i = 0; i < schema.fields.size(); ++i) {
     const Field& f = schema.fields[i];
     off = align_up(off, kLine);
@@ -184,6 +185,7 @@ SegmentView::SegmentView(std::byte* base, const SegmentLayout& layout)
       indices_offset_(layout.indices_offset_),
       error_offset_(layout.error_offset_),
       skipped_offset_(layout.skipped_offset_),
+      stages_offset_(layout.stages_offset_),
       field_offsets_(layout.field_offsets_),
       data_offsets_(layout.data_offsets_),
       data_capacity_(layout.data_capacity_) {}
@@ -202,6 +204,10 @@ std::uint64_t* SegmentView::slot_indices(std::uint32_t s) const noexcept {
 
 char* SegmentView::slot_error(std::uint32_t s) const noexcept {
   return reinterpret_cast<char*>(slot_begin(s) + error_offset_);
+}
+
+std::uint64_t* SegmentView::slot_stage_ns(std::uint32_t s) const noexcept {
+  return reinterpret_cast<std::uint64_t*>(slot_begin(s) + stages_offset_);
 }
 
 std::uint32_t* SegmentView::slot_skipped(std::uint32_t s) const noexcept {

@@ -24,8 +24,11 @@
 namespace stoker::detail {
 
 inline constexpr char kSegmentMagic[8] = {'S', 'T', 'O', 'K', 'E', 'R', 'S', 'M'};
-inline constexpr std::uint32_t kSegmentVersion = 4;
+inline constexpr std::uint32_t kSegmentVersion = 5;
 inline constexpr std::size_t kErrorTextBytes = 4096;
+// The stage times of a slot: the nanoseconds its worker spent in each stage of the batch
+// (loader/workers/stage_times.h), the last entry holding the stages past it.
+inline constexpr std::size_t kStageSlots = 32;
 inline constexpr std::uint32_t kStopWorker = 0xffffffffu;  // task ring sentinel: exit
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "rings in shared memory need lock-free atomics");
@@ -163,6 +166,7 @@ class SegmentLayout {
   std::size_t indices_offset_ = sizeof(SlotHeader);
   std::size_t error_offset_ = 0;
   std::size_t skipped_offset_ = 0;
+  std::size_t stages_offset_ = 0;
   std::vector<std::size_t> field_offsets_;
   std::vector<std::size_t> data_offsets_;     // bytes fields: where the data starts, after the offsets
   std::vector<std::uint64_t> data_capacity_;  // bytes fields: room for the data
@@ -192,6 +196,8 @@ class SegmentView {
   // The samples of the batch whose decode failed and was skipped (Options::on_decode_error): a
   // count, then their positions in the batch, ascending (docs/shm-layout.md).
   std::uint32_t* slot_skipped(std::uint32_t s) const noexcept;
+  // Slot s's stage times: kStageSlots u64 nanoseconds, written by the worker that fills it.
+  std::uint64_t* slot_stage_ns(std::uint32_t s) const noexcept;
   // "" when slot s's skipped samples' record is well formed for a batch of `num_samples` (a count
   // of at most num_samples, positions ascending and below it, notes within their region), else
   // what is wrong. A worker, or the child that reads a batch again, is another process: its record
@@ -220,6 +226,7 @@ class SegmentView {
   std::size_t indices_offset_ = 0;
   std::size_t error_offset_ = 0;
   std::size_t skipped_offset_ = 0;
+  std::size_t stages_offset_ = 0;
   std::vector<std::size_t> field_offsets_;
   std::vector<std::size_t> data_offsets_;
   std::vector<std::uint64_t> data_capacity_;

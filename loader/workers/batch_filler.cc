@@ -17,6 +17,11 @@ namespace {
 
 std::string describe(const Schema& s) { return fmt::format("{} samples of {}", s.num_samples, s.describe_fields()); }
 
+std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point from) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - from).count());
+}
+
 }  // namespace
 
 LazyReader::LazyReader(const DatasetSpec& dataset)
@@ -76,7 +81,9 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
       out_[f].fixed = view.slot_field(s, f);
     }
   }
+  const auto read_from = std::chrono::steady_clock::now();
   r.read(indices, out_);
+  stages_.add(kStageRead, nanoseconds_since(read_from));
   made_progress();
   for (std::size_t f = 0; f < nf; ++f) {  // values of a dtype: each sample a whole number of them
     const Field& field = source.fields[f];
@@ -114,8 +121,10 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
         too_large = std::max<std::uint64_t>(too_large, b.total());
         continue;
       }
+      const auto write_from = std::chrono::steady_clock::now();
       if (b.total() && !b.writes_into(view.slot_data(s, f))) std::memcpy(view.slot_data(s, f), b.data(), b.total());
       std::memcpy(view.slot_offsets(s, f), b.offsets().data(), b.offsets().size_bytes());
+      stages_.add(kStageWrite, nanoseconds_since(write_from));
     }
   }
   // The skipped samples' positions, ascending, and their notes: written for a batch too large for
@@ -139,9 +148,11 @@ void BatchFiller::read_through_transform(const SegmentView& view, std::uint32_t 
                   fmt::format("stoker: a batch's bytes field needed {} bytes after its staging slot grew", again));
     }
   }
+  const auto from = std::chrono::steady_clock::now();
   transform_->run(
       view, s, [this](std::uint64_t index) { return sample_name(nullptr, index); },
       [this](std::uint64_t index) { working_on(index); });
+  stages_.add(kStageTransform, nanoseconds_since(from));
   between_samples();
 }
 
@@ -186,6 +197,8 @@ void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::stri
   SlotHeader& h = view.slot_header(s);
   auto t0 = std::chrono::steady_clock::now();
   between_samples();
+  stages_.reset();
+  pipelines_.reset_stage_ns();
   try {
     if (transform_) {
       read_through_transform(view, s);
@@ -207,6 +220,8 @@ void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::stri
     h.status = static_cast<std::uint32_t>(SlotStatus::error);
   }
   between_samples();
+  stages_.add_operations(pipelines_.stage_ns());
+  std::copy(stages_.ns().begin(), stages_.ns().end(), view.slot_stage_ns(s));
   h.busy_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   if (const formats::Reader* r = reader_.opened()) {

@@ -15,6 +15,7 @@
 #include "loader/pipeline/pipeline.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/workers/dataset_spec.h"
+#include "loader/workers/stage_times.h"
 #include "loader/workers/transform_stage.h"
 
 namespace stoker::detail {
@@ -123,6 +124,7 @@ class BatchFiller {
   std::uint64_t sample_bytes_ = 0;
   std::atomic<std::uint64_t>* progress_ = nullptr;
   std::atomic<std::uint64_t>* sample_ = nullptr;
+  StageTimes stages_;  // of the batch being filled
   std::unique_ptr<TransformStage> transform_;
 };
 

@@ -670,6 +670,11 @@ class PyLoader {
     d["gpu_span_seconds"] = s.gpu_span_seconds;
     d["gpu_steps"] = s.gpu_steps;
     d["staging"] = s.staging == stoker::Staging::registered_shm ? "registered_shm" : "pinned_copy";
+    nb::dict stages;  // in the loader's order: read, transform, write, then the operations
+    for (const stoker::StageTime& t : s.stages) stages[nb::str(t.name.data(), t.name.size())] = t.seconds;
+    d["stages"] = stages;
+    d["step_seconds"] = s.step_seconds;
+    d["verdict"] = s.verdict;
     return d;
   }
 

@@ -428,7 +428,11 @@ class Loader:
         respawns, depth, shm_bytes, shm_backing, auto_tuning, and on a GPU h2d and gpu_wait;
         skipped_samples (delivered as zeros, on_decode_error="skip", at each delivery) and
         skipped_indices (the first 1000 distinct such samples' dataset indices); worker_rss_bytes,
-        each worker's resident memory now (VmRSS: what it shares with the others counts in each)."""
+        each worker's resident memory now (VmRSS: what it shares with the others counts in each).
+        Where the time goes (docs/observability.md): stages, the workers' seconds per stage ("read",
+        "transform", "write", then "FIELD: OPERATION" per pipeline operation); step_seconds, the
+        loop's time between batches; verdict, one line saying what limits throughput and what to
+        change."""
         stats = self._core.stats()
         stats["worker_rss_bytes"] = [_rss(pid) for pid in self._core.worker_pids()]
         return stats

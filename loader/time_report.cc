@@ -1,0 +1,113 @@
+#include "loader/time_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace stoker::detail {
+
+void TimeReport::set_stage_names(std::vector<std::string> names) {
+  names_ = std::move(names);
+  ns_.assign(names_.size(), 0);
+}
+
+void TimeReport::add_batch(std::span<const std::uint64_t> stage_ns) {
+  for (std::size_t i = 0; i < ns_.size() && i < stage_ns.size(); ++i) ns_[i] += stage_ns[i];
+}
+
+void TimeReport::came_back(Clock::time_point now) noexcept {
+  if (!out_since_) return;
+  step_seconds_ += std::chrono::duration<double>(now - *out_since_).count();
+  out_since_.reset();
+}
+
+void TimeReport::fill(Stats& s) const {
+  s.stages.clear();
+  for (std::size_t i = 0; i < names_.size(); ++i) s.stages.push_back({names_[i], static_cast<double>(ns_[i]) * 1e-9});
+  s.step_seconds = step_seconds_;
+}
+
+namespace {
+
+// Fewer batches than this say nothing yet: the first ones carry the workers' start.
+constexpr std::uint64_t kVerdictBatches = 8;
+// Below this share of the loop spent waiting, the loader keeps up.
+constexpr double kKeepsUp = 0.10;
+// Workers busy less than this share of the loop's time while it waits have batches missing.
+constexpr double kWorkersBusy = 0.60;
+// Workers whose CPU time is less than this share of their busy time wait on storage.
+constexpr double kOnCpu = 0.50;
+
+int pct(double share) { return static_cast<int>(std::lround(100 * std::clamp(share, 0.0, 1.0))); }
+
+std::string cheaper(const std::string& stage) {
+  if (stage.find("decode+") != std::string::npos)
+    return " (it already decodes only each crop's region, at the smallest scale that covers it: store smaller images)";
+  if (stage.find("decode") != std::string::npos) {
+    return " (decode(H,W) decodes at a reduced scale; a random_resized_crop or center_crop right after decode decodes "
+           "only its region)";
+  }
+  if (stage == "transform") return " (the transform runs per sample: move its work into pipeline operations)";
+  if (stage == "read") return " (reading includes HDF5's inflate: a lighter compression, or none, costs less)";
+  return "";
+}
+
+}  // namespace
+
+std::string verdict(const Stats& s, const VerdictContext& context) {
+  if (s.batches < kVerdictBatches) return fmt::format("too few batches to tell yet ({})", s.batches);
+  const double loop = s.wait_seconds + s.step_seconds;
+  const double waits = loop > 0 ? s.wait_seconds / loop : 0;
+  if (waits < kKeepsUp) {
+    return fmt::format(
+        "the training step limits throughput: it waits for data {}% of the time, and nothing in the "
+        "loader would change that",
+        pct(waits));
+  }
+  const double staged = std::accumulate(s.stages.begin(), s.stages.end(), 0.0,
+                                        [](double a, const StageTime& t) { return a + t.seconds; });
+  const auto top = std::max_element(s.stages.begin(), s.stages.end(),
+                                    [](const StageTime& a, const StageTime& b) { return a.seconds < b.seconds; });
+  const std::string stage = top != s.stages.end() && top->seconds > 0 ? top->name : "read";
+  const double share = top != s.stages.end() && staged > 0 ? top->seconds / staged : 0;
+  if (s.workers == 0) {
+    return fmt::format(
+        "loading runs in the training loop's thread ({}% of the loop, {}% of it in '{}'): set "
+        "num_workers (this process may use {} CPUs)",
+        pct(waits), pct(share), stage, context.usable_cpus);
+  }
+  if (context.staged && s.h2d_seconds > 0.5 * s.wait_seconds) {
+    return fmt::format(
+        "the consumer's copies to the device: the loop waits {}% of the time, mostly for them: "
+        "staging='registered' copies straight from the ring",
+        pct(waits));
+  }
+  const double busy = s.worker_busy_seconds / (static_cast<double>(s.workers) * loop);
+  if (busy < kWorkersBusy) {
+    return fmt::format(
+        "the ring's depth: the loop waits {}% of the time while the workers are busy {}% of it: "
+        "raise prefetch (prefetch_factor) so that they always have a batch to fill",
+        pct(waits), pct(busy));
+  }
+  const double on_cpu = s.worker_busy_seconds > 0 ? s.worker_cpu_seconds / s.worker_busy_seconds : 1;
+  if (on_cpu < kOnCpu && stage == "read") {
+    return fmt::format(
+        "storage reads: the loop waits {}% of the time; the workers spend {}% of theirs reading and "
+        "are on a CPU {}% of it: {}more workers overlap more reads",
+        pct(waits), pct(share), pct(on_cpu), context.quasi_random ? "" : "order='quasi_random' reads in long runs, ");
+  }
+  if (s.workers < context.usable_cpus) {
+    return fmt::format(
+        "the workers' CPU: the loop waits {}% of the time, and the workers spend {}% of theirs in "
+        "'{}': add workers ({} of {} CPUs in use)",
+        pct(waits), pct(share), stage, s.workers, context.usable_cpus);
+  }
+  return fmt::format(
+      "the workers' CPU, a worker per CPU: the loop waits {}% of the time, and the workers spend {}% "
+      "of theirs in '{}': make it cheaper{}",
+      pct(waits), pct(share), stage, cheaper(stage));
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,50 @@
+// Where the time goes (docs/observability.md): the workers' stage times summed over the batches
+// delivered, the consumer's step (its time between batches), and the one-line verdict drawn from
+// them and the rest of Stats. Not synchronised: the Loader holds its stats lock around each call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoker/stats.h"
+
+namespace stoker::detail {
+
+class TimeReport {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // The workers' stages, as the slots hold them (worker_stage_names()).
+  void set_stage_names(std::vector<std::string> names);
+  // A delivered batch's stage times (kStageSlots entries).
+  void add_batch(std::span<const std::uint64_t> stage_ns);
+  // The consumer handed a batch out at `now` / came back for the next one: the time between is its
+  // step. Coming back without a batch out counts nothing.
+  void delivered(Clock::time_point now) noexcept { out_since_ = now; }
+  void came_back(Clock::time_point now) noexcept;
+  // Sets s.stages (every named stage, in order) and s.step_seconds.
+  void fill(Stats& s) const;
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::uint64_t> ns_;
+  double step_seconds_ = 0;
+  std::optional<Clock::time_point> out_since_;
+};
+
+// What the verdict knows beside Stats.
+struct VerdictContext {
+  unsigned usable_cpus = 1;
+  bool quasi_random = false;  // Options::order is already quasi_random
+  bool staged = false;        // batches go to a device through staging copies
+};
+
+// One line: what limits throughput, from `s`'s numbers by the rule in docs/observability.md, and
+// what to change.
+std::string verdict(const Stats& s, const VerdictContext& context);
+
+}  // namespace stoker::detail

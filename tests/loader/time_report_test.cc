@@ -1,0 +1,165 @@
+// Where the time goes: the stage times a Loader reports and the verdict's rule
+// (docs/observability.md), on numbers made up for each case and on real loaders that build each
+// situation: a slow step, a slow operation, slow reads.
+#include "loader/time_report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loader/base/env.h"
+#include "stoker/init.h"
+#include "stoker/loader.h"
+#include "stoker/pipeline.h"
+#include "tests/support/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using detail::VerdictContext;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Stats of 100 batches: the loop waited `wait` s and stepped `step` s; `workers` workers were
+// busy `busy` s of which `cpu` s on a CPU, in these stages.
+Stats made_up(double wait, double step, std::size_t workers, double busy, double cpu, std::vector<StageTime> stages) {
+  Stats s;
+  s.batches = 100;
+  s.wait_seconds = wait;
+  s.step_seconds = step;
+  s.workers = workers;
+  s.worker_busy_seconds = busy;
+  s.worker_cpu_seconds = cpu;
+  s.stages = std::move(stages);
+  return s;
+}
+
+const std::vector<StageTime> kDecodeBound{{"read", 1}, {"transform", 0}, {"write", 0}, {"jpeg: decode", 8}};
+
+TEST(Verdict, NamesWhatLimitsThroughputAndWhatToChange) {
+  const VerdictContext two_cpus{2, false, false};
+  EXPECT_EQ(detail::verdict(made_up(0.5, 9.5, 2, 5, 5, kDecodeBound), two_cpus),
+            "the training step limits throughput: it waits for data 5% of the time, and nothing in the loader would "
+            "change that");
+  EXPECT_EQ(detail::verdict(made_up(9, 1, 0, 0, 0, kDecodeBound), two_cpus),
+            "loading runs in the training loop's thread (90% of the loop, 89% of it in 'jpeg: decode'): set "
+            "num_workers (this process may use 2 CPUs)");
+  EXPECT_EQ(detail::verdict(made_up(5, 5, 2, 4, 4, kDecodeBound), two_cpus),
+            "the ring's depth: the loop waits 50% of the time while the workers are busy 20% of it: raise prefetch "
+            "(prefetch_factor) so that they always have a batch to fill");
+  EXPECT_EQ(detail::verdict(made_up(8, 2, 1, 10, 1, {{"read", 9}, {"jpeg: decode", 1}}), two_cpus),
+            "storage reads: the loop waits 80% of the time; the workers spend 90% of theirs reading and are on a CPU "
+            "10% of it: order='quasi_random' reads in long runs, more workers overlap more reads");
+  EXPECT_EQ(detail::verdict(made_up(8, 2, 1, 10, 1, {{"read", 9}, {"jpeg: decode", 1}}), {2, true, false}),
+            "storage reads: the loop waits 80% of the time; the workers spend 90% of theirs reading and are on a CPU "
+            "10% of it: more workers overlap more reads");
+  EXPECT_EQ(detail::verdict(made_up(8, 2, 1, 10, 10, kDecodeBound), two_cpus),
+            "the workers' CPU: the loop waits 80% of the time, and the workers spend 89% of theirs in 'jpeg: decode': "
+            "add workers (1 of 2 CPUs in use)");
+  EXPECT_THAT(detail::verdict(made_up(8, 2, 2, 20, 20, kDecodeBound), two_cpus),
+              StartsWith("the workers' CPU, a worker per CPU: the loop waits 80% of the time, and the workers spend "
+                         "89% of theirs in 'jpeg: decode': make it cheaper (decode(H,W) decodes at a reduced scale"));
+  Stats staged = made_up(8, 2, 2, 20, 20, kDecodeBound);
+  staged.h2d_seconds = 6;
+  EXPECT_THAT(detail::verdict(staged, {2, false, true}), StartsWith("the consumer's copies to the device"));
+  Stats early = made_up(8, 2, 2, 20, 20, kDecodeBound);
+  early.batches = 3;
+  EXPECT_EQ(detail::verdict(early, two_cpus), "too few batches to tell yet (3)");
+}
+
+// spin(ms) on an i64 field: passes it through after ms milliseconds of CPU time.
+OpSpec same(const OpSpec& in, std::span<const double>) { return in; }
+void spin(const SampleIn& in, SampleOut& out, std::span<const double> args, SampleRandom&) {
+  std::memcpy(out.resize(in.dtype, in.shape), in.data.data(), in.data.size());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(args[0]);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+STOKER_REGISTER_OP(spin, same, spin);
+
+class TimeReport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_hdf5(tmp_.path("d.h5"), small_schema(400), {formats::Hdf5WriteOptions::Layout::contiguous, 0, 0});
+  }
+  Options options(std::size_t workers) {
+    Options o;
+    o.source = tmp_.path("d.h5");
+    o.batch_size = 10;
+    o.num_workers = workers;
+    return o;
+  }
+  // Two epochs, each batch followed by a step of `step`.
+  static Stats run(Loader& l, std::chrono::milliseconds step = {}) {
+    for (int e = 0; e < 2; ++e) {
+      for (Batch& b : l.epoch(e)) {
+        (void)b;
+        if (step.count()) std::this_thread::sleep_for(step);
+      }
+    }
+    return l.stats();
+  }
+  TempDir tmp_;
+};
+
+TEST_F(TimeReport, StagesAreNamedInOrderAndTimed) {
+  for (const std::size_t workers : {0u, 2u}) {
+    SCOPED_TRACE(workers);
+    Options o = options(workers);
+    o.pipeline = "image=flip(0.5),to_chw;label=spin(0.05)";
+    Loader l(o);
+    const Stats s = run(l, std::chrono::milliseconds(1));
+    std::vector<std::string> names;
+    for (const StageTime& t : s.stages) names.push_back(t.name);
+    EXPECT_THAT(names,
+                ElementsAre("read", "transform", "write", "image: flip(0.5)", "image: to_chw", "label: spin(0.05)"));
+    EXPECT_GT(s.stages[0].seconds, 0) << "read";
+    EXPECT_EQ(s.stages[1].seconds, 0) << "no transform";
+    // 800 samples of at least 0.05 ms each, whichever processes ran them.
+    EXPECT_GE(s.stages[5].seconds, 800 * 0.05e-3);
+    EXPECT_GE(s.step_seconds, 80 * 1e-3) << "80 steps of at least 1 ms";
+  }
+}
+
+TEST_F(TimeReport, ASlowStepIsTheVerdict) {
+  Loader l(options(2));
+  EXPECT_THAT(run(l, std::chrono::milliseconds(5)).verdict, StartsWith("the training step limits throughput"));
+}
+
+TEST_F(TimeReport, ASlowOperationIsNamedAsWhereTheWorkersCpuGoes) {
+  Options o = options(1);
+  o.pipeline = "label=spin(1)";
+  Loader l(o);
+  const Stats s = run(l);
+  EXPECT_THAT(s.verdict, StartsWith("the workers' CPU"));
+  EXPECT_THAT(s.verdict, HasSubstr("in 'label: spin(1)'"));
+}
+
+// A pread that sleeps: storage that keeps the workers waiting, not computing.
+class SlowStorage : public detail::Env {
+ public:
+  ssize_t pread(int fd, void* buf, std::size_t n, off_t offset) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return Env::pread(fd, buf, n, offset);
+  }
+};
+
+TEST_F(TimeReport, SlowReadsAreStorage) {
+  if (clean_workers()) GTEST_SKIP() << "a slow Env in the workers: runs on the fork-only path";
+  SlowStorage env;
+  detail::Env::install(&env);
+  Loader l(options(1));
+  const Stats s = run(l);
+  detail::Env::install(nullptr);
+  EXPECT_THAT(s.verdict, StartsWith("storage reads")) << s.verdict;
+}
+
+}  // namespace
+}  // namespace stoker::test
