@@ -59,6 +59,8 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),
       skipped_(formats::source_name(opt_.source)) {
+  if (!opt_.trace.empty()) trace_ = std::make_unique<TraceWriter>(opt_.trace, ::getpid(), design_.num_workers);
+  times_.set_trace(trace_.get());
   Scanned scanned = scan_dataset(keep_going);
   times_.set_stage_names(worker_stage_names(scanned.pipelines));
   if (keep_going && !keep_going()) {
@@ -210,6 +212,7 @@ void LoaderImpl::detach() noexcept {
 }
 
 void LoaderImpl::warn(const std::string& message) const {
+  if (trace_) trace_->instant(0, "warning", Clock::now(), fmt::format(R"("message":{})", json_text(message)));
   if (opt_.on_warning) {
     opt_.on_warning(message);
   } else {
@@ -256,7 +259,7 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
     throw;
   }
   std::lock_guard lock(stats_mu_);
-  if (b) times_.delivered(Clock::now());
+  b ? times_.delivered(Clock::now(), b->index()) : times_.epoch_ended();
   if (generation == user_generation_) {
     if (b) {
       progress_.next_batch = b->index() + 1;
@@ -425,7 +428,7 @@ Batch LoaderImpl::take(std::uint32_t s, std::vector<std::string>& warnings) {
   stats_.bytes += bytes;
   stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
   stats_.shard_opens += h.shard_opens;
-  times_.add_batch({v.slot_stage_ns(s), kStageSlots});
+  times_.add_batch({v.slot_stage_ns(s), kStageSlots}, h, *v.slot_started_ns(s), slots_->in_use());
   return b;
 }
 

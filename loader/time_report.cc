@@ -6,6 +6,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "loader/workers/stage_times.h"
+
 namespace stoker::detail {
 
 void TimeReport::set_stage_names(std::vector<std::string> names) {
@@ -13,14 +15,47 @@ void TimeReport::set_stage_names(std::vector<std::string> names) {
   ns_.assign(names_.size(), 0);
 }
 
-void TimeReport::add_batch(std::span<const std::uint64_t> stage_ns) {
+void TimeReport::add_batch(std::span<const std::uint64_t> stage_ns, const SlotHeader& h, std::uint64_t started_ns,
+                           std::uint32_t slots_in_use) {
   for (std::size_t i = 0; i < ns_.size() && i < stage_ns.size(); ++i) ns_[i] += stage_ns[i];
+  if (!trace_) return;
+  // The batch on its worker's track, its stages inside it one after the other in the order they
+  // run (the read, the operations, the transform, the writes), each the sum over its samples.
+  const std::uint32_t track = TraceWriter::worker_track(h.worker);
+  Clock::time_point at{std::chrono::nanoseconds(started_ns)};
+  trace_->span(track, fmt::format("batch {}", h.batch_index), at, std::chrono::nanoseconds(h.busy_ns),
+               fmt::format(R"("epoch":{},"samples":{})", h.epoch, h.num_samples));
+  const auto stage = [&](std::size_t i) {
+    if (i >= names_.size() || stage_ns[i] == 0) return;
+    trace_->span(track, names_[i], at, std::chrono::nanoseconds(stage_ns[i]));
+    at += std::chrono::nanoseconds(stage_ns[i]);
+  };
+  stage(kStageRead);
+  for (std::size_t i = kStageOps; i < names_.size(); ++i) stage(i);
+  stage(kStageTransform);
+  stage(kStageWrite);
+  if (h.shard_opens) trace_->instant(track, fmt::format("{} shard opens", h.shard_opens), at);
+  trace_->counter("slots in use", Clock::now(), slots_in_use);
+  trace_->flush();
 }
 
-void TimeReport::came_back(Clock::time_point now) noexcept {
+void TimeReport::delivered(Clock::time_point now, std::uint64_t index) {
+  out_since_ = now;
+  if (trace_ && asked_since_) trace_->span(0, fmt::format("wait: batch {}", index), *asked_since_, now - *asked_since_);
+  asked_since_.reset();
+}
+
+void TimeReport::came_back(Clock::time_point now) {
+  if (!asked_since_) asked_since_ = now;
   if (!out_since_) return;
   step_seconds_ += std::chrono::duration<double>(now - *out_since_).count();
+  if (trace_) trace_->span(0, "step", *out_since_, now - *out_since_);
   out_since_.reset();
+}
+
+void TimeReport::epoch_ended() {
+  asked_since_.reset();
+  if (trace_) trace_->flush(true);
 }
 
 void TimeReport::fill(Stats& s) const {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "loader/shm/segment_layout.h"
+#include "loader/trace_writer.h"
 #include "stoker/stats.h"
 
 namespace stoker::detail {
@@ -20,12 +22,18 @@ class TimeReport {
 
   // The workers' stages, as the slots hold them (worker_stage_names()).
   void set_stage_names(std::vector<std::string> names);
-  // A delivered batch's stage times (kStageSlots entries).
-  void add_batch(std::span<const std::uint64_t> stage_ns);
-  // The consumer handed a batch out at `now` / came back for the next one: the time between is its
-  // step. Coming back without a batch out counts nothing.
-  void delivered(Clock::time_point now) noexcept { out_since_ = now; }
-  void came_back(Clock::time_point now) noexcept;
+  // Where the events go as well (Options::trace); none by default. Kept alive by the caller.
+  void set_trace(TraceWriter* trace) noexcept { trace_ = trace; }
+  // A delivered batch's stage times (kStageSlots entries) and, for the trace, its slot's header,
+  // when its worker started it (slot_started_ns) and the slots then in use.
+  void add_batch(std::span<const std::uint64_t> stage_ns, const SlotHeader& h, std::uint64_t started_ns,
+                 std::uint32_t slots_in_use);
+  // The consumer handed batch `index` out at `now` / came back for the next one: the time between
+  // is its step. Coming back without a batch out counts nothing.
+  void delivered(Clock::time_point now, std::uint64_t index);
+  void came_back(Clock::time_point now);
+  // The consumer reached an epoch's end: the trace is written out.
+  void epoch_ended();
   // Sets s.stages (every named stage, in order) and s.step_seconds.
   void fill(Stats& s) const;
 
@@ -34,6 +42,8 @@ class TimeReport {
   std::vector<std::uint64_t> ns_;
   double step_seconds_ = 0;
   std::optional<Clock::time_point> out_since_;
+  std::optional<Clock::time_point> asked_since_;  // the consumer's wait for its next batch began
+  TraceWriter* trace_ = nullptr;
 };
 
 // What the verdict knows beside Stats.

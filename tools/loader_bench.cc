@@ -67,6 +67,7 @@ struct Args {
   std::string resume;
   std::string shm_backing = "auto";
   std::string staging = "auto";
+  std::string trace;
   double timeout_s = 300;
   std::uint32_t max_respawns = 3;
   int worker_oom_score_adj = 500;
@@ -427,6 +428,7 @@ void bench(const std::string& path, const Args& args) {
   o.staging = args.staging == "registered" ? stoker::Staging::registered_shm
               : args.staging == "pinned"   ? stoker::Staging::pinned_copy
                                            : stoker::Staging::automatic;
+  o.trace = args.trace;
   Loader loader(o);
   std::unique_ptr<DeviceLoop> device;
   if (o.device.staged()) device = std::make_unique<DeviceLoop>(o.device);
@@ -607,6 +609,11 @@ void add_output_options(CLI::App& app, Args& args) {
                  "memory)")
       ->check(stoker::tools::device_name())
       ->capture_default_str();
+  app.add_option("--trace", args.trace,
+                 "Write the run into FILE as a Chrome trace (open it in Perfetto's UI or chrome://tracing): a track "
+                 "per worker with its batches and their stages, the loop's waits and steps, warnings "
+                 "(docs/observability.md); the demo's two runs write it in turn, the LMDB run's is left")
+      ->type_name("FILE");
   app.add_option("--staging", args.staging,
                  "CUDA staging: pinned (copy into pinned buffers), registered (copy "
                  "straight from page-locked shared memory), or auto (registered where the "

@@ -34,6 +34,21 @@ std::string schema_to_json(const StoredSchema& stored) {
   return j.dump();
 }
 
+namespace {
+
+// Field `name`'s "dtype", one stoker knows.
+DType field_dtype(const json& jf, const std::string& name, const std::string& context) {
+  const auto dtype = jf.at("dtype").get<std::string>();
+  const std::optional<DType> parsed = parse_dtype(dtype);
+  if (!parsed) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: field '{}' has unknown dtype '{}'", context, printable(name), printable(dtype)));
+  }
+  return *parsed;
+}
+
+}  // namespace
+
 StoredSchema schema_from_json(const std::string& text, const std::string& context) {
   StoredSchema out;
   try {
@@ -73,15 +88,7 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
       auto kind = jf.at("kind").get<std::string>();
       if (kind == "bytes" && version >= 2) {
         f = Field::bytes_field(std::move(f.name));
-        if (jf.contains("dtype")) {
-          const auto dtype = jf["dtype"].get<std::string>();
-          const std::optional<DType> parsed = parse_dtype(dtype);
-          if (!parsed) {
-            throw Error(ErrorCode::dataset, fmt::format("{}: bytes field '{}' has unknown dtype '{}'", context,
-                                                        printable(f.name), printable(dtype)));
-          }
-          f.dtype = *parsed;
-        }
+        if (jf.contains("dtype")) f.dtype = field_dtype(jf, f.name, context);  // its elements'
         out.max_bytes.resize(out.schema.fields.size() + 1, 0);
         out.max_bytes.back() = jf.contains("max_bytes") ? count(jf["max_bytes"], "max_bytes") : 0;
         out.schema.fields.push_back(std::move(f));
@@ -93,12 +100,7 @@ StoredSchema schema_from_json(const std::string& text, const std::string& contex
                     fmt::format("{}: field '{}' has kind '{}', which this stoker cannot read (upgrade stoker)", context,
                                 printable(f.name), printable(kind)));
       }
-      auto dtype = jf.at("dtype").get<std::string>();
-      auto parsed = parse_dtype(dtype);
-      if (!parsed)
-        throw Error(ErrorCode::dataset,
-                    fmt::format("{}: field '{}' has unknown dtype '{}'", context, printable(f.name), printable(dtype)));
-      f.dtype = *parsed;
+      f.dtype = field_dtype(jf, f.name, context);
       const json& shape = jf.at("shape");
       if (!shape.is_array())
         throw Error(ErrorCode::dataset,

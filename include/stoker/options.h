@@ -191,6 +191,10 @@ struct Options {
   std::size_t prefetch_to_device = 2;
   Staging staging = Staging::automatic;
 
+  // A Chrome trace-event file to write the run into, as it goes (docs/observability.md): open it in
+  // Perfetto's UI or chrome://tracing. Empty: none.
+  std::string trace;
+
   // Receives one-line warnings (e.g. a lowered ring depth). Default: stderr, prefixed "stoker: ".
   // Called on the thread that meets the warning (one inside Epoch::next(), the staging thread),
   // within a call of the Loader: it must not call the Loader itself.

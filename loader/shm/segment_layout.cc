@@ -69,7 +69,7 @@ SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::
   error_offset_ = indices_offset_ + align_up(batch_size * sizeof(std::uint64_t), kLine);
   skipped_offset_ = error_offset_ + kErrorTextBytes;
   stages_offset_ = skipped_offset_ + align_up((batch_size + 1) * sizeof(std::uint32_t), kLine);
-  std::size_t off = stages_offset_ + kStageSlots * sizeof(std::uint64_t);
+  std::size_t off = stages_offset_ + (kStageSlots + 1) * sizeof(std::uint64_t);
   for (std::size_t i = 0; i < schema.fields.size(); ++i) {
     const Field& f = schema.fields[i];
     off = align_up(off, kLine);

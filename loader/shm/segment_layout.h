@@ -196,8 +196,11 @@ class SegmentView {
   // The samples of the batch whose decode failed and was skipped (Options::on_decode_error): a
   // count, then their positions in the batch, ascending (docs/shm-layout.md).
   std::uint32_t* slot_skipped(std::uint32_t s) const noexcept;
-  // Slot s's stage times: kStageSlots u64 nanoseconds, written by the worker that fills it.
+  // Slot s's stage times: kStageSlots u64 nanoseconds, written by the worker that fills it; then
+  // when it started filling it (steady_clock's nanoseconds: CLOCK_MONOTONIC, one clock for all
+  // processes).
   std::uint64_t* slot_stage_ns(std::uint32_t s) const noexcept;
+  std::uint64_t* slot_started_ns(std::uint32_t s) const noexcept { return slot_stage_ns(s) + kStageSlots; }
   // "" when slot s's skipped samples' record is well formed for a batch of `num_samples` (a count
   // of at most num_samples, positions ascending and below it, notes within their region), else
   // what is wrong. A worker, or the child that reads a batch again, is another process: its record

@@ -85,18 +85,7 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
   r.read(indices, out_);
   stages_.add(kStageRead, nanoseconds_since(read_from));
   made_progress();
-  for (std::size_t f = 0; f < nf; ++f) {  // values of a dtype: each sample a whole number of them
-    const Field& field = source.fields[f];
-    const std::size_t element = dtype_size(field.dtype);
-    if (!field.is_bytes() || element == 1) continue;
-    const std::span<const std::uint64_t> o = out_[f].bytes->offsets();
-    for (std::size_t k = 0; k < indices.size(); ++k) {
-      if ((o[k + 1] - o[k]) % element == 0) continue;
-      throw Error(ErrorCode::dataset,
-                  fmt::format("{}: {} bytes, not a whole number of its {}-byte {} values",
-                              sample_name(&field, indices[k]), o[k + 1] - o[k], element, dtype_name(field.dtype)));
-    }
-  }
+  check_whole_values(source, indices);
   std::uint64_t read_bytes = source.bytes_per_sample() * indices.size();
   for (const formats::FieldOut& o : out_) read_bytes += o.bytes ? o.bytes->total() : 0;
   sample_bytes_ = indices.empty() ? 0 : read_bytes / indices.size();
@@ -137,6 +126,21 @@ std::uint64_t BatchFiller::read_into(const SegmentView& view, std::uint32_t s,
   skipped[0] = count;
   view.set_skip_notes(s, skip_notes_);
   return too_large;
+}
+
+void BatchFiller::check_whole_values(const Schema& source, std::span<const std::uint64_t> indices) {
+  for (std::size_t f = 0; f < source.fields.size(); ++f) {
+    const Field& field = source.fields[f];
+    const std::size_t element = dtype_size(field.dtype);
+    if (!field.is_bytes() || element == 1) continue;
+    const std::span<const std::uint64_t> o = out_[f].bytes->offsets();
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      if ((o[k + 1] - o[k]) % element == 0) continue;
+      throw Error(ErrorCode::dataset,
+                  fmt::format("{}: {} bytes, not a whole number of its {}-byte {} values",
+                              sample_name(&field, indices[k]), o[k + 1] - o[k], element, dtype_name(field.dtype)));
+    }
+  }
 }
 
 void BatchFiller::read_through_transform(const SegmentView& view, std::uint32_t s) {
@@ -196,6 +200,8 @@ void BatchFiller::run_pipeline(std::size_t f, std::size_t k, std::span<const std
 void BatchFiller::fill(const SegmentView& view, std::uint32_t s, const std::string& who) noexcept {
   SlotHeader& h = view.slot_header(s);
   auto t0 = std::chrono::steady_clock::now();
+  *view.slot_started_ns(s) =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count());
   between_samples();
   stages_.reset();
   pipelines_.reset_stage_ns();

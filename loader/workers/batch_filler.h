@@ -98,6 +98,9 @@ class BatchFiller {
                     std::uint64_t index, std::byte* dst);
   // Reads slot s through the transform: into its staging slot, then the transform into slot s.
   void read_through_transform(const SegmentView& view, std::uint32_t s);
+  // Throws stoker::Error (ErrorCode::dataset) naming a sample of a bytes field of values (i32
+  // token ids) just read whose bytes are not a whole number of them.
+  void check_whole_values(const Schema& source, std::span<const std::uint64_t> indices);
   // "FILE: field 'NAME', sample I", a shard set's sample named by its shard too; without a field,
   // "FILE: sample I".
   std::string sample_name(const Field* field, std::uint64_t index);

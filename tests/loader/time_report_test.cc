@@ -5,10 +5,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,6 +165,112 @@ TEST_F(TimeReport, SlowReadsAreStorage) {
   const Stats s = run(l);
   detail::Env::install(nullptr);
   EXPECT_THAT(s.verdict, StartsWith("storage reads")) << s.verdict;
+}
+
+}  // namespace
+}  // namespace stoker::test
+
+namespace stoker::test {
+namespace {
+
+// The trace file's events, read as Perfetto's UI and chrome://tracing read it: the closing "]" may
+// be missing (a run killed midway), so the text is cut after its last whole event and closed.
+nlohmann::json read_trace(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.find_last_of(']') == std::string::npos || text.find_last_of(']') < text.find_last_of('}')) {
+    text.erase(text.find_last_of('}') + 1);
+    text += "]";
+  }
+  return nlohmann::json::parse(text);
+}
+
+std::vector<nlohmann::json> events_of(const nlohmann::json& trace, const std::string& ph, int tid) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : trace) {
+    if (e["ph"] == ph && e.value("tid", -1) == tid) out.push_back(e);
+  }
+  return out;
+}
+
+TEST_F(TimeReport, TheTraceHasATrackPerWorkerABatchSpanPerBatchItsStagesInsideAndTheLoopsWaits) {
+  const std::string path = tmp_.path("run.json");
+  Options o = options(2);
+  o.pipeline = "label=spin(0.02)";
+  o.trace = path;
+  std::uint64_t batches = 0;
+  {
+    Loader l(o);
+    for (int e = 0; e < 2; ++e) {
+      for (Batch& b : l.epoch(e)) {
+        (void)b;
+        ++batches;
+      }
+    }
+  }
+  const nlohmann::json trace = read_trace(path);
+  std::map<int, std::string> tracks;
+  for (const auto& e : trace) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks[e["tid"].get<int>()] = e["args"]["name"];
+  }
+  EXPECT_EQ(tracks, (std::map<int, std::string>{{0, "consumer"}, {1, "worker 0"}, {2, "worker 1"}}));
+  std::uint64_t batch_spans = 0;
+  for (const int tid : {1, 2}) {
+    const nlohmann::json* batch = nullptr;
+    for (const auto& e : events_of(trace, "X", tid)) {
+      const std::string name = e["name"];
+      if (name.rfind("batch ", 0) == 0) {
+        batch = &e;
+        ++batch_spans;
+        EXPECT_EQ(e["args"]["samples"], 10);
+        continue;
+      }
+      ASSERT_NE(batch, nullptr) << "a stage span outside a batch: " << e;
+      EXPECT_THAT(name, ::testing::AnyOf("read", "label: spin(0.02)", "write", "transform"));
+      const double from = (*batch)["ts"], to = from + (*batch)["dur"].get<double>();
+      EXPECT_GE(e["ts"].get<double>(), from) << e;
+      EXPECT_LE(e["ts"].get<double>() + e["dur"].get<double>(), to + 0.01) << e << " inside " << *batch;
+    }
+  }
+  EXPECT_EQ(batch_spans, batches) << "one batch span per batch delivered";
+  std::uint64_t waits = 0, steps = 0;
+  for (const auto& e : events_of(trace, "X", 0)) {
+    const std::string name = e["name"];
+    waits += name.rfind("wait: batch ", 0) == 0;
+    steps += name == "step";
+  }
+  EXPECT_EQ(waits, batches);
+  EXPECT_EQ(steps, batches) << "from each batch handed out to the next call";
+  EXPECT_EQ(trace.back()["name"], "stoker_dropped_events");
+  EXPECT_EQ(trace.back()["args"]["dropped"], 0);
+}
+
+TEST_F(TimeReport, ARunKilledMidwayLeavesATraceThatStillLoads) {
+  const std::string path = tmp_.path("killed.json");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Options o = options(1);
+    o.trace = path;
+    Loader l(o);
+    for (Batch& b : l.epoch(0)) (void)b;  // an epoch's end writes the trace out
+    Epoch second = l.epoch(1);
+    (void)second.next();
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  const nlohmann::json trace = read_trace(path);
+  std::uint64_t batch_spans = 0;
+  for (const auto& e : events_of(trace, "X", 1)) batch_spans += e["name"].get<std::string>().rfind("batch ", 0) == 0;
+  EXPECT_GE(batch_spans, 40u) << "the first epoch's 40 batches at least";
+}
+
+TEST_F(TimeReport, ATraceFileThatCannotBeWrittenIsRefusedNamingIt) {
+  Options o = options(0);
+  o.trace = tmp_.path("no-such-dir/run.json");
+  expect_error(ErrorCode::io, [&] { Loader l(o); }, {"the trace file " + o.trace + " (Options::trace)"});
 }
 
 }  // namespace

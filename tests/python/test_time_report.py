@@ -1,6 +1,7 @@
 """Where the time goes, from Python: stats()' stages, step_seconds and verdict
 (docs/observability.md)."""
 
+import json
 import time
 
 import stoker
@@ -37,3 +38,17 @@ def test_pipeline_operations_are_stages(data):
     for batch in loader:
         pass
     assert list(loader.stats()["stages"]) == ["read", "transform", "write", "image: to_chw"]
+
+
+def test_a_trace_file_loads_and_holds_each_batch(data, tmp_path):
+    path = tmp_path / "run.json"
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, framework="numpy", trace=path)
+    batches = sum(1 for _ in loader)
+    assert batches == len(loader)
+    loader.close()  # the trace written out
+    events = json.loads(path.read_text())
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {0: "consumer", 1: "worker 0", 2: "worker 1"}
+    spans = [e for e in events if e["ph"] == "X" and e["name"].startswith("batch ")]
+    assert len(spans) == batches
+    assert sorted(int(e["name"].split()[1]) for e in spans) == list(range(batches))

@@ -1,0 +1,65 @@
+// A Chrome trace-event file (the JSON array format, which Perfetto's UI and chrome://tracing open)
+// of a Loader's run, written as it goes: a track for the consumer and one per worker, spans for the
+// batches and their stages, the consumer's waits and steps, instants for warnings, a counter for the
+// ring (docs/observability.md). Each event is one line ending in ",": the format allows the closing
+// "]" to be missing, so a run killed midway leaves a file that still loads, up to its last flush.
+// Bounded: past kMaxTraceEvents the events are counted, not written, and the count is the file's
+// last event. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loader/base/unique_fd.h"
+
+namespace stoker::detail {
+
+inline constexpr std::uint64_t kMaxTraceEvents = 1'000'000;  // about 150 MB of JSON
+
+class TraceWriter {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Creates (or truncates) `path`; throws stoker::Error (ErrorCode::io) naming it.
+  TraceWriter(const std::string& path, int pid, std::uint32_t workers);
+  ~TraceWriter();  // the dropped count, "]", and the rest written
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Track 0 is the consumer, track 1 + w worker w.
+  static std::uint32_t worker_track(std::uint32_t w) noexcept { return 1 + w; }
+
+  // A span [from, from + duration) on `track`, with `args` a JSON object's members ("" for none).
+  void span(std::uint32_t track, std::string_view name, Clock::time_point from, Clock::duration duration,
+            std::string_view args = "");
+  void instant(std::uint32_t track, std::string_view name, Clock::time_point at, std::string_view args = "");
+  void counter(std::string_view name, Clock::time_point at, double value);
+  // Writes what is buffered: always with `now`, else once 64 KiB have gathered or a second has
+  // passed since the last write (called at each batch delivered).
+  void flush(bool now = false);
+
+ private:
+  void event(std::string line);  // REQUIRES: mu_
+  double micros(Clock::time_point t) const;
+
+  std::mutex mu_;
+  UniqueFd fd_;
+  std::string path_;
+  std::string buffer_;  // whole lines
+  int pid_;
+  Clock::time_point origin_;
+  std::uint64_t events_ = 0, dropped_ = 0;
+  Clock::time_point written_;            // the last write
+  std::vector<bool> named_;              // per track: its name event written
+  void name_track(std::uint32_t track);  // REQUIRES: mu_
+};
+
+// `text` as a JSON string, quoted, its bytes that are not UTF-8 replaced (a field name from a file).
+std::string json_text(std::string_view text);
+
+}  // namespace stoker::detail
