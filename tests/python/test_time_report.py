@@ -4,6 +4,7 @@
 import json
 import time
 
+import pytest
 import stoker
 import transforms
 
@@ -52,3 +53,13 @@ def test_a_trace_file_loads_and_holds_each_batch(data, tmp_path):
     spans = [e for e in events if e["ph"] == "X" and e["name"].startswith("batch ")]
     assert len(spans) == batches
     assert sorted(int(e["name"].split()[1]) for e in spans) == list(range(batches))
+
+
+def test_torch_profiler_sees_each_wait_as_a_named_range(data):
+    torch = pytest.importorskip("torch")
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=1, framework="torch")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        batches = sum(1 for _ in loader)
+    waits = [e.count for e in prof.key_averages() if e.key == "stoker.wait"]
+    assert waits == [batches + 1], "each call of the iterator, the one that ends the epoch included"
+    assert loader.stats()["batches"] == batches
