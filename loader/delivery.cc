@@ -18,7 +18,7 @@ void warn_of_encoded_images(const Schema& pipelines_output, const ProbeResult& p
                             const std::function<void(const std::string&)>& warn) {
   for (std::size_t f = 0; f < pipelines_output.fields.size() && f < probe.encoded.size(); ++f) {
     const Field& field = pipelines_output.fields[f];
-    if (!field.is_bytes() || probe.encoded[f].empty()) continue;
+    if (!field.is_bytes() || field.dtype != DType::u8 || probe.encoded[f].empty()) continue;
     const std::string name = printable(field.name);
     warn(fmt::format(
         "field '{}' holds {} images, delivered as their encoded bytes ('{}' and '{}.offsets'), not as pixels: {} "

@@ -181,6 +181,7 @@ LoaderImpl::~LoaderImpl() {
     // have; what this copy holds of them is let go without a word.
     if (workers_) workers_->disown();
     (void)feeder_.release();
+    (void)trace_.release();  // the owner's file, which it goes on writing
     return;
   }
   feeder_.reset();  // its thread draws from the workers
@@ -212,7 +213,7 @@ void LoaderImpl::detach() noexcept {
 }
 
 void LoaderImpl::warn(const std::string& message) const {
-  if (trace_) trace_->instant(0, "warning", Clock::now(), fmt::format(R"("message":{})", json_text(message)));
+  if (trace_) trace_->warning(message);
   if (opt_.on_warning) {
     opt_.on_warning(message);
   } else {
@@ -244,6 +245,7 @@ std::uint64_t LoaderImpl::start_epoch_locked(std::uint64_t epoch, std::uint64_t 
   std::lock_guard lock(stats_mu_);
   progress_ = Progress{epoch, skip, start_batch, batches, false};
   user_generation_ = generation;
+  times_.epoch_started();
   return generation;
 }
 
@@ -491,7 +493,7 @@ Stats LoaderImpl::stats() const {
     s.depth = t->depth() + design_.held_slots;
     s.auto_tuning = t->describe();
   }
-  s.verdict = verdict(s, {usable_cpus(), design_.order == Order::quasi_random, opt_.device.staged()});
+  s.verdict = verdict(s, {usable_cpus_, design_.order == Order::quasi_random, opt_.device.staged()});
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "loader/workers/stage_times.h"
 
@@ -41,6 +42,8 @@ void TimeReport::add_batch(std::span<const std::uint64_t> stage_ns, const SlotHe
 
 void TimeReport::delivered(Clock::time_point now, std::uint64_t index) {
   out_since_ = now;
+  if (std::exchange(first_of_epoch_, false) && asked_since_)
+    first_wait_seconds_ += std::chrono::duration<double>(now - *asked_since_).count();
   if (trace_ && asked_since_) trace_->span(0, fmt::format("wait: batch {}", index), *asked_since_, now - *asked_since_);
   asked_since_.reset();
 }
@@ -55,6 +58,7 @@ void TimeReport::came_back(Clock::time_point now) {
 
 void TimeReport::epoch_ended() {
   asked_since_.reset();
+  first_of_epoch_ = true;
   if (trace_) trace_->flush(true);
 }
 
@@ -62,6 +66,7 @@ void TimeReport::fill(Stats& s) const {
   s.stages.clear();
   for (std::size_t i = 0; i < names_.size(); ++i) s.stages.push_back({names_[i], static_cast<double>(ns_[i]) * 1e-9});
   s.step_seconds = step_seconds_;
+  s.first_wait_seconds = std::min(first_wait_seconds_, s.wait_seconds);
 }
 
 namespace {
@@ -93,8 +98,10 @@ std::string cheaper(const std::string& stage) {
 
 std::string verdict(const Stats& s, const VerdictContext& context) {
   if (s.batches < kVerdictBatches) return fmt::format("too few batches to tell yet ({})", s.batches);
-  const double loop = s.wait_seconds + s.step_seconds;
-  const double waits = loop > 0 ? s.wait_seconds / loop : 0;
+  // Each epoch's first wait is its start's (the workers', the files'), not the steady state's.
+  const double wait = std::max(0.0, s.wait_seconds - s.first_wait_seconds);
+  const double loop = wait + s.step_seconds;
+  const double waits = loop > 0 ? wait / loop : 0;
   if (waits < kKeepsUp) {
     return fmt::format(
         "the training step limits throughput: it waits for data {}% of the time, and nothing in the "
@@ -113,7 +120,7 @@ std::string verdict(const Stats& s, const VerdictContext& context) {
         "num_workers (this process may use {} CPUs)",
         pct(waits), pct(share), stage, context.usable_cpus);
   }
-  if (context.staged && s.h2d_seconds > 0.5 * s.wait_seconds) {
+  if (context.staged && s.h2d_seconds > 0.5 * wait) {
     return fmt::format(
         "the consumer's copies to the device: the loop waits {}% of the time, mostly for them: "
         "staging='registered' copies straight from the ring",

@@ -32,7 +32,9 @@ class TimeReport {
   // is its step. Coming back without a batch out counts nothing.
   void delivered(Clock::time_point now, std::uint64_t index);
   void came_back(Clock::time_point now);
-  // The consumer reached an epoch's end: the trace is written out.
+  // An epoch starts (its first batch's wait is its start's: Stats::first_wait_seconds) / the
+  // consumer reached its end (the trace is written out).
+  void epoch_started() noexcept { first_of_epoch_ = true; }
   void epoch_ended();
   // Sets s.stages (every named stage, in order) and s.step_seconds.
   void fill(Stats& s) const;
@@ -43,6 +45,8 @@ class TimeReport {
   double step_seconds_ = 0;
   std::optional<Clock::time_point> out_since_;
   std::optional<Clock::time_point> asked_since_;  // the consumer's wait for its next batch began
+  bool first_of_epoch_ = true;                    // the next batch delivered is its epoch's first
+  double first_wait_seconds_ = 0;
   TraceWriter* trace_ = nullptr;
 };
 

@@ -99,6 +99,11 @@ void TraceWriter::counter(std::string_view name, Clock::time_point at, double va
                     micros(at), value));
 }
 
+void TraceWriter::warning(std::string_view message) {
+  instant(0, "warning", Clock::now(), fmt::format(R"("message":{})", json_text(message)));
+  flush(true);
+}
+
 void TraceWriter::flush(bool now) {
   std::lock_guard lock(mu_);
   const auto t = Clock::now();

@@ -39,6 +39,9 @@ class TraceWriter {
             std::string_view args = "");
   void instant(std::uint32_t track, std::string_view name, Clock::time_point at, std::string_view args = "");
   void counter(std::string_view name, Clock::time_point at, double value);
+  // A warning as an instant on the consumer's track, written out at once: one that ends the run
+  // (a worker's last death) is in the file.
+  void warning(std::string_view message);
   // Writes what is buffered: always with `now`, else once 64 KiB have gathered or a second has
   // passed since the last write (called at each batch delivered).
   void flush(bool now = false);

@@ -265,7 +265,7 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
   j["fields"] = nlohmann::json::array();
   for (const auto& f : loader.schema().fields) {
     if (f.is_bytes()) {
-      j["fields"].push_back({{"name", f.name}, {"kind", "bytes"}});
+      j["fields"].push_back({{"name", f.name}, {"kind", "bytes"}, {"dtype", std::string(stoker::dtype_name(f.dtype))}});
     } else {
       j["fields"].push_back({{"name", f.name},
                              {"kind", "fixed"},

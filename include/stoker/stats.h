@@ -68,11 +68,15 @@ struct Stats {
   // Where the time goes (docs/observability.md). The workers' time in each stage of the batches
   // delivered, summed over workers (without workers: the loading thread's), in this order:
   // "read" (the storage read, page faults and HDF5's inflate included), "transform"
-  // (Options::transform), "write" (copies of bytes fields into the ring), then each pipeline
-  // operation, "FIELD: OPERATION" ("jpeg: decode"). Each is timed by a clock read per sample and
-  // operation, or per batch.
+  // (Options::transform), "write" (copies of bytes fields into the slot, or the transform's
+  // staging), then each pipeline operation, "FIELD: OPERATION" ("jpeg: decode"; a repeated one
+  // numbered, "jpeg: flip(0.5) #2"). Each is timed by a clock read per sample and operation, or per
+  // batch.
   std::vector<StageTime> stages;
   double step_seconds = 0;  // the consumer's time between batches: its training step
+  // Of wait_seconds, the waits for each epoch's first batch: its start (the workers', the files'
+  // opening). The verdict leaves them out.
+  double first_wait_seconds = 0;
   // One line from these numbers, by the rule in docs/observability.md: what limits throughput (the
   // training step, the workers' CPU and in which stage, storage reads, the ring's depth, the copies
   // to the device) and what to change.

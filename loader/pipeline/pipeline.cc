@@ -208,7 +208,13 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
 std::vector<std::string> SamplePipelines::stage_names() const {
   std::vector<std::string> out;
   for (const auto& c : chains_) {
-    for (const std::string& op : c->op_names) out.push_back(fmt::format("{}: {}", output_.fields[c->field].name, op));
+    for (const std::string& op : c->op_names) {
+      std::string name = fmt::format("{}: {}", output_.fields[c->field].name, op);
+      // A name once: a repeated operation is numbered ("jpeg: flip(0.5) #2").
+      const auto same = std::count_if(out.begin(), out.end(),
+                                      [&](const std::string& n) { return n == name || n.rfind(name + " #", 0) == 0; });
+      out.push_back(same ? fmt::format("{} #{}", name, same + 1) : std::move(name));
+    }
   }
   return out;
 }

@@ -45,8 +45,9 @@ class SamplePipelines {
   bool transforms(std::size_t f) const noexcept { return f < by_field_.size() && by_field_[f] != nullptr; }
   // "jpeg=decode,random_resized_crop(224,224),flip,to_chw", in field order.
   std::string describe() const;
-  // Each operation as a stage of a batch, in field order: "jpeg: decode", "jpeg: flip"; a pair
-  // that runs as one pass is one stage ("jpeg: resize(256)+center_crop(224)").
+  // Each operation as a stage of a batch, in the pipeline's order: "jpeg: decode", "jpeg: flip"; a
+  // pair that runs as one pass is one stage ("jpeg: resize(256)+center_crop(224)"); a repeated one
+  // is numbered ("jpeg: flip(0.5) #2").
   std::vector<std::string> stage_names() const;
   // The nanoseconds run() spent in each of stage_names() since the last reset_stage_ns().
   std::span<const std::uint64_t> stage_ns() const noexcept { return stage_ns_; }

@@ -4,7 +4,8 @@
 //
 //   [0, control_bytes)          SegmentHeader, FieldLayout[num_fields], WorkerChannel[num_workers]
 //   [slots_offset + s * slot_bytes, ...)   slot s: SlotHeader, indices, error text, skipped samples,
-//     field regions (a fixed field's array; a bytes field's B+1 offsets, then its data)
+//     stage times and start, field regions (a fixed field's array; a bytes field's B+1 offsets,
+//     then its data)
 //
 // Every slot is in exactly one place at a time: the consumer's free list, one worker's task ring
 // (assigned), that worker's done ring (filled), or a live Batch (held). So no ring can overflow.

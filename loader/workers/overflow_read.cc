@@ -206,19 +206,26 @@ OutsideBytes receive_answer(AnswerReader& in, std::span<const std::uint64_t> ind
   }
   check_overflow_bound(out.fields, delivered, indices, bound, what);
 
+  // Each field at an address aligned for any dtype (a field of i32 values after one of odd bytes).
+  constexpr std::uint64_t kAlign = alignof(std::max_align_t);
+  std::uint64_t padded = 0;
+  for (std::size_t f = 0; f < nf; ++f) {
+    if (delivered.fields[f].is_bytes()) padded += (out.fields[f].offsets.back() + kAlign - 1) / kAlign * kAlign;
+  }
   try {
-    received->data = std::make_unique_for_overwrite<std::byte[]>(data_bytes);
+    received->data = std::make_unique_for_overwrite<std::byte[]>(std::max<std::uint64_t>(padded, 1));
   } catch (const std::bad_alloc&) {
     throw Error(ErrorCode::io, fmt::format("{}: no memory for its {} of bytes fields", what, format_bytes(data_bytes)));
   }
-  in.read(received->data.get(), data_bytes);
-  if (!in.at_end()) throw malformed("bytes after the last field");
   std::uint64_t offset = 0;
   for (std::size_t f = 0; f < nf; ++f) {
     if (!delivered.fields[f].is_bytes()) continue;
+    const std::uint64_t n = out.fields[f].offsets.back();
     out.fields[f].data = received->data.get() + offset;
-    offset += out.fields[f].offsets.back();
+    in.read(received->data.get() + offset, n);
+    offset += (n + kAlign - 1) / kAlign * kAlign;
   }
+  if (!in.at_end()) throw malformed("bytes after the last field");
   out.owner = std::move(received);
   return out;
 }

@@ -289,6 +289,43 @@ TEST(BytesFields, VariableLengthNumbersAreABytesFieldOfTheirDtype) {
   }
 }
 
+// A batch too large for its slot is read again outside the ring, its bytes fields in memory of
+// their own: a field of i32 values after one of odd lengths still starts where an i32 may.
+TEST(BytesFields, ValuesOfABatchReadOutsideTheRingAreAligned) {
+  TempDir tmp;
+  const std::string p = tmp.path("typed.h5");
+  const std::uint64_t n = 91;  // slots sized from samples 0, 6, 12, ...: sample 7 is not looked at
+  std::vector<Bytes> odd(n), tokens(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    odd[i] = Bytes(i == 7 ? 300001 : (i * 7) % 13 + 1, static_cast<std::byte>(i));
+    for (std::uint64_t k = 0; k < i % 5; ++k) {
+      const auto v = static_cast<std::int32_t>(i * 100 + k);
+      const auto* b = reinterpret_cast<const std::byte*>(&v);
+      tokens[i].insert(tokens[i].end(), b, b + sizeof v);
+    }
+  }
+  {
+    test::H5Builder f(p);
+    f.vlen("a", odd);
+    f.vlen("b", tokens, H5T_STD_I32LE);
+  }
+  Options o;
+  o.source = p;
+  o.batch_size = 10;
+  o.num_workers = 1;
+  o.on_warning = [](std::string_view) {};
+  Loader l(o);
+  for (Batch& b : l.epoch(0)) {
+    const FieldView& t = b.fields()[1];
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data) % alignof(std::int32_t), 0u) << "batch " << b.index();
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      const std::span<const std::byte> got = t.sample(k);
+      EXPECT_EQ(Bytes(got.begin(), got.end()), tokens[b.indices()[k]]);
+    }
+  }
+  EXPECT_EQ(l.stats().overflow_batches, 1u);
+}
+
 TEST(BytesFields, LmdbLayout2RoundTripsAndRecordsTheLargestSample) {
   TempDir tmp;
   const std::string p = tmp.path("v2.lmdb");
