@@ -68,7 +68,7 @@ double TraceWriter::micros(Clock::time_point t) const {
   return std::chrono::duration<double, std::micro>(t - origin_).count();
 }
 
-void TraceWriter::event(std::string line) {
+void TraceWriter::event(const std::string& line) {
   if (events_ >= kMaxTraceEvents) {
     ++dropped_;
     return;

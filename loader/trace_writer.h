@@ -47,7 +47,7 @@ class TraceWriter {
   void flush(bool now = false);
 
  private:
-  void event(std::string line);  // REQUIRES: mu_
+  void event(const std::string& line);  // REQUIRES: mu_
   double micros(Clock::time_point t) const;
 
   std::mutex mu_;
