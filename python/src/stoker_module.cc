@@ -708,6 +708,7 @@ class PyLoader {
     for (const stoker::StageTime& t : s.stages) stages[nb::str(t.name.data(), t.name.size())] = t.seconds;
     d["stages"] = stages;
     d["step_seconds"] = s.step_seconds;
+    d["first_wait_seconds"] = s.first_wait_seconds;
     d["verdict"] = s.verdict;
     return d;
   }

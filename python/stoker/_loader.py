@@ -439,8 +439,8 @@ class Loader:
         each worker's resident memory now (VmRSS: what it shares with the others counts in each).
         Where the time goes (docs/observability.md): stages, the workers' seconds per stage ("read",
         "transform", "write", then "FIELD: OPERATION" per pipeline operation); step_seconds, the
-        loop's time between batches; verdict, one line saying what limits throughput and what to
-        change."""
+        loop's time between batches; first_wait_seconds, the part of wait_seconds spent on each
+        epoch's first batch; verdict, one line saying what limits throughput and what to change."""
         stats = self._core.stats()
         stats["worker_rss_bytes"] = [_rss(pid) for pid in self._core.worker_pids()]
         return stats

@@ -24,6 +24,7 @@ def test_stats_say_where_the_time_goes(data):
     assert list(s["stages"]) == ["read", "transform", "write"]
     assert s["stages"]["transform"] >= 203 * 0.01, "every sample's 10 ms, in whichever worker"
     assert s["step_seconds"] >= 21 * 0.002
+    assert 0 < s["first_wait_seconds"] <= s["wait_seconds"]
     assert isinstance(s["verdict"], str) and s["verdict"]
 
 
