@@ -27,6 +27,19 @@ def fixed_sample(f, i):
     return {"image": f["image"][i], "label": f["label"][i], "x": f["x"][i]}
 
 
+def label_loader(data, transform, workers, batch_size=8, **kwargs):
+    """A Loader of the fixed dataset's labels through `transform`, as numpy arrays."""
+    return stoker.Loader(
+        data["fixed"],
+        batch_size=batch_size,
+        num_workers=workers,
+        framework="numpy",
+        fields=["label"],
+        transform=transform,
+        **kwargs,
+    )
+
+
 def collect(loader, epoch=0):
     loader.set_epoch(epoch)
     it = iter(loader)
@@ -194,9 +207,7 @@ def test_declared_fields_skip_the_learning_and_a_callable_instance_pickles(data)
 
 
 def test_the_transform_runs_in_the_workers(data):
-    loader = stoker.Loader(
-        data["fixed"], batch_size=50, num_workers=2, framework="numpy", fields=["label"], transform=transforms.pid
-    )
+    loader = label_loader(data, transforms.pid, workers=2, batch_size=50)
     pids = {int(p) for _, batch in collect(loader) for p in batch["pid"]}
     assert pids <= set(loader.worker_pids()) and os.getpid() not in pids
 
@@ -228,14 +239,7 @@ def test_resume_with_other_workers_and_batch_size_gives_the_rest_transformed_ali
 
 
 def test_an_exception_names_the_sample_and_carries_its_traceback(data):
-    loader = stoker.Loader(
-        data["fixed"],
-        batch_size=8,
-        num_workers=2,
-        framework="numpy",
-        fields=["label"],
-        transform=transforms.raises_on_17,
-    )
+    loader = label_loader(data, transforms.raises_on_17, workers=2, batch_size=8)
     with pytest.raises(stoker.Error) as e:
         collect(loader)
     assert e.value.code == "transform"
@@ -262,14 +266,7 @@ def test_a_lambda_is_a_type_error_saying_what_to_do(data):
 
 
 def test_a_shape_that_changes_is_named(data):
-    loader = stoker.Loader(
-        data["fixed"],
-        batch_size=8,
-        num_workers=1,
-        framework="numpy",
-        fields=["label"],
-        transform=transforms.shape_changes,
-    )
+    loader = label_loader(data, transforms.shape_changes, workers=1, batch_size=8)
     with pytest.raises(
         stoker.Error, match=r"sample 50: the transform returned field 'x' as f32\[3\], not f32\[2\] as declared"
     ):
@@ -277,9 +274,7 @@ def test_a_shape_that_changes_is_named(data):
 
 
 def test_a_wrong_return_type_is_named(data):
-    loader = stoker.Loader(
-        data["fixed"], batch_size=8, num_workers=1, framework="numpy", fields=["label"], transform=transforms.wrong_type
-    )
+    loader = label_loader(data, transforms.wrong_type, workers=1)
     with pytest.raises(stoker.Error, match="sample 17: the transform returned list, not a dict of fields"):
         collect(loader)
     with pytest.raises(stoker.Error, match="field 'name' is str: return numpy arrays"):
@@ -287,15 +282,7 @@ def test_a_wrong_return_type_is_named(data):
 
 
 def test_a_transform_that_exits_is_a_worker_death_and_the_sample_is_named(data):
-    loader = stoker.Loader(
-        data["fixed"],
-        batch_size=8,
-        num_workers=2,
-        framework="numpy",
-        fields=["label"],
-        transform=transforms.exits_on_17,
-        max_respawns=2,
-    )
+    loader = label_loader(data, transforms.exits_on_17, workers=2, batch_size=8, max_respawns=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(stoker.Error) as e:
@@ -334,16 +321,7 @@ def _exits_at_once(sample, rng):
 
 
 def test_a_transform_stuck_past_timeout_is_a_stuck_worker(data):
-    loader = stoker.Loader(
-        data["fixed"],
-        batch_size=8,
-        num_workers=1,
-        framework="numpy",
-        fields=["label"],
-        transform=transforms.hangs_on_17,
-        timeout=1,
-        max_respawns=0,
-    )
+    loader = label_loader(data, transforms.hangs_on_17, workers=1, batch_size=8, timeout=1, max_respawns=0)
     with pytest.raises(stoker.Error) as e:
         collect(loader)
     assert e.value.code == "worker_stuck"
@@ -428,13 +406,11 @@ def test_the_users_module_is_imported_once_for_all_workers_and_torch_runs_one_th
 
     log = tmp_path / "imports"
     monkeypatch.setenv("STOKER_TEST_IMPORTS", str(log))
-    loader = stoker.Loader(
-        data["fixed"],
+    loader = label_loader(
+        data,
+        import_counter.label_and_threads,
+        workers=3,
         batch_size=16,
-        num_workers=3,
-        framework="numpy",
-        fields=["label"],
-        transform=import_counter.label_and_threads,
         transform_output={"label": ("int64", ()), "threads": ("int64", ())},
     )
     batches = collect(loader)
@@ -497,28 +473,16 @@ def test_a_function_of_an_interactive_session_says_what_to_do(data):
 
 
 def test_ctrl_c_in_a_transform_run_here_is_keyboard_interrupt(data):
-    loader = stoker.Loader(
-        data["fixed"],
-        batch_size=4,
-        num_workers=0,
-        framework="numpy",
-        fields=["label"],
-        transform=transforms.interrupted,
-        transform_output={"label": ("int64", ())},
+    loader = label_loader(
+        data, transforms.interrupted, workers=0, batch_size=4, transform_output={"label": ("int64", ())}
     )
     with pytest.raises(KeyboardInterrupt):
         collect(loader)
 
 
 def test_a_transform_that_keeps_its_input_is_told_to_copy(data):
-    loader = stoker.Loader(
-        data["fixed"],
-        batch_size=4,
-        num_workers=1,
-        framework="numpy",
-        fields=["label"],
-        transform=transforms.keeps_its_input,
-        transform_output={"label": ("int64", ())},
+    loader = label_loader(
+        data, transforms.keeps_its_input, workers=1, batch_size=4, transform_output={"label": ("int64", ())}
     )
     with pytest.raises(stoker.Error, match=r"sample \d+: the transform kept field 'label' .* keep a copy") as e:
         collect(loader)
@@ -547,14 +511,7 @@ def test_without_workers_the_trainers_own_generators_go_on_untouched(data):
     want = [random.random() for _ in range(3)]
     random.seed(11)
     got = [random.random()]
-    loader = stoker.Loader(
-        data["fixed"],
-        batch_size=8,
-        num_workers=0,
-        framework="numpy",
-        fields=["label"],
-        transform=transforms.draws_from_random,
-    )
+    loader = label_loader(data, transforms.draws_from_random, workers=0, batch_size=8)
     batches = collect(loader)
     got += [random.random() for _ in range(2)]
     assert got == want
