@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
+#include "loader/base/option_spelling.h"
 #include "loader/base/posix_error.h"
 
 namespace stoker::detail {
@@ -35,7 +36,7 @@ TraceWriter::TraceWriter(const std::string& path, int pid, std::uint32_t workers
       path_(path),
       pid_(pid),
       origin_(Clock::now()) {
-  if (!fd_) throw_errno(fmt::format("stoker: the trace file {} (Options::trace)", path));
+  if (!fd_) throw_errno(fmt::format("stoker: the trace file {} ({})", path, option_name("trace")));
   std::lock_guard lock(mu_);
   buffer_ = "[\n";
   event(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":"stoker"}}}})", pid_));

@@ -64,3 +64,10 @@ def test_torch_profiler_sees_each_wait_as_a_named_range(data):
     waits = [e.count for e in prof.key_averages() if e.key == "stoker.wait"]
     assert waits == [batches + 1], "each call of the iterator, the one that ends the epoch included"
     assert loader.stats()["batches"] == batches
+
+
+def test_a_trace_file_that_cannot_be_written_is_named(data, tmp_path):
+    path = tmp_path / "no-such-dir" / "run.json"
+    with pytest.raises(stoker.Error, match=f"the trace file {path} \\(trace\\)") as e:
+        stoker.Loader(data["fixed"], num_workers=0, trace=path)
+    assert e.value.code == "io"
