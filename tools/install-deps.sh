@@ -46,17 +46,18 @@ if [[ -z ${STOKER_NO_TORCH:-} ]]; then
   fi
   # The CPU-and-CUDA wheel from PyPI; h5py, lmdb, numpy, xxhash and Pillow serve the PyTorch
   # comparison benchmarks and the tests that check stoker against an independent Python
-  # computation; scikit-image ships the photographs the image tests and benchmark are made from.
+  # computation; scikit-image ships the photographs the image tests and benchmark are made from;
+  # torchvision is what the image operations are checked against and what transforms are tried with.
   need=()
   # nanobind and scikit-build-core build the Python package (pyproject.toml); pytest runs its tests;
   # ruff formats and lints the Python (tools/lint.sh).
-  for m in torch h5py lmdb numpy xxhash PIL skimage nanobind scikit_build_core pytest ruff; do
+  for m in torch torchvision h5py lmdb numpy xxhash PIL skimage nanobind scikit_build_core pytest ruff; do
     "$venv/bin/python" -c "import $m" 2>/dev/null || need+=("$m")
   done
   if ((${#need[@]})); then
     echo "install-deps: pip install ${need[*]}"
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q "torch>=2.1,<3" h5py lmdb numpy xxhash pillow scikit-image \
+    "$venv/bin/python" -m pip install -q "torch>=2.1,<3" torchvision h5py lmdb numpy xxhash pillow scikit-image \
       nanobind scikit-build-core pytest ruff
   fi
   # The stoker package itself, so that .venv/bin/python -c "import stoker" works (the tests import

@@ -113,6 +113,40 @@ def test_the_global_generators_give_the_same_batches_for_1_and_3_workers(data):
         np.testing.assert_array_equal(batch[name][0], np.asarray(want[name]))
 
 
+def test_torchvision_transforms_give_the_same_batches_for_1_and_3_workers_and_the_plain_loop(data):
+    pytest.importorskip("torchvision")
+    import torch
+
+    runs = []
+    for workers in (1, 3):
+        loader = stoker.Loader(
+            data["jpegs"],
+            pipeline="data=decode(16,20)",
+            batch_size=5,
+            num_workers=workers,
+            shuffle=True,
+            seed=4,
+            framework="numpy",
+            transform=transforms.torchvision_augment,
+        )
+        runs.append(collect(loader, epoch=3))
+    assert [i for i, _ in runs[0]] == [i for i, _ in runs[1]]
+    assert sorted(i for indices, _ in runs[0] for i in indices) == list(range(24))
+    for (_, a), (_, b) in zip(*runs):
+        np.testing.assert_array_equal(a["image"], b["image"])
+    # the plain loop: stoker's decode without workers, then the documented seeds
+    plain = stoker.Loader(data["jpegs"], pipeline="data=decode(16,20)", batch_size=24, framework="numpy")
+    decoded = next(iter(plain))["data"]
+    crops = set()
+    for indices, batch in runs[0]:
+        for k, i in enumerate(indices):
+            want = reference(transforms.torchvision_augment, {"data": decoded[i]}, 4, 3, i)["image"]
+            assert isinstance(want, torch.Tensor)
+            np.testing.assert_array_equal(batch["image"][k], want.numpy(), err_msg=f"sample {i}")
+            crops.add(batch["image"][k].tobytes())
+    assert len(crops) == 24  # the draws differ per sample
+
+
 def test_a_pipeline_runs_before_the_transform(data):
     loader = stoker.Loader(
         data["jpegs"],

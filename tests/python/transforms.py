@@ -123,3 +123,16 @@ def keeps_its_input(sample, rng):
 
 def draws_from_random(sample, rng):
     return {"label": sample["label"], "r": random.random()}
+
+
+def torchvision_augment(sample, rng):
+    """torchvision v2 transforms on the decoded image: every draw comes from torch's global
+    generator, which the worker seeds per sample."""
+    import torch
+    from torchvision.transforms import v2
+
+    image = torch.from_numpy(np.array(sample["data"])).permute(2, 0, 1)
+    augment = v2.Compose(
+        [v2.RandomResizedCrop(12, antialias=True), v2.RandomHorizontalFlip(), v2.ColorJitter(0.4, 0.4, 0.4)]
+    )
+    return {"image": augment(image)}
