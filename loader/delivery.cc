@@ -83,6 +83,7 @@ DatasetSpec dataset_spec(const Options& o, const formats::ReaderOptions& reader_
   dataset.staging_bound = delivery.staging_bound;
   dataset.local_transform = t.local;
   dataset.transform_host = t.host;
+  dataset.transform_started = t.started;
   return dataset;
 }
 

@@ -137,10 +137,10 @@ void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
   // Without workers a batch is loaded when asked for: one buffer for it and those the loop keeps.
   const std::uint32_t depth = std::max(design_.prefetch, design_.held_slots + 1);
   slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
-  std::unique_ptr<TransformStage> stage = make_transform_stage(*dataset_, scanned.pipelines.output(), opt_.batch_size);
+  if (opt_.transform.started) opt_.transform.started->discard();  // it would fork no worker here
   BatchFiller filler(LazyReader(std::move(scanned.reader), opt_.source), std::move(scanned.pipelines),
                      opt_.on_decode_error);
-  filler.set_transform(std::move(stage));
+  filler.set_transform(make_transform_stage(*dataset_, filler.pipelines().output(), opt_.batch_size));
   source_ = std::make_unique<InlineSource>(slots_, std::move(filler));
 }
 

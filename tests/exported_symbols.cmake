@@ -8,7 +8,7 @@ if(NOT rc EQUAL 0)
 endif()
 set(allowed
   # The public API.
-  "^stoker::(Batch|ContentDigest|OrderDigest|Device|DeviceStream|Epoch|Error|Field|Loader|LoaderState|Schema|Shard|SampleOut|SampleRandom|SampleTransform|SampleSink)(::|$)"
+  "^stoker::(Batch|ContentDigest|OrderDigest|Device|DeviceStream|Epoch|Error|Field|Loader|LoaderState|Schema|Shard|SampleOut|SampleRandom|SampleTransform|SampleSink|StartedHost)(::|$)"
   "^stoker::(digest_hex|dtype_name|dtype_size|error_code_name|error_code_from_wire|parse_dtype|printable|set_option_spelling|version|operator<<|register_op|check_pipeline|init|clean_workers|set_worker_executable|worker_executable|serve_transform_host)$"
   # The tools' internal API (docs/internal-api.md).
   "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|VarBytes|Resizer)(::|$)"

@@ -60,6 +60,7 @@ class BatchFiller {
       : reader_(std::move(reader)), pipelines_(std::move(pipelines)), on_decode_error_(on_decode_error) {}
   // From now on, each batch goes through `stage` (the user's transform) on its way into the slot.
   void set_transform(std::unique_ptr<TransformStage> stage) noexcept { transform_ = std::move(stage); }
+  const SamplePipelines& pipelines() const noexcept { return pipelines_; }
 
   // Fills slot s and sets its status: ok; error, with the text (prefixed with `who`) in the slot;
   // or too_large, when a bytes field did not fit its region. Never throws.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -64,6 +65,17 @@ bool set_oom_score_adj(int value) noexcept {
   if (value < 0) text[n++] = '-';
   while (d > 0) text[n++] = digits[--d];
   const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text, static_cast<std::size_t>(n)) == n;
+  ::close(fd);
+  return ok;
+}
+
+bool set_oom_score_adj_of(int pid, int value) noexcept {
+  char path[48], text[16];
+  std::snprintf(path, sizeof path, "/proc/%d/oom_score_adj", pid);
+  const int n = std::snprintf(text, sizeof text, "%d", value);
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const bool ok = ::write(fd, text, static_cast<std::size_t>(n)) == n;
   ::close(fd);

@@ -24,6 +24,10 @@ void close_all_except(std::vector<int> keep) noexcept;
 // refused. Async-signal-safe: a child between fork and exec calls it.
 bool set_oom_score_adj(int value) noexcept;
 
+// Sets process `pid`'s oom_score_adj (a process of this user: raising it needs no privilege); false
+// when the kernel refused. Not async-signal-safe.
+bool set_oom_score_adj_of(int pid, int value) noexcept;
+
 // The oom_score_adj of process `pid` ("self" when 0), or nullopt when it cannot be read.
 std::optional<int> oom_score_adj_of(int pid);
 

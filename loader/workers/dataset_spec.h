@@ -38,7 +38,8 @@ struct DatasetSpec {
   std::string transform_payload;
   std::vector<std::uint64_t> staging_bound;
   std::shared_ptr<SampleTransform> local_transform;
-  std::vector<std::string> transform_host;  // Options::transform.host: the fork server is an exec of it
+  std::vector<std::string> transform_host;         // Options::transform.host: the fork server is an exec of it
+  std::shared_ptr<StartedHost> transform_started;  // Options::transform.started: the first such exec, if given
 
   // How messages name it: the path, or a shard set's first shard and how many more.
   std::string name() const { return formats::source_name(path); }

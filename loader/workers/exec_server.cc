@@ -34,10 +34,11 @@ Served& served() {
   return s;
 }
 
-// Receives, checks and maps the setup; throws stoker::Error saying what does not fit.
-void receive(int sock) {
+// Receives, checks and maps the setup, answering the questions before it; throws stoker::Error
+// saying what does not fit.
+void receive(int sock, const TransformAnswer& answer) {
   Served& s = served();
-  ReceivedSetup received = receive_setup(sock);
+  ReceivedSetup received = receive_setup(sock, answer);
   s.setup = setup_from_json(received.text);
   const RingSetup& ring = s.setup.ring;
   set_option_spelling(ring.option_spelling);  // the workers' messages in the loader's words
@@ -63,9 +64,14 @@ void receive(int sock) {
 
 }  // namespace
 
-void serve_exec_fork_server(int sock, const TransformFactory* factory, const ForkHooks* hooks) {
+void serve_exec_fork_server(int sock, const TransformFactory* factory, const ForkHooks* hooks,
+                            const TransformAnswer* answer) {
+  // A transform host closes the descriptors inherited from the loader's process first, before the
+  // user's modules (imported to answer questions, or by the factory) open theirs (a file at
+  // import), which the workers then inherit; those it is sent with the setup come after.
+  if (factory) close_all_except({sock});
   try {
-    receive(sock);
+    receive(sock, answer ? *answer : TransformAnswer{});
     const DatasetSpec& d = served().setup.dataset;
     if (!d.transform.empty()) {
       if (!factory) {
@@ -73,11 +79,6 @@ void serve_exec_fork_server(int sock, const TransformFactory* factory, const For
                     "stoker: this fork server was sent a transform, and it is no transform host "
                     "(serve_transform_host, stoker/transform.h)");
       }
-      // The descriptors inherited from the loader's process are closed now, before the user's
-      // modules open theirs (a file at import), which the workers then inherit.
-      std::vector<int> keep{sock};
-      for (std::size_t i = 1; i < served().fds.size(); ++i) keep.push_back(served().fds[i].get());
-      close_all_except(keep);
       std::shared_ptr<SampleTransform> t = (*factory)(d.transform_payload);
       if (!t) throw Error(ErrorCode::transform, "stoker: the transform host's factory made no transform");
       set_hosted_transform(std::move(t));
@@ -96,8 +97,7 @@ void serve_exec_fork_server(int sock, const TransformFactory* factory, const For
     run_worker(WorkerContext{in.layout.get(), in.segment.data(), in.segment.size(), w, in.fds[kSetupFixedFds + w].get(),
                              in.fds[2].get(), in.fds[1].get(), &in.setup.dataset});
   };
-  const bool hosted = !s.setup.dataset.transform.empty();  // descriptors closed before the factory ran
-  serve(sock, s.fds[1].get(), s.setup.ring.num_workers, worker_main, std::move(keep), hooks, !hosted);
+  serve(sock, s.fds[1].get(), s.setup.ring.num_workers, worker_main, std::move(keep), hooks, !factory);
 }
 
 }  // namespace stoker::detail

@@ -17,6 +17,7 @@
 #include "loader/workers/child_hygiene.h"
 #include "loader/workers/server_loop.h"
 #include "loader/workers/setup_channel.h"
+#include "loader/workers/started_host.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -64,38 +65,58 @@ ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::
   await_workers(num_workers, exec);
 }
 
-void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
-                        std::vector<int> keep_fds, int lifeline, const ExecStart* exec, int oom_score_adj) {
+LaunchedServer launch_exec_server(const std::string& program, const std::vector<std::string>& args, int oom_score_adj) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the fork server");
   UniqueFd mine(sv[0]), theirs(sv[1]);
-  // For exec: everything the child needs is made before fork, so that between fork and exec it
-  // calls only async-signal-safe functions (the trainer may have other threads).
-  std::vector<std::string> env_text;
+  // Everything the child needs is made before fork, so that between fork and exec it calls only
+  // async-signal-safe functions (the trainer may have other threads).
   std::vector<char*> argv, envp;
-  if (exec) {
-    for (const auto& a : exec->argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    env_text.push_back(fmt::format("{}={}", kForkServerEnv, theirs.get()));
-    for (char** e = environ; *e; ++e) {
-      if (std::strncmp(*e, kForkServerEnv, std::strlen(kForkServerEnv)) != 0) envp.push_back(*e);
-    }
-    envp.push_back(env_text.back().data());
-    envp.push_back(nullptr);
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::string env_text = fmt::format("{}={}", kForkServerEnv, theirs.get());
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, kForkServerEnv, std::strlen(kForkServerEnv)) != 0) envp.push_back(*e);
   }
+  envp.push_back(env_text.data());
+  envp.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw_errno("fork of the stoker fork server");
+  if (pid == 0) {
+    // Checked by the loader, which reads it back (a kernel that refuses is a warning there).
+    if (oom_score_adj > 0) (void)set_oom_score_adj(oom_score_adj);
+    reset_signals();
+    const int sock = theirs.get();
+    ::fcntl(sock, F_SETFD, 0);  // the one descriptor the new image keeps
+    ::execve(program.c_str(), argv.data(), envp.data());
+    send_msg(sock, Message{MsgType::spawn_failed, kServer, 0, errno, 0});
+    ::_exit(static_cast<int>(ChildExit::exec_failed));
+  }
+  return LaunchedServer{pid, std::move(mine)};
+}
+
+void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
+                        std::vector<int> keep_fds, int lifeline, const ExecStart* exec, int oom_score_adj) {
+  if (exec) {
+    LaunchedServer server = exec->started ? StartedHostAccess::take(*exec->started) : LaunchedServer{};
+    if (server.pid > 0) {
+      if (oom_score_adj > 0) (void)set_oom_score_adj_of(server.pid, oom_score_adj);  // read back by the loader
+    } else {
+      server = launch_exec_server(exec->program, exec->argv, oom_score_adj);
+    }
+    pid_ = launched_pid_ = server.pid;
+    sock_ = std::move(server.sock);
+    return;
+  }
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the fork server");
+  UniqueFd mine(sv[0]), theirs(sv[1]);
   pid_ = ::fork();
   if (pid_ < 0) throw_errno("fork of the stoker fork server");
   launched_pid_ = pid_;
   if (pid_ == 0) {
-    // Checked by the loader, which reads it back (a kernel that refuses is a warning there).
     if (oom_score_adj > 0) (void)set_oom_score_adj(oom_score_adj);
-    if (!exec) serve(theirs.get(), lifeline, num_workers, worker_main, std::move(keep_fds));
-    reset_signals();
-    const int sock = theirs.get();
-    ::fcntl(sock, F_SETFD, 0);  // the one descriptor the new image keeps
-    ::execve(exec->program.c_str(), argv.data(), envp.data());
-    send_msg(sock, Message{MsgType::spawn_failed, kServer, 0, errno, 0});
-    ::_exit(static_cast<int>(ChildExit::exec_failed));
+    serve(theirs.get(), lifeline, num_workers, worker_main, std::move(keep_fds));
   }
   sock_ = std::move(mine);
 }

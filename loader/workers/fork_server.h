@@ -22,12 +22,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "loader/base/unique_fd.h"
 #include "loader/workers/fork_protocol.h"
+#include "stoker/transform.h"
 
 namespace stoker::detail {
 
@@ -36,6 +38,19 @@ struct WorkerExit {
   pid_t pid = 0;
   int wait_status = 0;  // as from waitpid
 };
+
+// A fork server process started by exec, not yet sent its setup: its pid and its socket.
+struct LaunchedServer {
+  pid_t pid = -1;
+  UniqueFd sock;
+};
+
+// Forks and execs `program` with `argv` as a fork server (stoker::init), its socket's number in
+// kForkServerEnv; a positive `oom_score_adj` is set in it first. An exec that fails is reported on
+// the socket (spawn_failed, kServer) and the process exits with ChildExit::exec_failed. Throws
+// stoker::Error when the socket or the fork cannot be made.
+LaunchedServer launch_exec_server(const std::string& program, const std::vector<std::string>& argv,
+                                  int oom_score_adj = 0);
 
 // A fork server started by exec of this program (stoker::init): the setup text and descriptors it
 // is sent over its socket (loader/workers/setup_channel.h), and the arguments it is started with.
@@ -47,6 +62,9 @@ struct ExecStart {
   // What the program is, for a message when it does not start its workers ("" for the worker
   // executable or this program, which the message then names).
   std::string role;
+  // The program already started (Transform::started): taken and sent the setup in place of a new
+  // start, when it was not taken before.
+  std::shared_ptr<StartedHost> started;
 };
 
 class ForkServer {

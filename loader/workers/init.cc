@@ -2,6 +2,8 @@
 // server, is the server's whole life (stoker/init.h).
 #include "stoker/init.h"
 
+#include <fcntl.h>
+
 #include <cstdlib>
 
 #include "loader/workers/exec_server.h"
@@ -22,6 +24,7 @@ void init(int argc, char** argv) {
   if (const char* sock = std::getenv(detail::kForkServerEnv)) {
     const int fd = std::atoi(sock);
     ::unsetenv(detail::kForkServerEnv);  // not for anything this process starts
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     detail::serve_exec_fork_server(fd);
   }
   detail::record_program_arguments(argc, argv);
@@ -31,7 +34,7 @@ void set_worker_executable(const std::string& path) { detail::set_worker_program
 
 std::string worker_executable() { return detail::worker_program(); }
 
-void serve_transform_host(const TransformFactory& factory, const ForkHooks& hooks) {
+void serve_transform_host(const TransformFactory& factory, const ForkHooks& hooks, const TransformAnswer& answer) {
   const char* sock = std::getenv(detail::kForkServerEnv);
   if (!sock) {
     throw Error(ErrorCode::invalid_option,
@@ -40,7 +43,8 @@ void serve_transform_host(const TransformFactory& factory, const ForkHooks& hook
   }
   const int fd = std::atoi(sock);
   ::unsetenv(detail::kForkServerEnv);
-  detail::serve_exec_fork_server(fd, &factory, &hooks);
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // not for what the user's code starts
+  detail::serve_exec_fork_server(fd, &factory, &hooks, &answer);
 }
 
 bool clean_workers() noexcept {

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include "loader/base/posix_error.h"
 #include "loader/workers/fork_protocol.h"
@@ -23,11 +25,13 @@ constexpr std::uint64_t kMaxSetupText = std::uint64_t{1} << 30;  // no setup sto
 constexpr std::uint64_t kMaxSetupFds = 1 << 16;
 
 struct SetupHeader {
-  char magic[8];  // "STKSETUP"
+  char magic[8];  // kSetup, kQuestion or kAnswer
   std::uint64_t text_bytes;
   std::uint64_t fds;
 };
-constexpr char kMagic[8] = {'S', 'T', 'K', 'S', 'E', 'T', 'U', 'P'};
+constexpr char kSetup[8] = {'S', 'T', 'K', 'S', 'E', 'T', 'U', 'P'};
+constexpr char kQuestion[8] = {'S', 'T', 'K', 'Q', 'U', 'E', 'S', 'T'};
+constexpr char kAnswer[8] = {'S', 'T', 'K', 'A', 'N', 'S', 'W', 'R'};
 
 void send_packet(int sock, const void* data, std::size_t bytes, const int* fds, std::size_t nfds) {
   iovec iov{const_cast<void*>(data), bytes};
@@ -80,11 +84,10 @@ std::size_t receive_packet(int sock, void* data, std::size_t capacity, std::vect
   return static_cast<std::size_t>(n);
 }
 
-}  // namespace
-
-void send_setup(int sock, const std::string& text, const std::vector<int>& fds) {
+// A header, the text in pieces, then the descriptors in pieces.
+void send_text(int sock, const char (&magic)[8], const std::string& text, const std::vector<int>& fds) {
   SetupHeader h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  std::memcpy(h.magic, magic, sizeof h.magic);
   h.text_bytes = text.size();
   h.fds = fds.size();
   send_packet(sock, &h, sizeof h, nullptr, 0);
@@ -97,13 +100,9 @@ void send_setup(int sock, const std::string& text, const std::vector<int>& fds) 
   }
 }
 
-ReceivedSetup receive_setup(int sock) {
+// What follows header `h` (already received and checked).
+ReceivedSetup receive_body(int sock, const SetupHeader& h) {
   ReceivedSetup out;
-  SetupHeader h{};
-  if (receive_packet(sock, &h, sizeof h, out.fds) != sizeof h || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 ||
-      h.text_bytes > kMaxSetupText || h.fds > kMaxSetupFds || !out.fds.empty()) {
-    throw Error(ErrorCode::internal, "stoker: the worker setup does not start with its header");
-  }
   out.text.resize(static_cast<std::size_t>(h.text_bytes));
   for (std::size_t at = 0; at < out.text.size();) {
     at += receive_packet(sock, out.text.data() + at, std::min(kTextPiece, out.text.size() - at), out.fds);
@@ -117,6 +116,44 @@ ReceivedSetup receive_setup(int sock) {
                 fmt::format("stoker: the worker setup came with {} descriptors, not {}", out.fds.size(), h.fds));
   }
   return out;
+}
+
+bool is(const SetupHeader& h, const char (&magic)[8]) { return std::memcmp(h.magic, magic, sizeof h.magic) == 0; }
+
+}  // namespace
+
+void send_setup(int sock, const std::string& text, const std::vector<int>& fds) { send_text(sock, kSetup, text, fds); }
+
+void send_question(int sock, const std::string& text) { send_text(sock, kQuestion, text, {}); }
+
+ReceivedSetup receive_setup(int sock, const std::function<std::string(const std::string&)>& answer) {
+  for (;;) {
+    SetupHeader h{};
+    std::vector<UniqueFd> none;
+    if (receive_packet(sock, &h, sizeof h, none) != sizeof h || !(is(h, kSetup) || is(h, kQuestion)) ||
+        h.text_bytes > kMaxSetupText || h.fds > kMaxSetupFds || !none.empty() || (is(h, kQuestion) && h.fds != 0)) {
+      throw Error(ErrorCode::internal, "stoker: the worker setup does not start with its header");
+    }
+    if (is(h, kSetup)) return receive_body(sock, h);
+    if (!answer) {
+      throw Error(ErrorCode::invalid_option,
+                  "stoker: this fork server was asked a question before its setup, and it answers none (a transform "
+                  "host answers what serve_transform_host's answer function does)");
+    }
+    send_text(sock, kAnswer, answer(receive_body(sock, h).text), {});
+  }
+}
+
+std::optional<std::string> receive_answer(int sock) {
+  SetupHeader h{};
+  const ssize_t n = ::recv(sock, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof h) || !is(h, kAnswer)) return std::nullopt;
+  std::vector<UniqueFd> none;
+  receive_packet(sock, &h, sizeof h, none);
+  if (h.text_bytes > kMaxSetupText || h.fds != 0) {
+    throw Error(ErrorCode::internal, "stoker: a transform host's answer does not start with its header");
+  }
+  return receive_body(sock, h).text;
 }
 
 void fail_setup(int sock, int code, const std::string& why) noexcept {

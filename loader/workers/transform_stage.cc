@@ -158,6 +158,11 @@ void check_transform(const Transform& t, std::uint64_t num_samples) {
   if (!t.enabled()) return;
   const auto bad = [](const std::string& m) { return Error(ErrorCode::invalid_option, "stoker: transform: " + m); };
   if (!t.local && t.host.empty()) throw bad("neither a local transform nor a host program to run it in");
+  if (t.started && t.host.empty()) {
+    throw bad(
+        "a started host (Transform::started) without Transform::host, the program it is: a fork server that "
+        "ends is started again from it");
+  }
   std::set<std::string> names;
   for (const TransformField& f : t.fields) {
     if (f.ragged && f.shape.empty()) {

@@ -74,6 +74,7 @@ WorkerPool::WorkerPool(std::shared_ptr<SlotPool> slots, std::uint32_t num_worker
     exec_->program = std::move(image->path);
     exec_->argv = std::move(image->argv);
     if (!dataset_->transform_host.empty()) {
+      exec_->started = dataset_->transform_started;  // taken once: a restarted server is started anew
       exec_->role = fmt::format(
           "the transform's host {}, which must call stoker::serve_transform_host "
           "(stoker/transform.h) and did not answer as one; its standard error says why",

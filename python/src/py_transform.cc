@@ -235,8 +235,9 @@ void bind_transform(nb::module_& m) {
   m.def("_mt_random_size", [] { return sizeof(MtRandom); });
   m.def("_mt_random_state_offset", [] { return offsetof(MtRandom, state); });
   m.def("_seed_python_random", [](std::uintptr_t address, std::uint32_t n) { seed_python_random(address, n); });
-  // Never returns: the process serves a Loader's workers until the Loader ends (stoker/transform.h).
-  m.def("_serve_transform_host", [](const nb::object& build) {
+  // Never returns: the process serves a Loader's workers until the Loader ends (stoker/transform.h),
+  // answering first the questions its StartedHost is asked, with answer(bytes) -> bytes.
+  m.def("_serve_transform_host", [](const nb::object& build, const nb::object& answer) {
     const stoker::TransformFactory factory = [build](const std::string& payload) {
       try {
         return make_py_transform(build(nb::bytes(payload.data(), payload.size())));
@@ -245,11 +246,20 @@ void bind_transform(nb::module_& m) {
                             std::string("stoker: the transform's host could not rebuild the transform: ") + e.what());
       }
     };
+    const stoker::TransformAnswer answers = [answer](const std::string& question) {
+      try {
+        const nb::bytes text = nb::cast<nb::bytes>(answer(nb::bytes(question.data(), question.size())));
+        return std::string(text.c_str(), text.size());
+      } catch (nb::python_error& e) {
+        throw stoker::Error(stoker::ErrorCode::transform,
+                            std::string("stoker: the transform's host could not answer: ") + e.what());
+      }
+    };
     // The interpreter's own bookkeeping around fork, as os.fork does it: its locks, and the at-fork
     // handlers modules registered (h5py's, random's).
     const stoker::ForkHooks hooks{[] { PyOS_BeforeFork(); }, [] { PyOS_AfterFork_Parent(); },
                                   [] { PyOS_AfterFork_Child(); }};
-    stoker::serve_transform_host(factory, hooks);
+    stoker::serve_transform_host(factory, hooks, answers);
   });
 }
 

@@ -13,6 +13,7 @@
 // (a daemon thread waiting for a batch) stays there until the process ends: see ExitGate.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <pthread.h>
@@ -849,23 +850,59 @@ NB_MODULE(_core, m) {
       .def_rw("prefetch_to_device", &PyOptions::prefetch_to_device)
       .def_rw("staging", &PyOptions::staging)
       // The transform: a Runner (python/stoker/_transform.py) run here without workers, the host's argv
-      // and payload for workers, and its fields as (name, dtype, shape, ragged, max_sample_bytes).
-      .def("set_transform", [](PyOptions& p, nb::object runner, std::vector<std::string> host, const nb::bytes& payload,
-                               const nb::list& fields) {
-        stoker::Transform& t = p.transform;
-        t.local = stoker_py::make_py_transform(std::move(runner));
-        t.host = std::move(host);
-        t.payload.assign(payload.c_str(), payload.size());
-        t.fields.clear();
-        for (nb::handle f : fields) {
-          const auto dtype = stoker::parse_dtype(nb::cast<std::string>(f[1]));
-          if (!dtype) throw stoker::Error(stoker::ErrorCode::invalid_option, "stoker: transform: unknown dtype");
-          t.fields.push_back(stoker::TransformField{nb::cast<std::string>(f[0]), *dtype,
-                                                    nb::cast<std::vector<std::int64_t>>(f[2]), nb::cast<bool>(f[3]),
-                                                    nb::cast<std::uint64_t>(f[4])});
-        }
+      // and payload for workers, its fields as (name, dtype, shape, ragged, max_sample_bytes), and the
+      // host already started (a StartedHost, or None).
+      .def(
+          "set_transform",
+          [](PyOptions& p, nb::object runner, std::vector<std::string> host, const nb::bytes& payload,
+             const nb::list& fields, std::shared_ptr<stoker::StartedHost> started) {
+            stoker::Transform& t = p.transform;
+            t.started = std::move(started);
+            t.local = stoker_py::make_py_transform(std::move(runner));
+            t.host = std::move(host);
+            t.payload.assign(payload.c_str(), payload.size());
+            t.fields.clear();
+            for (nb::handle f : fields) {
+              const auto dtype = stoker::parse_dtype(nb::cast<std::string>(f[1]));
+              if (!dtype) throw stoker::Error(stoker::ErrorCode::invalid_option, "stoker: transform: unknown dtype");
+              t.fields.push_back(stoker::TransformField{nb::cast<std::string>(f[0]), *dtype,
+                                                        nb::cast<std::vector<std::int64_t>>(f[2]), nb::cast<bool>(f[3]),
+                                                        nb::cast<std::uint64_t>(f[4])});
+            }
+          },
+          nb::arg("runner"), nb::arg("host"), nb::arg("payload"), nb::arg("fields"), nb::arg("started").none())
+      // Ends the started host unless a Loader took it: for a Loader that failed to build.
+      .def("discard_transform_host", [](PyOptions& p) {
+        if (p.transform.started) p.transform.started->discard();
       });
   stoker_py::bind_transform(m);
+
+  // A transform host started before its Loader (stoker/transform.h): the package asks it what the
+  // transform returns on sample 0, then hands it to the Loader, whose workers it forks.
+  nb::class_<stoker::StartedHost>(m, "StartedHost")
+      .def_static("start", &stoker::StartedHost::start, nb::call_guard<Inside>())
+      .def_prop_ro("pid", &stoker::StartedHost::pid)
+      .def(
+          "ask",
+          [](stoker::StartedHost& h, const nb::bytes& q, double timeout_s) {
+            std::string question(q.c_str(), q.size());
+            GilRelease unlocked;
+            h.ask(question, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)));
+          },
+          nb::call_guard<Inside>())
+      .def(
+          "answer",
+          [](stoker::StartedHost& h, double wait_s) -> nb::object {
+            std::optional<std::string> text;
+            {
+              GilRelease unlocked;
+              text = h.answer(std::chrono::milliseconds(static_cast<std::int64_t>(wait_s * 1000)));
+            }
+            if (!text) return nb::none();
+            return nb::bytes(text->data(), text->size());
+          },
+          nb::call_guard<Inside>(), "The answer within wait_s seconds, or None.")
+      .def("discard", &stoker::StartedHost::discard, nb::call_guard<Inside>());
 
   nb::class_<PyEpoch>(m, "Epoch", "One epoch's batches, in order: iterate it.")
       .def("__iter__", [](nb::handle self) { return self; })

@@ -207,8 +207,8 @@ class Loader:
         pipeline (docs/transform.md): ``sample`` maps each field to a read-only numpy array; it
         returns numpy arrays, CPU torch tensors or numbers, the fields the Loader delivers. It
         travels by pickle (cloudpickle, where installed, for lambdas and closures). What it returns
-        is learnt from sample 0 in a process of its own, or declared: ``transform_output={name:
-        (dtype, shape)}``. ``rng`` is a numpy Generator seeded from (seed, epoch, index); with
+        is learnt from sample 0 in the workers' host, which keeps what the call imported for the
+        workers, or declared: ``transform_output={name: (dtype, shape)}``. ``rng`` is a numpy Generator seeded from (seed, epoch, index); with
         ``seed_globals`` (default) torch's, numpy's and Python's global generators are seeded so
         too: the same batches for any num_workers. ``ragged``: fields whose first dimension varies
         (a list, or {name: most elements per sample}), delivered as values and ``name.offsets``.
@@ -363,7 +363,11 @@ class Loader:
         self._lock = threading.Lock()
         self._pending = None
         self._pending_epoch = None
-        self._core = _core.Loader(options, framework, copy, current_stream)
+        try:
+            self._core = _core.Loader(options, framework, copy, current_stream)
+        except BaseException:
+            options.discard_transform_host()  # not left to the collector: a traceback keeps options
+            raise
 
     # ---- iteration -------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:

@@ -1,17 +1,18 @@
 """transform=: a Python function run in stoker's workers on every sample (docs/transform.md).
 
-The trainer pickles the function, learns what it returns from the first sample in a process of its
-own (unless declared), and hands the C++ Loader a Runner (used without workers) and the argv of a
-host: an exec of this interpreter that rebuilds the Runner once from the pickle, then forks the
-workers, which share the modules it imported."""
+The trainer pickles the function and starts its host, an exec of this interpreter, which unpickles
+it and runs it on the first sample to say what it returns (unless declared); the C++ Loader gets a
+Runner (used without workers), that host and its argv. The host builds the Runner once, then forks
+the workers, which share what it imported to answer."""
 
 import importlib
 import json
 import os
 import pickle
 import random
-import subprocess
 import sys
+import tempfile
+import time
 import traceback
 
 from ._errors import Error
@@ -342,33 +343,67 @@ _READ_KEYS = (
 
 
 def _learn(cfg, payload, timeout):
-    """Runs the transform on sample 0 in a process of its own and returns what it returned:
-    [(name, dtype, shape, sample bytes)]. A transform that kills that process is named here."""
-    request = pickle.dumps({"payload": payload, "read": {k: cfg[k] for k in _READ_KEYS}})
-    argv = _python_argv("from stoker import _transform; _transform.learn_main()")
-    try:
-        done = subprocess.run(argv, input=request, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise Error(
-            f"stoker: transform: learning what it returns from sample 0 took more than {timeout:g} s (in a "
-            "process of its own): declare its fields instead (transform_output=)",
-            "transform",
-        ) from None
-    if done.returncode != 0:
-        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
-        tail = done.stderr.decode(errors="replace").strip()[-4000:]
-        raise Error(
-            f"stoker: transform: the process that runs it on sample 0 to learn its fields ended with {how}"
-            + (f":\n{tail}" if tail else ""),
-            "transform",
+    """Starts the transform's host, which runs the transform on sample 0 and says what it returned:
+    ([(name, dtype, shape, sample bytes)], the modules the call imported, the host or None). What
+    the transform imported there (its modules, torch inside the function) stays imported for the
+    workers the host then forks; a call that left threads running there gives no host (the Loader
+    starts one afresh: workers are forked from a process of one thread)."""
+    from . import _core
+
+    deadline = time.monotonic() + timeout
+    # What the call writes (a print, a C library's complaint, a crash's last words) goes to a file
+    # of its own: shown here once, or in the error when the call fails.
+    with tempfile.NamedTemporaryFile(prefix="stoker-transform-", suffix=".log") as log:
+        host = _core.StartedHost.start(_python_argv("from stoker import _transform; _transform.host_main()"))
+        try:
+            question = {"payload": payload, "read": {k: cfg[k] for k in _READ_KEYS}, "log": log.name}
+            host.ask(pickle.dumps(question), timeout)
+            while (text := host.answer(0.1)) is None:  # in slices: Ctrl-C is seen here at once
+                if time.monotonic() > deadline:
+                    raise Error(
+                        f"stoker: transform: learning what it returns from sample 0 took more than {timeout:g} s (in "
+                        f"the workers' host, pid {host.pid}): declare its fields instead (transform_output=)",
+                        "transform",
+                    )
+        except Error as e:
+            host.discard()
+            if e.code != "transform" or str(e).startswith("stoker: transform:"):
+                raise
+            why = str(e).removeprefix("stoker: ") + _tail(log)
+            raise Error(f"stoker: transform: on sample 0, run to learn what it returns: {why}", "transform") from None
+        except BaseException:
+            host.discard()
+            raise
+        answer = json.loads(text.decode())
+        if "error" in answer:
+            host.discard()
+            raise Error(
+                f"stoker: transform: on sample 0 (run to learn what it returns): {answer['error']}" + _tail(log),
+                answer.get("code", "transform"),
+            )
+        log.seek(0)
+        if said := log.read():
+            sys.stderr.write(said.decode(errors="replace"))
+            sys.stderr.flush()
+    if answer["threads"] > 1:
+        import warnings
+
+        warnings.warn(
+            f"stoker: transform: its call on sample 0 left {answer['threads'] - 1} threads running in the workers' "
+            "host (a library's thread pool): workers are forked from a process of one thread, so the Loader starts "
+            "another host, which imports the transform's modules again",
+            stacklevel=4,
         )
-    answer = json.loads(done.stdout.decode())
-    if "error" in answer:
-        raise Error(
-            f"stoker: transform: on sample 0 (run to learn what it returns): {answer['error']}",
-            answer.get("code", "transform"),
-        )
-    return answer["fields"], answer.get("imports", [])
+        host.discard()
+        host = None
+    return answer["fields"], answer["imports"], host
+
+
+def _tail(log):
+    """The last lines the call wrote, for an error."""
+    log.seek(0)
+    said = log.read().decode(errors="replace").strip()
+    return f"\n{said[-4000:]}" if said else ""
 
 
 def _python_argv(code):
@@ -393,7 +428,7 @@ def _declared(transform_output):
     return out
 
 
-# Set in the transform's host and in the process that learns its fields: a Loader with a transform
+# Set in the transform's host: a Loader with a transform
 # built there is the user's script run again at import (as __mp_main__), not a training job.
 _IN_WORKERS_ENV = "STOKER_TRANSFORM_PROCESS"
 
@@ -427,9 +462,18 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
         }
     )
     if transform_output is not None:
-        learned, imports = _declared(transform_output), []
+        learned, imports, started = _declared(transform_output), [], None
     else:
-        learned, imports = _learn(cfg, payload, timeout)
+        learned, imports, started = _learn(cfg, payload, timeout)
+    try:
+        _configure(options, cfg, transform, seed_globals, ragged, payload, learned, imports, started)
+    except BaseException:
+        if started is not None:
+            started.discard()
+        raise
+
+
+def _configure(options, cfg, transform, seed_globals, ragged, payload, learned, imports, started):
     fields = []
     for name, dtype, shape, sample_bytes in learned:
         is_ragged = name in ragged or (shape and shape[0] is None)
@@ -459,16 +503,22 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
     runner = Runner(transform, cfg["seed"], names, seed_globals, restore_globals=True)
     host = _python_argv("from stoker import _transform; _transform.host_main()")
     payload = pickle.dumps({**pickle.loads(payload), "names": names, "imports": imports})
-    options.set_transform(runner, host, payload, fields)
-    return fields
+    options.set_transform(runner, host, payload, fields, started)
 
 
-# ---- in the host and the learning process --------------------------------------------------------
+# ---- in the host ---------------------------------------------------------------------------------
 
 
-def _build(payload):
-    """The Runner a payload describes, its function unpickled in this process."""
-    cfg = pickle.loads(payload)
+# The function the host unpickled to answer (its pickle, and it): _build takes it rather than
+# unpickle it again.
+_answered = (None, None)
+
+
+def _function(cfg):
+    """The function a payload carries, unpickled in this process (once)."""
+    global _answered
+    if _answered[0] == cfg["fn"]:
+        return _answered[1]
     sys.path[:] = cfg["sys_path"]
     if cfg["main"] and "__mp_main__" not in sys.modules:
         import multiprocessing.spawn
@@ -476,38 +526,75 @@ def _build(payload):
         multiprocessing.spawn.import_main_path(cfg["main"])
     if cfg["pickler"] == "cloudpickle":
         import cloudpickle  # noqa: F401 - what its pickles load with
-    fn = pickle.loads(cfg["fn"])
+    _answered = (cfg["fn"], pickle.loads(cfg["fn"]))
+    return _answered[1]
+
+
+def _build(payload):
+    """The Runner a payload describes, its function unpickled in this process."""
+    cfg = pickle.loads(payload)
+    fn = _function(cfg)
     for module in cfg.get("imports", ()):
-        try:  # what the function imported when it ran on sample 0: once here, shared by the workers
+        try:  # what the function imported when it ran on sample 0, for a host that did not run it
             importlib.import_module(module)
         except Exception:  # noqa: BLE001 - the function imports it again, and says why if it cannot
             pass
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(1)  # as DataLoader's workers: one thread each
+    _one_thread_torch()
     return Runner(fn, cfg["seed"], cfg.get("names", ()), cfg["seed_globals"])
 
 
+def _one_thread_torch():
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)  # as DataLoader's workers: one thread each
+
+
 def _one_thread_pools():
+    # The host forks the workers: no pool may have started threads in it, whatever the trainer's
+    # environment asks for its own process.
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(v, "1")
+        os.environ[v] = "1"
     os.environ[_IN_WORKERS_ENV] = "1"
 
 
 def host_main():
-    """The transform host's whole life (stoker/transform.h): never returns."""
+    """The transform host's whole life (stoker/transform.h): answers what the transform returns on
+    sample 0 when asked (_answer), then forks the workers; never returns."""
     _one_thread_pools()
+    # Workers end with _exit, which flushes nothing: what the transform prints goes out by the line.
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
     from . import _core
 
-    _core._serve_transform_host(_build)
+    _core._serve_transform_host(_build, _answer)
 
 
-def learn_main():
-    """Reads sample 0 without workers and runs the transform on it; writes its fields as JSON."""
-    _one_thread_pools()
-    request = pickle.loads(sys.stdin.buffer.read())
-    out = sys.stdout
-    sys.stdout = sys.stderr  # what the transform prints is not the answer
+def _answer(question):
+    """Reads sample 0 without workers and runs the transform on it: its fields, the modules the
+    call imported and the threads it left, as JSON. What the call writes goes to the trainer's log."""
+    request = pickle.loads(question)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    log = request.get("log")
+    if log is not None:
+        log = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+    try:
+        answer = _run_on_sample_0(request)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved + ([log] if log is not None else []):
+            os.close(fd)
+    answer["threads"] = len(os.listdir("/proc/self/task"))
+    return json.dumps(answer).encode()
+
+
+def _run_on_sample_0(request):
     try:
         from ._loader import Loader
 
@@ -522,30 +609,35 @@ def learn_main():
             else:
                 sample[name] = batch[name][0]
             sample[name].setflags(write=False)
-        runner = _build(request["payload"])
+        loader.close()
+        del loader, batch
+        cfg = pickle.loads(request["payload"])
+        try:
+            fn = _function(cfg)
+        except Exception as e:  # noqa: BLE001 - the user's pickle or modules
+            return {"error": f"the workers' host could not rebuild the transform: {_failure(e)}"}
+        runner = Runner(fn, cfg["seed"], (), cfg["seed_globals"])
         seed_generators(seed_words(runner.seed, 0, 0), runner._bits, runner.seed_globals)
+        _one_thread_torch()
         before = set(sys.modules)
         try:
             result = runner.fn(sample, runner.rng)
         except Exception as e:  # noqa: BLE001
-            answer = {"error": _failure(e)}
-        else:
-            if not isinstance(result, dict):
-                answer = {"error": f"the transform returned {type(result).__name__}, not a dict of fields"}
-            else:
-                import numpy
+            return {"error": _failure(e)}
+        _one_thread_torch()
+        if not isinstance(result, dict):
+            return {"error": f"the transform returned {type(result).__name__}, not a dict of fields"}
+        import numpy
 
-                fields = []
-                for name, value in result.items():
-                    a = _array(numpy, name, value)
-                    fields.append((name, a.dtype.name, list(a.shape), a.nbytes))
-                # What the call imported (torch inside the function, say): the host imports it
-                # before it forks, so that the workers share it instead of each importing it.
-                imported = sorted({m.split(".")[0] for m in set(sys.modules) - before if not m.startswith("_")})
-                answer = {"fields": fields, "imports": imported}
+        fields = []
+        for name, value in result.items():
+            a = _array(numpy, name, value)
+            fields.append((name, a.dtype.name, list(a.shape), a.nbytes))
+        # What the call imported (torch inside the function, say): a host started afresh (this one
+        # left threads, or a fork server was replaced) imports it before it forks its workers.
+        imported = sorted({m.split(".")[0] for m in set(sys.modules) - before if not m.startswith("_")})
+        return {"fields": fields, "imports": imported}
     except _Refused as e:
-        answer = {"error": str(e)}
+        return {"error": str(e)}
     except Error as e:
-        answer = {"error": str(e), "code": e.code}
-    out.write(json.dumps(answer))
-    out.flush()
+        return {"error": str(e), "code": e.code}

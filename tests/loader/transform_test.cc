@@ -1,11 +1,20 @@
 // Options::transform (stoker/transform.h): a C++ transform run without workers, in workers forked
 // from this process (the fork-only path), and in workers of a host that rebuilds it from its
-// payload: this test program started with kTransformHostFlag (tests/support/main.cc).
+// payload: this test program started with kTransformHostFlag (tests/support/main.cc), by the
+// Loader or, asked questions first, ahead of it (StartedHost).
 #include "stoker/transform.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -84,6 +93,103 @@ TEST_F(Transforms, WorkersOfAHostRunTheTransformItRebuiltFromThePayload) {
   expect_transformed(loader, 5);
 }
 
+// The answer to `question`, waited for up to 60 s.
+std::string ask(StartedHost& host, const std::string& question) {
+  host.ask(question, std::chrono::seconds(60));
+  std::optional<std::string> answer = host.answer(std::chrono::seconds(60));
+  if (!answer) throw std::runtime_error("no answer within 60 s to " + question);
+  return *answer;
+}
+
+int parent_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+  char state = 0;
+  int ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+bool gone(int pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }  // ended and reaped
+
+int oom_score_adj_of_process(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/oom_score_adj");
+  int v = -1;
+  in >> v;
+  return v;
+}
+
+TEST_F(Transforms, AStartedHostAnswersThenItsWorkersAreForkedFromIt) {
+  const std::shared_ptr<StartedHost> host = StartedHost::start({"/proc/self/exe", kTransformHostFlag});
+  const int pid = host->pid();
+  EXPECT_EQ(ask(*host, "pid"), std::to_string(pid));
+  EXPECT_EQ(ask(*host, "hello"), "answer to hello");
+  Options o = options(2);
+  o.transform.host = {"/proc/self/exe", kTransformHostFlag};
+  o.transform.payload = "5";
+  o.transform.started = host;
+  o.worker_oom_score_adj = 700;  // set on the host it takes, before any worker is forked
+  Loader loader(o);
+  EXPECT_EQ(host->pid(), -1) << "taken by the Loader";
+  for (int w : loader.worker_pids()) {
+    EXPECT_EQ(parent_of(w), pid) << "worker " << w;
+    EXPECT_EQ(oom_score_adj_of_process(w), 700) << "worker " << w;
+  }
+  expect_transformed(loader, 5);
+}
+
+TEST_F(Transforms, AStartedHostWhoseAnswerWasNotReadIsReplacedByANewOne) {
+  const std::shared_ptr<StartedHost> host = StartedHost::start({"/proc/self/exe", kTransformHostFlag});
+  const int pid = host->pid();
+  host->ask("hello", std::chrono::seconds(60));  // its answer never read: the socket is mid-exchange
+  Options o = options(2);
+  o.transform.host = {"/proc/self/exe", kTransformHostFlag};
+  o.transform.payload = "5";
+  o.transform.started = host;
+  Loader loader(o);
+  EXPECT_TRUE(gone(pid));
+  for (int w : loader.worker_pids()) EXPECT_NE(parent_of(w), pid) << "worker " << w;
+  expect_transformed(loader, 5);
+}
+
+TEST_F(Transforms, AStartedHostNoLoaderTakesIsEndedAndReaped) {
+  std::shared_ptr<StartedHost> host = StartedHost::start({"/proc/self/exe", kTransformHostFlag});
+  int pid = host->pid();
+  EXPECT_EQ(ask(*host, "pid"), std::to_string(pid));
+  Options o = options(0);  // without workers, the transform runs here
+  o.transform.host = {"/proc/self/exe", kTransformHostFlag};
+  o.transform.started = host;
+  {
+    Loader loader(o);
+    expect_transformed(loader, 1);
+  }
+  EXPECT_EQ(host->pid(), -1);
+  EXPECT_TRUE(gone(pid));
+  host = StartedHost::start({"/proc/self/exe", kTransformHostFlag});
+  pid = host->pid();
+  host.reset();  // never asked, never taken
+  EXPECT_TRUE(gone(pid));
+}
+
+TEST_F(Transforms, AStartedHostThatEndsOrFailsWhileAskedSaysHow) {
+  std::shared_ptr<StartedHost> host = StartedHost::start({"/proc/self/exe", kTransformHostFlag});
+  int pid = host->pid();
+  expect_error(ErrorCode::transform, [&] { ask(*host, "exit"); },
+               {fmt::format("the transform's host (pid {}) exited with status 3", pid)});
+  EXPECT_TRUE(gone(pid));
+  expect_error(ErrorCode::transform, [&] { ask(*host, "pid"); }, {"discarded or taken"});
+  host = StartedHost::start({"/proc/self/exe", kTransformHostFlag});
+  pid = host->pid();
+  expect_error(ErrorCode::transform, [&] { ask(*host, "throw"); }, {"this host answers no such question"});
+  EXPECT_TRUE(gone(pid));
+  host = StartedHost::start({"/nonexistent/host"});
+  pid = host->pid();
+  expect_error(ErrorCode::transform, [&] { ask(*host, "pid"); },
+               {"could not be started: exec: No such file or directory"});
+  EXPECT_TRUE(gone(pid));
+}
+
 TEST_F(Transforms, WorkersStartedByExecNeedAHost) {
   if (!clean_workers()) {  // the fork-only path: the workers have this process's transform
     Loader loader(options(2));
@@ -119,6 +225,11 @@ TEST_F(Transforms, FieldsARingCannotHoldAreRefused) {
   o = options(0);
   o.transform.local.reset();
   expect_error(ErrorCode::invalid_option, [&] { Loader loader(o); }, {"neither a local transform nor a host"});
+  o = options(2);
+  o.transform.started = StartedHost::start({"/proc/self/exe", kTransformHostFlag});
+  expect_error(ErrorCode::invalid_option, [&] { Loader loader(o); }, {"a started host (Transform::started) without"});
+  o = options(0);
+  o.transform.local.reset();
   o.transform.host = {"/proc/self/exe", kTransformHostFlag};
   expect_error(ErrorCode::invalid_option, [&] { Loader loader(o); },
                {"without workers the transform runs in this process", "Options::transform.local"});

@@ -344,8 +344,11 @@ def test_a_killed_worker_is_replaced_and_the_data_is_the_same(data):
         np.testing.assert_array_equal(a, b["label"])
 
 
-def test_a_transform_that_kills_the_learning_process_is_named(data):
-    with pytest.raises(stoker.Error, match="sample 0 to learn its fields ended with exit status 3") as e:
+def test_a_transform_that_kills_its_host_on_sample_0_is_named(data):
+    with pytest.raises(
+        stoker.Error,
+        match=r"on sample 0, run to learn what it returns: the transform's host \(pid \d+\) exited with status 3",
+    ) as e:
         stoker.Loader(data["fixed"], num_workers=1, fields=["label"], transform=_exits_at_once)
     assert e.value.code == "transform"
 
@@ -434,24 +437,69 @@ def test_memfd_in_place_of_a_small_dev_shm_and_the_workers_rss(data):
     assert len(rss) == 2 and all(r > 1 << 20 for r in rss)
 
 
-def test_the_users_module_is_imported_once_for_all_workers_and_torch_runs_one_thread(data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("declared", [True, False])
+def test_the_users_module_is_imported_once_for_all_workers_and_torch_runs_one_thread(
+    data, tmp_path, monkeypatch, declared
+):
+    """Learnt from sample 0 or declared, the module (and torch) is imported by the workers' host
+    alone: the process that ran the transform on sample 0 is the one the workers are forked from."""
     pytest.importorskip("torch")
     import import_counter
 
     log = tmp_path / "imports"
     monkeypatch.setenv("STOKER_TEST_IMPORTS", str(log))
-    loader = label_loader(
-        data,
-        import_counter.label_and_threads,
-        workers=3,
-        batch_size=16,
-        transform_output={"label": ("int64", ()), "threads": ("int64", ())},
-    )
+    output = {"transform_output": {"label": ("int64", ()), "threads": ("int64", ())}} if declared else {}
+    loader = label_loader(data, import_counter.label_and_threads, workers=3, batch_size=16, **output)
     batches = collect(loader)
     assert all((b["threads"] == 1).all() for _, b in batches), "torch's pool in a worker is one thread"
     imports = log.read_text().split()
     assert len(imports) == 1, f"imported by {len(imports)} processes: the host alone should"
     assert int(imports[0]) not in loader.worker_pids()
+    assert all(_parent(w) == int(imports[0]) for w in loader.worker_pids()), "the workers are the host's children"
+
+
+def _parent(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _children():
+    """This process's child processes."""
+    out = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            out |= {int(p) for p in f.read().split()}
+    return out
+
+
+def test_the_host_that_learnt_is_ended_when_no_worker_needs_it_or_the_loader_fails(data):
+    before = _children()
+    loader = label_loader(data, transforms.pid, workers=0)
+    assert _children() == before, "without workers the host that learnt the fields is ended"
+    assert sum(len(i) for i, _ in collect(loader)) == N
+    with pytest.raises(stoker.Error, match="ragged names"):
+        label_loader(data, transforms.pid, workers=2, ragged=["nope"])
+    with pytest.raises(stoker.Error, match="batch_size"):
+        label_loader(data, transforms.pid, workers=2, batch_size=N + 1, drop_last=True)
+    assert _children() == before, "a Loader that failed to build leaves no host"
+
+
+def test_a_call_that_leaves_a_thread_in_the_host_gets_a_host_started_afresh(data):
+    with pytest.warns(UserWarning, match="left 1 threads running in the workers' host"):
+        loader = label_loader(data, transforms.starts_a_thread, workers=2)
+    got = collect(loader)
+    assert sorted(i for indices, _ in got for i in indices) == list(range(N))
+    for indices, batch in got:
+        np.testing.assert_array_equal(batch["label"], np.array(indices) * 3 - 50)
+
+
+def test_what_the_transform_prints_is_shown_once_for_the_learning_and_once_per_worker_call(data, capfd):
+    loader = label_loader(data, transforms.says_hello_on_sample_0, workers=2)
+    collect(loader)
+    loader.close()
+    out, err = capfd.readouterr()
+    assert err.count("hello from sample 0") == 1, "the call that learnt the fields, shown by the trainer"
+    assert out.count("hello from sample 0") == 1, "the worker's call, written by the line"
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -523,18 +571,14 @@ def test_a_transform_that_keeps_its_input_is_told_to_copy(data):
     assert e.value.code == "transform"
 
 
-def test_a_host_that_cannot_rebuild_the_transform_says_so(data, monkeypatch):
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_host_that_cannot_rebuild_the_transform_says_so(data, monkeypatch, declared):
     import import_fails_in_host
 
     monkeypatch.setenv("STOKER_TEST_HOST_IMPORT_FAILS", "1")
+    output = {"transform_output": {"label": ("int64", ())}} if declared else {}
     with pytest.raises(stoker.Error, match="(?s)could not rebuild the transform.*refuses to import here") as e:
-        stoker.Loader(
-            data["fixed"],
-            num_workers=1,
-            fields=["label"],
-            transform=import_fails_in_host.label,
-            transform_output={"label": ("int64", ())},
-        )
+        stoker.Loader(data["fixed"], num_workers=1, fields=["label"], transform=import_fails_in_host.label, **output)
     assert e.value.code == "transform"
 
 

@@ -136,3 +136,23 @@ def torchvision_augment(sample, rng):
         [v2.RandomResizedCrop(12, antialias=True), v2.RandomHorizontalFlip(), v2.ColorJitter(0.4, 0.4, 0.4)]
     )
     return {"image": augment(image)}
+
+
+def says_hello_on_sample_0(sample, rng):
+    """Prints once per call on sample 0 (the label of sample 0 is -50), in stoker's processes only."""
+    if os.environ.get("STOKER_TRANSFORM_PROCESS") and int(sample["label"]) == -50:
+        print("hello from sample 0")
+    return {"label": sample["label"]}
+
+
+_pool = []
+
+
+def starts_a_thread(sample, rng):
+    """Starts a thread (as a library's pool would) on its first call in a process."""
+    import threading
+
+    if not _pool:
+        _pool.append(threading.Thread(target=time.sleep, args=(3600,), daemon=True))
+        _pool[0].start()
+    return {"label": sample["label"]}

@@ -1,5 +1,7 @@
 #include "tests/support/test_transform.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <span>
 #include <string>
@@ -39,7 +41,15 @@ std::vector<TransformField> twice_and_ids_fields() {
 }
 
 void serve_test_transform_host() {
-  serve_transform_host([](const std::string& payload) { return twice_and_ids(std::stoll(payload)); });
+  // Questions: "pid" (its pid), "exit" (exits with status 3), "throw" (its answer function throws);
+  // any other q is answered "answer to q".
+  const TransformAnswer answer = [](const std::string& q) -> std::string {
+    if (q == "pid") return std::to_string(::getpid());
+    if (q == "exit") ::_exit(3);
+    if (q == "throw") throw Error(ErrorCode::transform, "stoker: this host answers no such question");
+    return "answer to " + q;
+  };
+  serve_transform_host([](const std::string& payload) { return twice_and_ids(std::stoll(payload)); }, {}, answer);
 }
 
 }  // namespace stoker::test
