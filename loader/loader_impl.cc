@@ -486,8 +486,7 @@ Stats LoaderImpl::stats() const {
     times_.fill(s);
   }
   if (feeder_) feeder_->add_stats(s);
-  if (workers_) s.worker_cpu_seconds = workers_->worker_cpu_seconds();
-  if (workers_) s.respawns = workers_->respawns();
+  if (workers_) workers_->add_stats(s);
   if (const AutoTuner* t = workers_ ? workers_->auto_tuner() : nullptr) {
     s.workers = t->workers();
     s.depth = t->depth() + design_.held_slots;

@@ -115,6 +115,7 @@ struct EpochResult {
   double gpu_idle_pct = -1, h2d_gib_per_s = -1;
   double seconds = 0, ttfb_ms = 0, wait_p50_ms = 0, wait_p99_ms = 0, stall_pct = 0;
   double worker_cpu_s = 0, consumer_cpu_s = 0;
+  std::uint64_t consumer_wakes = 0;
   std::string content_digest, order_digest;
   bool stopped = false;                       // by --stop-after-batches
   std::optional<std::uint64_t> resumed_from;  // the state's consumed count
@@ -189,6 +190,7 @@ EpochResult run_epoch(Loader& loader, std::uint64_t epoch, const std::optional<s
   r.stall_pct = r.seconds > 0 ? 100.0 * waited / r.seconds : 0;
   const stoker::Stats after = loader.stats();
   r.worker_cpu_s = after.worker_cpu_seconds - before.worker_cpu_seconds;
+  r.consumer_wakes = after.consumer_wakes - before.consumer_wakes;
   if (device) {
     double span = after.gpu_span_seconds - before.gpu_span_seconds;
     double h2d = after.h2d_seconds - before.h2d_seconds;
@@ -252,7 +254,8 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
                                       : s.shm_backing == stoker::ShmBacking::dev_shm ? "dev_shm"
                                                                                      : "none"},
                       {"worker_cpu_s", r.worker_cpu_s},
-                      {"consumer_cpu_s", r.consumer_cpu_s}};
+                      {"consumer_cpu_s", r.consumer_cpu_s},
+                      {"consumer_wakes", r.consumer_wakes}};
   j["device"] = args.device;
   j["rank"] = loader.options().shard.rank;
   j["world_size"] = loader.options().shard.world_size;

@@ -34,6 +34,10 @@ struct Stats {
   std::size_t workers = 0;
   std::uint64_t respawns = 0;          // workers replaced after dying or being stuck (Options::max_respawns)
   std::uint64_t overflow_batches = 0;  // batches whose bytes fields outgrew their slot (read by the consumer)
+  // Times the consumer, asleep waiting for the next batch in order, was woken by a worker's
+  // finished batch: at most about one per batch, since a worker wakes it only for the batch it
+  // waits for (docs/shm-layout.md); none for a batch that was ready when asked for.
+  std::uint64_t consumer_wakes = 0;
   // Shard files the workers opened (a shard set; counted with the batches that opened them). Far
   // more than the number of shards: a random order over more shards than Options::max_open_shards.
   std::uint64_t shard_opens = 0;

@@ -125,6 +125,7 @@ void SegmentLayout::initialize(std::byte* base, std::uint32_t num_slots) const {
     fl[f].capacity = schema_.fields[f].is_bytes() ? data_capacity_[f] : fl[f].bytes_per_sample * batch_size_;
   }
   SegmentView view(base, *this);
+  new (&view.awaited_slot()) std::atomic<std::uint64_t>(0);
   for (std::uint32_t w = 0; w < num_workers_; ++w) {
     WorkerChannel c = view.channel(w);
     c.tasks.initialize();

@@ -25,7 +25,7 @@
 namespace stoker::detail {
 
 inline constexpr char kSegmentMagic[8] = {'S', 'T', 'O', 'K', 'E', 'R', 'S', 'M'};
-inline constexpr std::uint32_t kSegmentVersion = 5;
+inline constexpr std::uint32_t kSegmentVersion = 6;
 inline constexpr std::size_t kErrorTextBytes = 4096;
 // The stage times of a slot: the nanoseconds its worker spent in each stage of the batch
 // (loader/workers/stage_times.h), the last entry holding the stages past it.
@@ -48,7 +48,11 @@ struct SegmentHeader {
   std::uint64_t channels_offset;
   std::uint64_t channel_bytes;
   std::uint64_t fields_offset;
-  std::uint8_t reserved[40];
+  // The slot the consumer is about to sleep waiting for, plus one; 0 while it waits for none. A
+  // worker that finished a slot wakes the consumer (the done eventfd) only when it is this one.
+  // Read and written as an atomic (SegmentView::awaited_slot).
+  std::uint64_t awaited_slot;
+  std::uint8_t reserved[32];
 };
 static_assert(sizeof(SegmentHeader) == 128);
 
@@ -213,6 +217,12 @@ class SegmentView {
   // the slot cannot change it after.
   void copy_skipped(std::uint32_t s, std::vector<std::uint32_t>& out) const;
   WorkerChannel channel(std::uint32_t w) const noexcept;
+  // SegmentHeader::awaited_slot. The consumer stores the slot it will sleep for, then looks at the
+  // done rings; a worker pushes its slot, then loads this: each with a seq_cst fence between, so
+  // that one of the two sees the other (the consumer the slot, or the worker that it is awaited).
+  std::atomic<std::uint64_t>& awaited_slot() const noexcept {
+    return *reinterpret_cast<std::atomic<std::uint64_t>*>(base_ + offsetof(SegmentHeader, awaited_slot));
+  }
 
   // Writes `message` (truncated to fit) as slot s's error text, and its code.
   void set_error(std::uint32_t s, ErrorCode code, std::string_view message) const noexcept;

@@ -244,8 +244,12 @@ void WorkerSource::look_for_stuck_workers() {
 
 bool WorkerSource::wait_for(std::uint64_t t, Clock::time_point until) {
   for (;;) {
+    workers_.await_slot(tasks_.at(t).slot);  // before the look: what arrives after it wakes us
     collect();
-    if (tasks_.at(t).arrived) return true;
+    if (tasks_.at(t).arrived) {
+      workers_.await_slot(std::nullopt);
+      return true;
+    }
     check_exits();
     look_for_stuck_workers();
     const auto now = Clock::now();

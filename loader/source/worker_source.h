@@ -19,6 +19,7 @@
 #include "loader/source/slot_source.h"
 #include "loader/source/task_table.h"
 #include "loader/workers/worker_pool.h"
+#include "stoker/stats.h"
 
 namespace stoker::detail {
 
@@ -55,8 +56,12 @@ class WorkerSource final : public SlotSource {
   // In a fork of the owner: lets go of the workers without telling them anything (WorkerPool::disown).
   void disown() noexcept { workers_.disown(); }
   std::vector<int> pids() const { return workers_.pids(); }
-  std::uint64_t respawns() const noexcept { return respawns_; }
-  double worker_cpu_seconds() const { return workers_.cpu_seconds(); }
+  // Its counters: worker_cpu_seconds, respawns, consumer_wakes.
+  void add_stats(Stats& s) const {
+    s.worker_cpu_seconds = workers_.cpu_seconds();
+    s.respawns = respawns_;
+    s.consumer_wakes = workers_.wakes();
+  }
 
  private:
   // Issues batches while the window and the free slots allow.

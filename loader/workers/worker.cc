@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -63,8 +64,13 @@ void run_worker(const WorkerContext& ctx) {
       ch.cpu_ns->store(cpu_ns(), std::memory_order_relaxed);
       ch.progress->fetch_add(1, std::memory_order_relaxed);
       ch.done.push(s);  // cannot fail: every slot is in at most one ring
-      std::uint64_t one = 1;
-      while (::write(ctx.done_event, &one, sizeof one) < 0 && errno == EINTR) {
+      // The consumer sleeps for one slot: woken for it alone, not for each batch that comes
+      // before its turn (SegmentView::awaited_slot says why this is enough).
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (view.awaited_slot().load(std::memory_order_relaxed) == std::uint64_t{s} + 1) {
+        std::uint64_t one = 1;
+        while (::write(ctx.done_event, &one, sizeof one) < 0 && errno == EINTR) {
+        }
       }
     }
   }

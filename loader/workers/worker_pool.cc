@@ -102,13 +102,27 @@ WorkerPool::Wake WorkerPool::wait(std::chrono::milliseconds timeout) {
       {done_event_.get(), POLLIN, 0}, {server_->report_fd(), POLLIN, 0}, {interrupt_event_.get(), POLLIN, 0}};
   const int r = poll_until(fds, 3, deadline_in(timeout));
   if (r < 0) throw_errno("poll for worker results");
+  if (r > 0 && fds[1].revents) reports_pending_ = true;
   if (r > 0 && (fds[2].revents & POLLIN)) return Wake::interrupted;
   if (r == 0) return Wake::timeout;
   if (r > 0 && (fds[0].revents & POLLIN)) {
     std::uint64_t count;
     (void)!::read(done_event_.get(), &count, sizeof count);
+    ++wakes_;
   }
   return Wake::activity;
+}
+
+std::optional<WorkerExit> WorkerPool::poll_exit() {
+  if (!reports_pending_) return std::nullopt;
+  std::optional<WorkerExit> exit = server_->poll_exit();
+  reports_pending_ = exit.has_value();  // none left, until a wait sees the socket again
+  return exit;
+}
+
+void WorkerPool::await_slot(std::optional<std::uint32_t> slot) noexcept {
+  slots_->view().awaited_slot().store(slot ? std::uint64_t{*slot} + 1 : 0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the store, then the look at the done rings
 }
 
 std::vector<pid_t> WorkerPool::bury_workers() noexcept {
@@ -156,6 +170,7 @@ void WorkerPool::retire_channel(std::uint32_t worker) noexcept {
 }
 
 void WorkerPool::restart_server() {
+  reports_pending_ = true;
   for (std::uint32_t w = 0; w < num_workers_; ++w) retire_channel(w);
   server_.reset();
   server_ =
@@ -172,6 +187,7 @@ void WorkerPool::interrupt() noexcept {
 
 pid_t WorkerPool::respawn(std::uint32_t worker, const std::vector<std::uint32_t>& slots) {
   retire_channel(worker);
+  reports_pending_ = true;  // exits reported while it waited for the new worker are kept there
   const pid_t pid = server_->respawn(worker);
   for (std::uint32_t s : slots) slots_->view().channel(worker).tasks.push(s);
   signal_eventfd(task_events_[worker].get());

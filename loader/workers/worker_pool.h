@@ -55,18 +55,27 @@ class WorkerPool {
     }
   }
 
+  // The slot the next wait() is for: a worker that finishes it wakes the consumer, and one that
+  // finishes another does not. Call before the last collect() that precedes the wait: a slot
+  // finished after it wakes the wait, one finished before it is collected (SegmentView::awaited_slot).
+  // nullopt: waiting for none (after the slot arrived).
+  void await_slot(std::optional<std::uint32_t> slot) noexcept;
+
   enum class Wake { activity, timeout, interrupted };
-  // Blocks until a worker finished a slot or exited (activity), `timeout` passed (a negative one
-  // never does), or interrupt() was called.
+  // Blocks until a worker finished the awaited slot or exited (activity), `timeout` passed (a
+  // negative one never does), or interrupt() was called.
   Wake wait(std::chrono::milliseconds timeout);
+  // Times a wait() was woken by a finished slot (Stats::consumer_wakes).
+  std::uint64_t wakes() const noexcept { return wakes_; }
   // Makes a wait() in another thread return `interrupted` (any thread; for shutdown).
   void interrupt() noexcept;
   // SIGKILLs worker w (by its parent, the fork server: never a reused pid); its exit is reported.
   void kill(std::uint32_t w) noexcept;
 
   // A worker's exit, reported by the fork server, without blocking. Throws stoker::Error when the
-  // fork server itself is gone.
-  std::optional<WorkerExit> poll_exit() { return server_->poll_exit(); }
+  // fork server itself is gone. Looks at the server's socket only when a wait() saw it readable
+  // (or a respawn kept reports back) since it last found none: no system call per batch.
+  std::optional<WorkerExit> poll_exit();
 
   // Replaces worker `worker`, which has exited (and whose finished slots were collected): its task
   // ring is emptied, a new process forked, and `slots` (its unfinished tasks, in order) given to it
@@ -128,6 +137,8 @@ class WorkerPool {
   int oom_score_adj_ = 0;
   std::optional<ExecStart> exec_;     // how the fork server was started by exec, to start another
   std::uint64_t retired_cpu_ns_ = 0;  // CPU time of workers that died and were replaced
+  std::uint64_t wakes_ = 0;
+  bool reports_pending_ = true;  // the server's socket may hold an exit report (poll_exit)
 };
 
 // "worker 1 (pid 4242) was killed by signal SIGKILL while loading batch 3 of epoch 0 (samples 7,

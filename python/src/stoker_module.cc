@@ -688,6 +688,7 @@ class PyLoader {
     d["workers"] = s.workers;
     d["respawns"] = s.respawns;
     d["overflow_batches"] = s.overflow_batches;
+    d["consumer_wakes"] = s.consumer_wakes;
     d["shard_opens"] = s.shard_opens;
     d["skipped_samples"] = s.skipped_samples;
     nb::list skipped;

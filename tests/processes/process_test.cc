@@ -21,13 +21,16 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
+#include "stoker/pipeline.h"
 #include "tests/support/hang_op.h"
 #include "tests/support/hog_op.h"
 #include "tests/support/test_data.h"
@@ -511,6 +514,34 @@ TEST_F(Processes, ThreeHundredWorkersDeliverExactlyTheEpochOfNone) {
   ::alarm(0);
 }
 
+// nap(ms) on the i64 label field: passes it through, and sleeps ms on sample 0's.
+OpSpec nap_spec(const OpSpec& in, std::span<const double>) { return in; }
+void nap(const SampleIn& in, SampleOut& out, std::span<const double> args, SampleRandom&) {
+  std::memcpy(out.resize(in.dtype, in.shape), in.data.data(), in.data.size());
+  static const std::vector<std::byte> first = expected_field(small_schema(1).fields[1], 0);
+  if (std::memcmp(in.data.data(), first.data(), first.size()) == 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args[0]));
+  }
+}
+
+// While batch 0 takes its worker 300 ms, the other worker finishes its batches: none of them wakes
+// the consumer, which waits for batch 0 alone (docs/shm-layout.md, awaited_slot).
+TEST_F(Processes, TheConsumerIsWokenForTheBatchItWaitsForNotForThoseBeforeItsTurn) {
+  ::alarm(60);
+  Options o = options(2);
+  o.prefetch = 4;
+  o.pipeline = "label=nap(300)";
+  Loader loader(o);
+  Epoch epoch = loader.epoch(0);
+  ASSERT_TRUE(epoch.next());
+  EXPECT_LE(loader.stats().consumer_wakes, 1u) << "woken by worker 1's batches while it waited for batch 0";
+  std::size_t batches = 1;
+  while (epoch.next()) ++batches;
+  EXPECT_EQ(batches, loader.batches_per_epoch());
+  EXPECT_LE(loader.stats().consumer_wakes, batches) << "at most one wake per batch";
+  ::alarm(0);
+}
+
 // A setup larger than one packet (a thousand fields of long names) reaches every worker whole.
 TEST(ProcessSetup, AThousandFieldsOfLongNamesReachTheWorkers) {
   ::alarm(120);
@@ -816,3 +847,5 @@ TEST(SmallDevShm, MovesToMemfdLowersDepthOrRefusesAndNeverDiesOfSigbus) {
 
 }  // namespace
 }  // namespace stoker::test
+
+STOKER_REGISTER_OP(nap, stoker::test::nap_spec, stoker::test::nap);
