@@ -133,6 +133,7 @@ void SegmentLayout::initialize(std::byte* base, std::uint32_t num_slots) const {
     new (c.cpu_ns) std::atomic<std::uint64_t>(0);
     new (c.progress) std::atomic<std::uint64_t>(0);
     new (c.sample) std::atomic<std::uint64_t>(0);
+    new (c.idle) std::atomic<std::uint64_t>(1);  // a worker not started yet is woken
   }
   for (std::uint32_t s = 0; s < num_slots; ++s) new (&view.slot_header(s)) SlotHeader{};
 }
@@ -253,13 +254,14 @@ WorkerChannel SegmentView::channel(std::uint32_t w) const noexcept {
   std::byte* items = c + kChannelCounters * kLine;
   std::size_t ring_items = align_up(n * sizeof(std::uint32_t), kLine);
   WorkerChannel out;
-  // Counters first (tasks.write, tasks.read, done.write, done.read, cpu_ns, progress and sample),
-  // then the items.
+  // Counters first (tasks.write, tasks.read, done.write, done.read, cpu_ns, progress with sample
+  // and idle), then the items.
   out.tasks = SlotRing(c, items, n);
   out.done = SlotRing(c + 2 * kLine, items + ring_items, n);
   out.cpu_ns = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 4 * kLine);
   out.progress = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 5 * kLine);
   out.sample = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 5 * kLine + sizeof(std::uint64_t));
+  out.idle = reinterpret_cast<std::atomic<std::uint64_t>*>(c + 5 * kLine + 2 * sizeof(std::uint64_t));
   return out;
 }
 

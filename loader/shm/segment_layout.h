@@ -127,6 +127,11 @@ struct WorkerChannel {
   // reads a batch or waits. Read by the consumer when a worker dies, to name the sample that killed
   // it. In progress's cache line: both are written by the worker alone.
   std::atomic<std::uint64_t>* sample = nullptr;
+  // 1 while the worker sleeps (or is about to) on its task eventfd, 0 while it works: the consumer
+  // writes the eventfd after a push only to a worker that sleeps. The worker stores it, then looks
+  // at its task ring; the consumer pushes, then loads it: each with a seq_cst fence between, so
+  // that the worker sees the task or the consumer sees it sleeps. In progress's cache line.
+  std::atomic<std::uint64_t>* idle = nullptr;
 };
 
 // The bytes a slot gives each sample of a bytes field (the `sample_bound` of SegmentLayout): twice

@@ -40,11 +40,18 @@ void run_worker(const WorkerContext& ctx) {
   filler.set_progress_counters(ch.progress, ch.sample);
   std::uint64_t advised = 0;  // ring positions below this were read ahead
   for (;;) {
-    pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
-    if (poll_until(fds, 2, Clock::time_point::max()) < 0) return;
-    if (fds[1].revents) return;  // the trainer is gone
-    std::uint64_t count;
-    if (::read(ctx.task_event, &count, sizeof count) < 0 && errno != EAGAIN) return;
+    // Asleep only with nothing to do: it says so, then looks at its ring once more; the consumer
+    // writes the eventfd only to a worker that said so (WorkerChannel::idle).
+    ch.idle->store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ch.tasks.read_position() == ch.tasks.write_position()) {
+      pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
+      if (poll_until(fds, 2, Clock::time_point::max()) < 0) return;
+      if (fds[1].revents) return;  // the trainer is gone
+      std::uint64_t count;
+      if (::read(ctx.task_event, &count, sizeof count) < 0 && errno != EAGAIN) return;
+    }
+    ch.idle->store(0, std::memory_order_relaxed);
     std::uint32_t s;
     for (;;) {
       // Large samples not in the page cache: the storage reads of every batch queued for this

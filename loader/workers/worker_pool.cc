@@ -93,8 +93,11 @@ std::vector<int> WorkerPool::pids() const {
 }
 
 void WorkerPool::assign(std::uint32_t worker, std::uint32_t slot) {
-  slots_->view().channel(worker).tasks.push(slot);  // cannot fail: a ring holds every slot
-  signal_eventfd(task_events_[worker].get());
+  WorkerChannel ch = slots_->view().channel(worker);
+  ch.tasks.push(slot);  // cannot fail: a ring holds every slot
+  // The push, then the look at whether it sleeps: a worker at work finds the task itself.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ch.idle->load(std::memory_order_relaxed) != 0) signal_eventfd(task_events_[worker].get());
 }
 
 WorkerPool::Wake WorkerPool::wait(std::chrono::milliseconds timeout) {
