@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "loader/source/auto_tuner.h"
 #include "loader/workers/stage_times.h"
 
 namespace stoker::detail {
@@ -75,8 +76,9 @@ namespace {
 constexpr std::uint64_t kVerdictBatches = 8;
 // Below this share of the loop spent waiting, the loader keeps up.
 constexpr double kKeepsUp = 0.10;
-// Workers busy less than this share of the loop's time while it waits have batches missing.
-constexpr double kWorkersBusy = 0.60;
+// Workers busy less than this share of the loop's time while it waits have batches missing (the
+// automatic tuner deepens the ring then, and adds workers otherwise).
+constexpr double kWorkersBusy = AutoTuner::kBusyForWorkers;
 // Workers whose CPU time is less than this share of their busy time wait on storage.
 constexpr double kOnCpu = 0.50;
 

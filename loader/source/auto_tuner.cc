@@ -18,7 +18,7 @@ std::uint32_t AutoTuner::depth() const noexcept {
   return std::min<std::uint32_t>(workers_ * prefetch_, std::max<std::uint32_t>(limits_.max_depth, 1));
 }
 
-bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_seconds) {
+bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds) {
   if (settled_ || batches == 0 || seconds <= 0) return false;
   if (skip_ > 0) {
     --skip_;
@@ -51,18 +51,20 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
   if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now
   before_ = best_recent;
   seen_ = 0;  // the next two intervals judge the step
-  if (limits_.tune_workers && workers_ < limits_.max_workers && (workers_ + 1) * prefetch_ <= limits_.max_depth) {
+  const bool workers_limit = busy_seconds >= kBusyForWorkers * workers_ * seconds;
+  if (workers_limit && limits_.tune_workers && workers_ < limits_.max_workers &&
+      (workers_ + 1) * prefetch_ <= limits_.max_depth) {
     ++workers_;
     pending_ = Step::worker;
     skip_ = kWorkerWarmupIntervals;
     return true;
   }
-  if (limits_.tune_prefetch && workers_ * (prefetch_ + 1) <= limits_.max_depth) {
+  if (!workers_limit && limits_.tune_prefetch && workers_ * (prefetch_ + 1) <= limits_.max_depth) {
     ++prefetch_;
     pending_ = Step::prefetch;
     return true;
   }
-  settled_ = true;  // nothing left to try
+  settled_ = true;  // the step that would help cannot be taken, and the other would not help
   return false;
 }
 

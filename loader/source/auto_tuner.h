@@ -2,11 +2,15 @@
 // Options::num_workers / prefetch = stoker::kAuto, from what the training loop experiences.
 //
 // It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
-// measures intervals of the consumer's loop (at least 16 batches and 50 ms each, across epochs; the
+// measures intervals of the consumer's loop (at least 16 batches and 20 ms each, across epochs; the
 // first, when workers open the dataset and caches fill, is not counted): the share of
-// the time it waited for data (stall) and the batches per second. While the stall is above 5% it
-// tries one step: one more worker while there are idle forked ones, else one more batch in flight
-// per worker while the ring has room. The better of the next two intervals is compared with the
+// the time it waited for data (stall), the batches per second, and the share of the interval the
+// active workers spent filling the batches that arrived in it. While the stall is above 5% it tries
+// the one step the verdict's rule (docs/observability.md) points to: workers busy at least 60% of
+// the time are the limit, so one more worker while there are idle forked ones; workers idle more
+// than that wait for a free slot, so one more batch in flight per worker while the ring has room.
+// Where that step cannot be taken it settles: a deeper ring does not speed up workers that never
+// idle, nor does a worker that would idle too. The better of the next two intervals is compared with the
 // better of the two before: slower, and the step is taken back; less than 5% faster, and the step
 // is kept (on a shared machine intervals vary by 10% and more, so a small gain cannot be told from
 // noise, and taking back a real one would cost more than keeping a useless one while the loop
@@ -45,15 +49,19 @@ class AutoTuner {
   bool settled() const noexcept { return settled_; }
 
   // One interval of the consumer's loop: `batches` received in `seconds`, of which it waited
-  // `waited_seconds`. Returns true when the configuration changed.
-  bool observe(std::uint64_t batches, double seconds, double waited_seconds);
+  // `waited_seconds`, and which the workers spent `busy_seconds` filling (all workers together).
+  // Returns true when the configuration changed.
+  bool observe(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds);
 
   // "2 workers, prefetch 3 (auto: settled)"
   std::string describe() const;
 
   static constexpr std::uint64_t kMinBatches = 16;
-  static constexpr double kMinSeconds = 0.05;
+  static constexpr double kMinSeconds = 0.02;
   static constexpr double kStallToGrow = 0.05;
+  // The active workers' busy share at which they are the limit, as the verdict judges it
+  // (loader/time_report.cc): below it they wait for a free slot.
+  static constexpr double kBusyForWorkers = 0.6;
   static constexpr double kGainToGrow = 1.05;
   static constexpr std::uint64_t kWorkerWarmupIntervals = 1;
 

@@ -315,14 +315,17 @@ std::uint32_t WorkerSource::next_filled() {
   if (tuner_ && !tuner_->settled()) {
     const auto t1 = Clock::now();
     interval_waited_ += std::chrono::duration<double>(t1 - t0).count();
+    interval_busy_ +=
+        static_cast<double>(slots_->view().slot_header(s).busy_ns) * 1e-9;  // the worker's word: steers only the tuner
     ++interval_batches_;
     const double seconds = std::chrono::duration<double>(t1 - interval_start_).count();
     if (interval_batches_ >= AutoTuner::kMinBatches && seconds >= AutoTuner::kMinSeconds) {
-      if (!std::exchange(warming_, false) && tuner_->observe(interval_batches_, seconds, interval_waited_)) {
+      if (!std::exchange(warming_, false) &&
+          tuner_->observe(interval_batches_, seconds, interval_waited_, interval_busy_)) {
         tasks_.set_active(tuner_->workers(), tuner_->depth());
       }
       interval_batches_ = 0;
-      interval_waited_ = 0;
+      interval_waited_ = interval_busy_ = 0;
       interval_open_ = false;
     }
   }

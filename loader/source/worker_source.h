@@ -118,6 +118,7 @@ class WorkerSource final : public SlotSource {
   std::chrono::steady_clock::time_point interval_start_{};
   std::uint64_t interval_batches_ = 0;
   double interval_waited_ = 0;
+  double interval_busy_ = 0;    // the workers' time filling the interval's batches
   bool interval_open_ = false;  // interval_start_ is set: the interval's first wait or batch has begun
   void open_interval(std::chrono::steady_clock::time_point now);
   bool warming_ = true;  // the first interval: workers open the dataset, caches fill
