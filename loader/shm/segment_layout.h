@@ -34,6 +34,20 @@ inline constexpr std::uint32_t kStopWorker = 0xffffffffu;  // task ring sentinel
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "rings in shared memory need lock-free atomics");
 
+// The sequentially consistent fence of the handshakes between processes (awaited_slot, idle): a
+// store, this fence, then a load, on each side. ThreadSanitizer, which sees one process only, does
+// not model fences (GCC says so, -Wtsan): hidden from it.
+inline void shared_memory_fence() noexcept {
+#if defined(__SANITIZE_THREAD__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#if defined(__SANITIZE_THREAD__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+}
+
 struct SegmentHeader {
   char magic[8];
   std::uint32_t version;

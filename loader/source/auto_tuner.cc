@@ -33,8 +33,11 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
   const double best_recent = std::max(recent_[0], recent_[1]);
   if (pending_ != Step::none) {
     const Step judged = std::exchange(pending_, Step::none);
-    if (best_recent < before_) {
-      // The step made it slower: take it back, and stop.
+    // A deeper ring must prove itself: it costs memory, and on large samples its slots stop sharing
+    // the caches, which a gain within the noise may hide.
+    const double keep = judged == Step::prefetch ? before_ * kGainToGrow : before_;
+    if (best_recent < keep) {
+      // The step made it slower (a deeper ring: not clearly faster): take it back, and stop.
       if (judged == Step::worker) --workers_;
       if (judged == Step::prefetch) --prefetch_;
       settled_ = true;
@@ -51,20 +54,22 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
   if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now
   before_ = best_recent;
   seen_ = 0;  // the next two intervals judge the step
-  const bool workers_limit = busy_seconds >= kBusyForWorkers * workers_ * seconds;
-  if (workers_limit && limits_.tune_workers && workers_ < limits_.max_workers &&
+  const double busy = busy_seconds / (workers_ * seconds);
+  if (busy >= kBusyForWorkers && limits_.tune_workers && workers_ < limits_.max_workers &&
       (workers_ + 1) * prefetch_ <= limits_.max_depth) {
     ++workers_;
     pending_ = Step::worker;
     skip_ = kWorkerWarmupIntervals;
     return true;
   }
-  if (!workers_limit && limits_.tune_prefetch && workers_ * (prefetch_ + 1) <= limits_.max_depth) {
+  // Workers that idle wait for a free slot; busy ones that cannot be joined by another may still
+  // idle a little, which a deeper ring may fill: tried, and judged. Never idle: nothing to fill.
+  if (busy < kBusyToDeepen && limits_.tune_prefetch && workers_ * (prefetch_ + 1) <= limits_.max_depth) {
     ++prefetch_;
     pending_ = Step::prefetch;
     return true;
   }
-  settled_ = true;  // the step that would help cannot be taken, and the other would not help
+  settled_ = true;  // nothing left that could help
   return false;
 }
 

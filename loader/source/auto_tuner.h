@@ -3,21 +3,23 @@
 //
 // It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
 // measures intervals of the consumer's loop (at least 16 batches and 20 ms each, across epochs; the
-// first, when workers open the dataset and caches fill, is not counted): the share of
-// the time it waited for data (stall), the batches per second, and the share of the interval the
-// active workers spent filling the batches that arrived in it. While the stall is above 5% it tries
-// the one step the verdict's rule (docs/observability.md) points to: workers busy at least 60% of
-// the time are the limit, so one more worker while there are idle forked ones; workers idle more
-// than that wait for a free slot, so one more batch in flight per worker while the ring has room.
-// Where that step cannot be taken it settles: a deeper ring does not speed up workers that never
-// idle, nor does a worker that would idle too. The better of the next two intervals is compared with the
-// better of the two before: slower, and the step is taken back; less than 5% faster, and the step
+// first, when workers open the dataset and caches fill, is not counted): the share of the time it
+// waited for data (stall), the batches per second, and the share of the interval the active
+// workers spent filling the batches that arrived in it. While the stall is above 5% it tries the
+// one step the verdict's rule (docs/observability.md) points to: workers busy at least 60% of the
+// time are the limit, so one more worker while there are idle forked ones; workers idle more than
+// that wait for a free slot, so one more batch in flight per worker while the ring has room (tried
+// too for busy workers no worker can join, unless they never idle: a deeper ring fills no idle
+// time). With no step left it settles. The better of the next two intervals is compared with the
+// better of the two before: slower, and the step is taken back; less than 5% faster, and a worker
 // is kept (on a shared machine intervals vary by 10% and more, so a small gain cannot be told from
 // noise, and taking back a real one would cost more than keeping a useless one while the loop
-// waits); either way the tuner settles: more does not help. At least 5% faster, it goes on. A new
-// worker's first interval is not judged: the worker opens the dataset then and, on a memory-mapped
-// one, fills its page tables (its first pass runs well below its pace). Pure logic, fed
-// measurements: unit-tested without processes or clocks.
+// waits) but a deeper ring is taken back (it costs memory, and on large samples its slots stop
+// sharing the caches, which a gain within the noise may hide); either way the tuner settles: more
+// does not help. At least 5% faster, it goes on. A new worker's first two intervals are not
+// judged: the worker opens the dataset then and, on a memory-mapped one, fills its page tables
+// (its first pass runs well below its pace). Pure logic, fed measurements: unit-tested without
+// processes or clocks.
 #pragma once
 
 #include <cstdint>
@@ -62,8 +64,9 @@ class AutoTuner {
   // The active workers' busy share at which they are the limit, as the verdict judges it
   // (loader/time_report.cc): below it they wait for a free slot.
   static constexpr double kBusyForWorkers = 0.6;
+  static constexpr double kBusyToDeepen = 0.95;  // busier workers gain nothing from a deeper ring
   static constexpr double kGainToGrow = 1.05;
-  static constexpr std::uint64_t kWorkerWarmupIntervals = 1;
+  static constexpr std::uint64_t kWorkerWarmupIntervals = 2;  // 40 ms at least
 
  private:
   enum class Step { none, worker, prefetch };

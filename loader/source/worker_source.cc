@@ -253,7 +253,10 @@ bool WorkerSource::wait_for(std::uint64_t t, Clock::time_point until) {
     check_exits();
     look_for_stuck_workers();
     const auto now = Clock::now();
-    if (now >= until) return false;
+    if (now >= until) {
+      workers_.await_slot(std::nullopt);  // a slice of a wait: no wake left for a later one
+      return false;
+    }
     const auto step = std::min<Clock::duration>(until - now, ProgressWatch::kLookInterval);
     if (workers_.wait(std::chrono::ceil<std::chrono::milliseconds>(step)) == WorkerPool::Wake::interrupted) {
       throw Error(ErrorCode::interrupted, "stoker: the loader is shutting down");
@@ -307,7 +310,7 @@ std::uint32_t WorkerSource::next_filled() {
   if (broken_) throw *broken_;
   const auto t0 = Clock::now();
   open_interval(t0);
-  check_exits();  // a dead worker is reported at once, not only when its batch is due
+  check_exits();  // a dead worker is reported within WorkerPool::kExitLook, not only when its batch is due
   issue();
   if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
   wait_for(tasks_.next_to_receive());

@@ -43,7 +43,7 @@ void run_worker(const WorkerContext& ctx) {
     // Asleep only with nothing to do: it says so, then looks at its ring once more; the consumer
     // writes the eventfd only to a worker that said so (WorkerChannel::idle).
     ch.idle->store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    shared_memory_fence();
     if (ch.tasks.read_position() == ch.tasks.write_position()) {
       pollfd fds[2] = {{ctx.task_event, POLLIN, 0}, {ctx.lifeline, POLLIN, 0}};
       if (poll_until(fds, 2, Clock::time_point::max()) < 0) return;
@@ -73,7 +73,7 @@ void run_worker(const WorkerContext& ctx) {
       ch.done.push(s);  // cannot fail: every slot is in at most one ring
       // The consumer sleeps for one slot: woken for it alone, not for each batch that comes
       // before its turn (SegmentView::awaited_slot says why this is enough).
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      shared_memory_fence();
       if (view.awaited_slot().load(std::memory_order_relaxed) == std::uint64_t{s} + 1) {
         std::uint64_t one = 1;
         while (::write(ctx.done_event, &one, sizeof one) < 0 && errno == EINTR) {

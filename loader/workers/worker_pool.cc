@@ -96,7 +96,7 @@ void WorkerPool::assign(std::uint32_t worker, std::uint32_t slot) {
   WorkerChannel ch = slots_->view().channel(worker);
   ch.tasks.push(slot);  // cannot fail: a ring holds every slot
   // The push, then the look at whether it sleeps: a worker at work finds the task itself.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  shared_memory_fence();
   if (ch.idle->load(std::memory_order_relaxed) != 0) signal_eventfd(task_events_[worker].get());
 }
 
@@ -117,7 +117,9 @@ WorkerPool::Wake WorkerPool::wait(std::chrono::milliseconds timeout) {
 }
 
 std::optional<WorkerExit> WorkerPool::poll_exit() {
-  if (!reports_pending_) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  if (!reports_pending_ && now < next_exit_look_) return std::nullopt;
+  next_exit_look_ = now + kExitLook;
   std::optional<WorkerExit> exit = server_->poll_exit();
   reports_pending_ = exit.has_value();  // none left, until a wait sees the socket again
   return exit;
@@ -125,7 +127,7 @@ std::optional<WorkerExit> WorkerPool::poll_exit() {
 
 void WorkerPool::await_slot(std::optional<std::uint32_t> slot) noexcept {
   slots_->view().awaited_slot().store(slot ? std::uint64_t{*slot} + 1 : 0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the store, then the look at the done rings
+  shared_memory_fence();  // the store, then the look at the done rings
 }
 
 std::vector<pid_t> WorkerPool::bury_workers() noexcept {
@@ -170,6 +172,7 @@ void WorkerPool::retire_channel(std::uint32_t worker) noexcept {
   ch.tasks.clear_from_producer();
   retired_cpu_ns_ += ch.cpu_ns->exchange(0);
   ch.sample->store(0, std::memory_order_relaxed);
+  ch.idle->store(1, std::memory_order_relaxed);  // as a worker that has not run yet
 }
 
 void WorkerPool::restart_server() {

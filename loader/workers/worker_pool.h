@@ -73,9 +73,11 @@ class WorkerPool {
   void kill(std::uint32_t w) noexcept;
 
   // A worker's exit, reported by the fork server, without blocking. Throws stoker::Error when the
-  // fork server itself is gone. Looks at the server's socket only when a wait() saw it readable
-  // (or a respawn kept reports back) since it last found none: no system call per batch.
+  // fork server itself is gone. Looks at the server's socket when a wait() saw it readable (or a
+  // respawn kept reports back) since it last found none, else at most every kExitLook: not a
+  // system call per batch, and a death is noticed within that even while batches are ready.
   std::optional<WorkerExit> poll_exit();
+  static constexpr std::chrono::milliseconds kExitLook{50};
 
   // Replaces worker `worker`, which has exited (and whose finished slots were collected): its task
   // ring is emptied, a new process forked, and `slots` (its unfinished tasks, in order) given to it
@@ -139,6 +141,7 @@ class WorkerPool {
   std::uint64_t retired_cpu_ns_ = 0;  // CPU time of workers that died and were replaced
   std::uint64_t wakes_ = 0;
   bool reports_pending_ = true;  // the server's socket may hold an exit report (poll_exit)
+  std::chrono::steady_clock::time_point next_exit_look_{};
 };
 
 // "worker 1 (pid 4242) was killed by signal SIGKILL while loading batch 3 of epoch 0 (samples 7,
