@@ -208,9 +208,10 @@ class Loader:
         returns numpy arrays, CPU torch tensors or numbers, the fields the Loader delivers. It
         travels by pickle (cloudpickle, where installed, for lambdas and closures). What it returns
         is learnt from sample 0 in the workers' host, which keeps what the call imported for the
-        workers, or declared: ``transform_output={name: (dtype, shape)}``. ``rng`` is a numpy Generator seeded from (seed, epoch, index); with
-        ``seed_globals`` (default) torch's, numpy's and Python's global generators are seeded so
-        too: the same batches for any num_workers. ``ragged``: fields whose first dimension varies
+        workers, or declared: ``transform_output={name: (dtype, shape)}``. ``rng`` is a numpy
+        Generator seeded from (seed, epoch, index); with ``seed_globals`` (default) torch's,
+        numpy's and Python's global generators are seeded so too: the same batches for any
+        num_workers. ``ragged``: fields whose first dimension varies
         (a list, or {name: most elements per sample}), delivered as values and ``name.offsets``.
       format, shm_fraction, shm_backing ("auto", "dev_shm", "memfd"), shutdown_grace (seconds),
         prefetch_to_device, staging ("auto", "pinned_copy", "registered_shm"): as in stoker::Options.
