@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 
 #include "stoker/error.h"
 
@@ -24,6 +25,19 @@ void fsync_path(const std::string& path, int open_flags) {
 }
 
 void fsync_dir(const std::string& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) throw Error::from_errno(errno, tmp + ": writing it");
+  }
+  fsync_path(tmp, O_RDONLY);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error::from_errno(errno, path + ": writing it");
+  fsync_dir(fs::absolute(path).parent_path().string());
+}
 
 void create_exclusive(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

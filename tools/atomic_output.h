@@ -19,6 +19,11 @@ void create_exclusive(const std::string& path);
 // Throws when `path` is a symbolic link (dangling or not): `tool` writes only what it created.
 void refuse_symlink(const std::string& path, const std::string& tool);
 
+// Writes `text` into `path` whole or not at all: into PATH.tmp, synced, renamed over `path`, the
+// directory synced (a job killed while writing leaves the old file, or none). Throws stoker::Error
+// naming the file.
+void write_file_atomically(const std::string& path, const std::string& text);
+
 // Moves `from` over `to` atomically: a rename, or, when one of them is a directory (of shards, an
 // LMDB directory), which rename(2) cannot put in the place of the other, an exchange of the two
 // (renameat2 RENAME_EXCHANGE) and then the removal of the old one. Where the file system cannot

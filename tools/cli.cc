@@ -96,6 +96,17 @@ int parse_or_exit(CLI::App& app, int argc, char** argv) {
   return -1;
 }
 
+int run_tool(const char* name, int (*body)(int, char**), int argc, char** argv) noexcept {
+  try {
+    return body(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << std::endl;
+  } catch (...) {
+    std::cerr << name << ": an unknown exception" << std::endl;
+  }
+  return 1;
+}
+
 std::string binary_size(double bytes) {
   if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
   if (bytes >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));

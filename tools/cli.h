@@ -27,6 +27,10 @@ CLI::Validator pipeline_text();
 // prints the help and returns 0; returns -1 when the program should go on.
 int parse_or_exit(CLI::App& app, int argc, char** argv);
 
+// A tool's main(): body(argc, argv), and an exception that escapes it printed as "TOOL: what"
+// with exit status 1.
+int run_tool(const char* name, int (*body)(int, char**), int argc, char** argv) noexcept;
+
 // Bytes in binary units: "512.0 MiB", "1.50 GiB".
 std::string binary_size(double bytes);
 // Bytes per second in binary units: "812.3 MiB/s".

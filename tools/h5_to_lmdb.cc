@@ -377,16 +377,7 @@ json read_set_journal(const std::string& partial, const std::vector<std::string>
 }
 
 void write_set_journal(const std::string& partial, const json& journal) {
-  const std::string path = partial + "/" + kSetJournal, tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << journal.dump() << '\n';
-    f.flush();
-    if (!f) throw stoker::Error::from_errno(errno, tmp + ": writing it");
-  }
-  stoker::tools::fsync_path(tmp, O_RDONLY);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw stoker::Error::from_errno(errno, path + ": writing it");
-  stoker::tools::fsync_dir(partial);
+  stoker::tools::write_file_atomically(partial + "/" + kSetJournal, journal.dump() + "\n");
 }
 
 void convert_set(const Args& a) {
@@ -521,13 +512,4 @@ int h5_to_lmdb(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return h5_to_lmdb(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "h5-to-lmdb: " << e.what() << std::endl;
-  } catch (...) {
-    std::cerr << "h5-to-lmdb: an unknown exception" << std::endl;
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return stoker::tools::run_tool("h5-to-lmdb", h5_to_lmdb, argc, argv); }

@@ -26,6 +26,7 @@
 #include "tools/atomic_output.h"
 #include "tools/cli.h"
 #include "tools/output_check.h"
+#include "tools/progress.h"
 #include "tools/synthetic_data.h"
 
 namespace {
@@ -371,18 +372,9 @@ stoker::LoaderState read_state(const std::string& path) {
   }
 }
 
-// Written to PATH.tmp and renamed: a job killed while writing never leaves half a state.
+// A job killed while writing never leaves half a state.
 void write_state(const std::string& path, const stoker::LoaderState& state) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << state.to_json() << "\n";
-    out.flush();
-    if (!out) throw stoker::Error::from_errno(errno, tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw stoker::Error(fmt::format("{}: {}", path, ec.message()));
+  stoker::tools::write_file_atomically(path, state.to_json() + "\n");
 }
 
 void bench(const std::string& path, const Args& args) {
@@ -460,11 +452,13 @@ void bench(const std::string& path, const Args& args) {
   if (!args.state_out.empty()) write_state(args.state_out, loader.state());
 }
 
-// A progress line on a terminal, nothing otherwise.
-std::function<void(std::uint64_t)> progress_for(const std::string& what, std::uint64_t total) {
-  if (!::isatty(STDERR_FILENO)) return {};
-  return [what, total](std::uint64_t done) {
-    std::cerr << fmt::format("\r{}: {}/{} samples", what, done, total) << (done == total ? "\n" : "") << std::flush;
+// The tools' progress (tools/progress.h) as the writers' callback.
+std::function<void(std::uint64_t)> progress_for(const std::string& what, std::uint64_t total,
+                                                std::uint64_t bytes_per_sample) {
+  auto progress = std::make_shared<stoker::tools::Progress>(what, total, bytes_per_sample, false);
+  return [progress, total](std::uint64_t done) {
+    progress->update(done);
+    if (done == total) progress->finish();
   };
 }
 
@@ -503,7 +497,7 @@ void make_data(const std::string& dir, bool quiet) {
     auto schema = stoker::tools::image_schema(s.n, s.side);
     auto p = [&](const std::string& suffix) { return (fs::path(dir) / (std::string(s.name) + suffix)).string(); };
     auto prog = [&](const std::string& f) {
-      return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n);
+      return quiet ? std::function<void(std::uint64_t)>{} : progress_for(f, s.n, schema.bytes_per_sample());
     };
     if (!fs::exists(p(".h5"))) {
       write_whole(p(".h5"), true, [&](const std::string& to) {
@@ -734,13 +728,4 @@ int loader_bench(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return loader_bench(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "loader-bench: " << e.what() << std::endl;
-  } catch (...) {
-    std::cerr << "loader-bench: an unknown exception" << std::endl;
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return stoker::tools::run_tool("loader-bench", loader_bench, argc, argv); }

@@ -352,13 +352,4 @@ int stoker_pack(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return stoker_pack(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "stoker-pack: " << e.what() << std::endl;
-  } catch (...) {
-    std::cerr << "stoker-pack: an unknown exception" << std::endl;
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return stoker::tools::run_tool("stoker-pack", stoker_pack, argc, argv); }

@@ -40,6 +40,19 @@ def label_loader(data, transform, workers, batch_size=8, **kwargs):
     )
 
 
+def same_for_1_and_3_workers(source, epoch, names, **kwargs):
+    """The batches of `epoch` from 1 and from 3 workers, checked equal (order and `names`)."""
+    runs = []
+    for workers in (1, 3):
+        loader = stoker.Loader(source, num_workers=workers, shuffle=True, framework="numpy", **kwargs)
+        runs.append(collect(loader, epoch=epoch))
+    assert [i for i, _ in runs[0]] == [i for i, _ in runs[1]]
+    for (_, a), (_, b) in zip(*runs):
+        for name in names:
+            np.testing.assert_array_equal(a[name], b[name])
+    return runs
+
+
 def collect(loader, epoch=0):
     loader.set_epoch(epoch)
     it = iter(loader)
@@ -86,23 +99,15 @@ def test_output_equals_a_plain_loop_sample_for_sample(data, workers):
 
 def test_the_global_generators_give_the_same_batches_for_1_and_3_workers(data):
     pytest.importorskip("torch")
-    runs = []
-    for workers in (1, 3):
-        loader = stoker.Loader(
-            data["fixed"],
-            batch_size=10,
-            num_workers=workers,
-            shuffle=True,
-            seed=9,
-            framework="numpy",
-            transform=transforms.globals_drawn,
-            fields=["label"],
-        )
-        runs.append(collect(loader, epoch=1))
-    assert [i for i, _ in runs[0]] == [i for i, _ in runs[1]]
-    for (_, a), (_, b) in zip(*runs):
-        for name in ("np", "py", "torch", "rng", "label"):
-            np.testing.assert_array_equal(a[name], b[name])
+    runs = same_for_1_and_3_workers(
+        data["fixed"],
+        1,
+        ("np", "py", "torch", "rng", "label"),
+        batch_size=10,
+        seed=9,
+        transform=transforms.globals_drawn,
+        fields=["label"],
+    )
     # and as the plain loop seeds them
     import torch  # noqa: F401 - torch's generator is seeded only where torch is imported
 
@@ -117,23 +122,16 @@ def test_torchvision_transforms_give_the_same_batches_for_1_and_3_workers_and_th
     pytest.importorskip("torchvision")
     import torch
 
-    runs = []
-    for workers in (1, 3):
-        loader = stoker.Loader(
-            data["jpegs"],
-            pipeline="data=decode(16,20)",
-            batch_size=5,
-            num_workers=workers,
-            shuffle=True,
-            seed=4,
-            framework="numpy",
-            transform=transforms.torchvision_augment,
-        )
-        runs.append(collect(loader, epoch=3))
-    assert [i for i, _ in runs[0]] == [i for i, _ in runs[1]]
+    runs = same_for_1_and_3_workers(
+        data["jpegs"],
+        3,
+        ("image",),
+        pipeline="data=decode(16,20)",
+        batch_size=5,
+        seed=4,
+        transform=transforms.torchvision_augment,
+    )
     assert sorted(i for indices, _ in runs[0] for i in indices) == list(range(24))
-    for (_, a), (_, b) in zip(*runs):
-        np.testing.assert_array_equal(a["image"], b["image"])
     # the plain loop: stoker's decode without workers, then the documented seeds
     plain = stoker.Loader(data["jpegs"], pipeline="data=decode(16,20)", batch_size=24, framework="numpy")
     decoded = next(iter(plain))["data"]
