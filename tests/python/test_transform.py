@@ -401,6 +401,57 @@ def test_ctrl_c_during_a_slow_transform_raises_keyboard_interrupt_and_leaves_not
     assert shm_entries() <= before
 
 
+def test_ctrl_c_while_the_host_learns_the_fields_raises_keyboard_interrupt_and_ends_the_host(data):
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    from test_faults import gone
+
+    code = f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import stoker, transforms
+        print("constructing", flush=True)
+        try:
+            stoker.Loader({str(data["fixed"])!r}, batch_size=1, num_workers=1, fields=["label"],
+                          transform=transforms.sleeps_in_stokers_processes)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+        sys.exit(3)
+    """
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "constructing"
+    hosts, deadline = [], time.monotonic() + 60
+    while not hosts and time.monotonic() < deadline:  # the host, asleep in the call on sample 0
+        time.sleep(0.2)
+        hosts = [c for c in _children_of(p.pid) if "host_main" in _cmdline(c)]
+    assert hosts, "no transform host started"
+    time.sleep(1)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0 and "interrupted" in out
+    assert gone(hosts[0]), "the host that was learning outlived the interrupted constructor"
+
+
+def _children_of(pid):
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            out += [int(c) for c in f.read().split()]
+    return out
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_a_loader_with_a_transform_pickles_and_runs_where_it_is_unpickled(data):
     import pickle
 

@@ -156,3 +156,10 @@ def starts_a_thread(sample, rng):
         _pool.append(threading.Thread(target=time.sleep, args=(3600,), daemon=True))
         _pool[0].start()
     return {"label": sample["label"]}
+
+
+def sleeps_in_stokers_processes(sample, rng):
+    """Sleeps an hour in the workers' host and workers (where the call on sample 0 learns its fields)."""
+    if os.environ.get("STOKER_TRANSFORM_PROCESS"):
+        time.sleep(3600)
+    return {"label": sample["label"]}
