@@ -156,6 +156,10 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
       impl_->types.push_back(std::move(type));
     });
   }
+  // HDF5 writes its superblock when it flushes: until then a file that holds written samples is
+  // no HDF5 file on disk. A run killed in the middle must leave one that says what it is (the tools
+  // take an interrupted run's unfinished file for their own by its format: tools/output_check.h).
+  impl_->guarded([&] { return path + ": flushing it"; }, [&] { impl_->file.flush(H5F_SCOPE_LOCAL); });
 }
 
 Hdf5Writer::~Hdf5Writer() {

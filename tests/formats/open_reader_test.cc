@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <vector>
 
+#include "formats/hdf5/hdf5_writer.h"
 #include "stoker/error.h"
 #include "tests/support/test_data.h"
 
@@ -28,6 +30,17 @@ TEST(DetectFormat, TellsHdf5FromLmdbAndRefusesOthers) {
   expect_error(ErrorCode::dataset, [&] { formats::detect_format(tmp.path("x.bin")); },
                {"x.bin", "neither an HDF5 file nor an LMDB"});
   expect_error(ErrorCode::dataset, [&] { formats::detect_format(tmp.path("nope")); }, {"nope", "No such file"});
+}
+
+// A writer killed before it closes its file leaves an HDF5 file on disk, whatever it wrote: an
+// interrupted run's unfinished file is known as the tool's own by its format (tools/output_check.h).
+TEST(DetectFormat, AnHdf5FileBeingWrittenIsOneOnDiskBeforeItIsClosed) {
+  TempDir tmp;
+  const Schema schema = small_schema(1000);
+  formats::Hdf5Writer w(tmp.path("open.h5"), schema, {formats::Hdf5WriteOptions::Layout::chunked, 64, 0});
+  const std::vector<std::byte> image = expected_field(schema.fields[0], 0);
+  for (std::uint64_t i = 0; i < 500; ++i) w.write(0, i, 1, image.data());
+  EXPECT_EQ(formats::detect_format(tmp.path("open.h5")), Format::hdf5) << "its superblock is not on disk yet";
 }
 
 TEST(OpenReader, AGroupForAnLmdbDatabaseIsAnOptionToFix) {
