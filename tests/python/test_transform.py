@@ -408,6 +408,7 @@ def test_ctrl_c_while_the_host_learns_the_fields_raises_keyboard_interrupt_and_e
     import time
 
     from test_faults import gone
+    from test_threads import children_of
 
     code = f"""
         import sys
@@ -427,21 +428,13 @@ def test_ctrl_c_while_the_host_learns_the_fields_raises_keyboard_interrupt_and_e
     hosts, deadline = [], time.monotonic() + 60
     while not hosts and time.monotonic() < deadline:  # the host, asleep in the call on sample 0
         time.sleep(0.2)
-        hosts = [c for c in _children_of(p.pid) if "host_main" in _cmdline(c)]
+        hosts = [c for c in children_of(p.pid) if "host_main" in _cmdline(c)]
     assert hosts, "no transform host started"
     time.sleep(1)
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 0 and "interrupted" in out
     assert gone(hosts[0]), "the host that was learning outlived the interrupted constructor"
-
-
-def _children_of(pid):
-    out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            out += [int(c) for c in f.read().split()]
-    return out
 
 
 def _cmdline(pid):
@@ -514,11 +507,9 @@ def _parent(pid):
 
 def _children():
     """This process's child processes."""
-    out = set()
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as f:
-            out |= {int(p) for p in f.read().split()}
-    return out
+    from test_threads import children_of
+
+    return set(children_of(os.getpid()))
 
 
 def test_the_host_that_learnt_is_ended_when_no_worker_needs_it_or_the_loader_fails(data):
