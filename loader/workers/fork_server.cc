@@ -163,10 +163,7 @@ void ForkServer::await_workers(std::uint32_t num_workers, const ExecStart* exec)
                           exec_hint));
     }
     if (m->type == MsgType::setup_failed) {
-      std::string why(64 << 10, '\0');
-      const ssize_t got = ::recv(sock_.get(), why.data(), why.size(), 0);
-      why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
-      give_up(m->status, "stoker: the fork server could not start its workers: " + why);
+      give_up(m->status, "stoker: the fork server could not start its workers: " + failure_text(sock_.get()));
     }
     if (m->type == MsgType::spawn_failed) {
       give_up(static_cast<int>(ErrorCode::io),

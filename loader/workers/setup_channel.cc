@@ -23,6 +23,7 @@ constexpr std::size_t kTextPiece = 64 << 10;
 constexpr std::size_t kFdsPiece = 250;                           // below SCM_MAX_FD (253)
 constexpr std::uint64_t kMaxSetupText = std::uint64_t{1} << 30;  // no setup stoker writes is near this
 constexpr std::uint64_t kMaxSetupFds = 1 << 16;
+constexpr std::size_t kFailureText = 64 << 10;  // the most of fail_setup's text that is sent
 
 struct SetupHeader {
   char magic[8];  // kSetup, kQuestion or kAnswer
@@ -156,9 +157,18 @@ std::optional<std::string> receive_answer(int sock) {
   return receive_body(sock, h).text;
 }
 
+std::string failure_text(int sock) {
+  std::string why(kFailureText, '\0');
+  ssize_t got;
+  while ((got = ::recv(sock, why.data(), why.size(), 0)) < 0 && errno == EINTR) {
+  }
+  why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  return why;
+}
+
 void fail_setup(int sock, int code, const std::string& why) noexcept {
   send_msg(sock, Message{MsgType::setup_failed, kServer, 0, code, 0});
-  (void)::send(sock, why.data(), std::min<std::size_t>(why.size(), 64 << 10), MSG_NOSIGNAL);
+  (void)::send(sock, why.data(), std::min(why.size(), kFailureText), MSG_NOSIGNAL);
   ::_exit(static_cast<int>(ChildExit::setup_failed));
 }
 

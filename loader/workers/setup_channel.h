@@ -36,6 +36,10 @@ ReceivedSetup receive_setup(int sock, const std::function<std::string(const std:
 void send_question(int sock, const std::string& text);
 std::optional<std::string> receive_answer(int sock);
 
+// After a setup_failed message: the text fail_setup sends with it (waited for; "" when the socket
+// closed first).
+std::string failure_text(int sock);
+
 // In the exec'd fork server, when the setup cannot be used: tells the loader why (and what kind of
 // failure, `code`: a stoker::ErrorCode), and exits with ChildExit::setup_failed.
 [[noreturn]] void fail_setup(int sock, int code, const std::string& why) noexcept;

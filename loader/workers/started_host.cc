@@ -94,11 +94,7 @@ void StartedHost::ended() {
     if (m.type == detail::MsgType::spawn_failed) {
       why = fmt::format("{} could not be started: exec: {}", who, std::strerror(m.status));
     } else if (m.type == detail::MsgType::setup_failed) {
-      why.resize(64 << 10);
-      ssize_t got;  // sent right after the message; the socket closes when it exits
-      while ((got = ::recv(sock_, why.data(), why.size(), 0)) < 0 && errno == EINTR) {
-      }
-      why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+      why = detail::failure_text(sock_);
       code = m.status < 0 ? ErrorCode::internal : error_code_from_wire(static_cast<std::uint64_t>(m.status));
     }
   }
