@@ -33,9 +33,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/splitmix64.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
-#include "loader/base/splitmix64.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include "loader/device/device_backend.h"
 #include "loader/device/spin_kernel.h"
 #include "stoker/loader.h"
-#include "tools/synthetic_data.h"
+#include "tools/common/synthetic_data.h"
 
 namespace {
 

@@ -14,16 +14,16 @@
 #include <numeric>
 #include <random>
 
+#include "base/splitmix64.h"
 #include "formats/hdf5/hdf5_reader.h"
 #include "formats/image/resize.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
-#include "loader/base/splitmix64.h"
 #include "loader/device/device_backend.h"
 #include "loader/pipeline/ops/color_adjust.h"
 #include "loader/shm/segment_layout.h"
 #include "loader/shm/shm_segment.h"
-#include "tools/synthetic_data.h"
+#include "tools/common/synthetic_data.h"
 
 namespace {
 

@@ -7,13 +7,13 @@
 
 #include <cstring>
 
+#include "base/option_spelling.h"
+#include "base/posix_error.h"
+#include "base/unique_fd.h"
 #include "formats/hdf5/hdf5_reader.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/shard_set.h"
 #include "formats/sharded_reader.h"
-#include "loader/base/option_spelling.h"
-#include "loader/base/posix_error.h"
-#include "loader/base/unique_fd.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string_view>
 
-#include "loader/base/posix_error.h"
+#include "base/posix_error.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {

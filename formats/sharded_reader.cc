@@ -6,8 +6,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/progress_note.h"
 #include "formats/open_reader.h"
-#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -51,7 +51,7 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
       bounds_[f].bytes = std::max(bounds_[f].bytes, b.bytes);
       bounds_[f].exact = (k == 0 || bounds_[f].exact) && b.exact;
     }
-    detail::note_progress();  // a set of thousands of shards takes its time (loader/base/progress_note.h)
+    detail::note_progress();  // a set of thousands of shards takes its time (base/progress_note.h)
   }
   if (counted) {
     if (samples_[0] != options.shard_samples[0]) {

@@ -2,10 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "loader/base/option_spelling.h"
+#include "base/option_spelling.h"
+#include "loader/children/program_image.h"
+#include "loader/shm/sample_bytes.h"
 #include "loader/shm/segment_layout.h"
-#include "loader/workers/program_image.h"
-#include "loader/workers/transform_stage.h"
+#include "loader/worker/transform_stage.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -24,8 +25,7 @@ void warn_of_encoded_images(const Schema& pipelines_output, const ProbeResult& p
         "field '{}' holds {} images, delivered as their encoded bytes ('{}' and '{}.offsets'), not as pixels: {} "
         "decodes them (with a crop or resize, every image of a batch the same shape; docs/pipeline.md)",
         name, probe.encoded[f], name, name,
-        option_setting("pipeline", fmt::format("Options::pipeline = \"{}=decode,random_resized_crop(224)\"", name),
-                       fmt::format("{}=decode,random_resized_crop(224)", name))));
+        option_set_to("pipeline", fmt::format("{}=decode,random_resized_crop(224)", name))));
   }
 }
 

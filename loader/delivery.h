@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "loader/workers/dataset_spec.h"
-#include "loader/workers/probe.h"
+#include "loader/child_reads/probe.h"
+#include "loader/worker/dataset_spec.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
 

@@ -8,8 +8,8 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "base/posix_error.h"
 #include "formats/shard_set.h"
-#include "loader/base/posix_error.h"
 #include "loader/loader_impl.h"
 
 namespace stoker {

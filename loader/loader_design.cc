@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/base/option_spelling.h"
+#include "base/option_spelling.h"
 #include "loader/plan/quasi_random.h"
 #include "stoker/error.h"
 

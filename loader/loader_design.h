@@ -9,7 +9,7 @@
 #include <string>
 
 #include "formats/core/reader.h"
-#include "loader/source/auto_tuner.h"
+#include "loader/producers/auto_tuner.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
 

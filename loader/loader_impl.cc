@@ -12,20 +12,20 @@
 #include <string_view>
 #include <thread>
 
+#include "base/posix_error.h"
 #include "formats/open_reader.h"
 #include "formats/shard_set.h"
-#include "loader/base/posix_error.h"
+#include "loader/child_reads/overflow_read.h"
+#include "loader/child_reads/probe.h"
+#include "loader/children/child_hygiene.h"
 #include "loader/delivery.h"
 #include "loader/options_check.h"
 #include "loader/pipeline/op_library.h"
 #include "loader/plan/launcher_env.h"
+#include "loader/producers/inline_source.h"
 #include "loader/shm/ring_sizing.h"
 #include "loader/shm/shm_budget.h"
-#include "loader/source/inline_source.h"
-#include "loader/workers/child_hygiene.h"
-#include "loader/workers/overflow_read.h"
-#include "loader/workers/probe.h"
-#include "loader/workers/stage_times.h"
+#include "loader/worker/stage_times.h"
 
 namespace stoker::detail {
 namespace {
@@ -93,7 +93,7 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
 
 LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_going) {
   Scanned s;
-  // With workers, a probe process reads the file first (loader/workers/probe.h); no handle stays open here.
+  // With workers, a probe process reads the file first (loader/child_reads/probe.h); no handle stays open here.
   std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
   if (design_.num_workers == 0) {
@@ -394,7 +394,7 @@ OutsideBytes LoaderImpl::read_outside(std::uint32_t s) {
                     h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
   }
   const OverflowBound bound = overflow_bound(file_bytes_, local_ranks());
-  // The file is not parsed in this process when workers exist (loader/workers/overflow_read.h).
+  // The file is not parsed in this process when workers exist (loader/child_reads/overflow_read.h).
   OutsideBytes outside =
       design_.num_workers == 0
           ? read_overflow_here(*overflow_filler_, v, s, schema_, bound, opt_.source)

@@ -1,7 +1,7 @@
 // LoaderImpl: the Loader's parts wired together. It carries out the LoaderDesign
 // (loader/loader_design.h) and hands batches out:
 //   the dataset's schema (formats) -> the sampler's epoch plan (loader/plan)
-//   -> a slot pool sized by ring sizing (loader/shm) -> a SlotSource (loader/source: worker
+//   -> a slot pool sized by ring sizing (loader/shm) -> a SlotSource (loader/producers: worker
 //   processes or the calling thread) -> Batches, through the DeviceFeeder's staging thread when the
 //   device is staged (loader/device).
 // Data flows one way: workers fill slots, the source hands filled slots over in order, take()
@@ -41,13 +41,13 @@
 #include "loader/loader_design.h"
 #include "loader/plan/epoch_plan.h"
 #include "loader/plan/sampler.h"
+#include "loader/producers/slot_source.h"
+#include "loader/producers/worker_source.h"
 #include "loader/shm/slot_pool.h"
 #include "loader/skipped_samples.h"
-#include "loader/source/slot_source.h"
-#include "loader/source/worker_source.h"
 #include "loader/time_report.h"
-#include "loader/workers/batch_filler.h"
-#include "loader/workers/dataset_spec.h"
+#include "loader/worker/batch_filler.h"
+#include "loader/worker/dataset_spec.h"
 #include "stoker/loader.h"
 
 namespace stoker::detail {
@@ -130,7 +130,7 @@ class LoaderImpl final : public HostSource {
   std::uint64_t file_bytes_ = 0;  // the dataset's size on disk (0: unknown), which bounds a batch read again
   Sampler sampler_;
   std::shared_ptr<SlotPool> slots_;
-  ShmBacking shm_backing_ = ShmBacking::automatic;  // the ring's, once reserved (automatic: no ring in shm)
+  std::optional<ShmBacking> shm_backing_;  // the ring's, once reserved (none: no ring in shared memory)
   std::unique_ptr<SlotSource> source_;
   WorkerSource* workers_ = nullptr;  // source_, when it is worker processes
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "loader/base/option_spelling.h"
+#include "base/option_spelling.h"
 #include "loader/plan/launcher_env.h"
 #include "stoker/device.h"
 #include "stoker/error.h"

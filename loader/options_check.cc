@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/option_spelling.h"
 #include "formats/shard_set.h"
-#include "loader/base/option_spelling.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "loader/base/option_spelling.h"
+#include "base/option_spelling.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
-#include "loader/base/json_numbers.h"
-#include "loader/base/untrusted_json.h"
+#include "base/json_numbers.h"
+#include "base/untrusted_json.h"
 #include "stoker/error.h"
 
 namespace stoker {

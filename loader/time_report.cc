@@ -7,8 +7,8 @@
 #include <numeric>
 #include <utility>
 
-#include "loader/source/auto_tuner.h"
-#include "loader/workers/stage_times.h"
+#include "loader/producers/auto_tuner.h"
+#include "loader/worker/stage_times.h"
 
 namespace stoker::detail {
 

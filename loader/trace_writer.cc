@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
-#include "loader/base/option_spelling.h"
-#include "loader/base/posix_error.h"
+#include "base/option_spelling.h"
+#include "base/posix_error.h"
 
 namespace stoker::detail {
 namespace {

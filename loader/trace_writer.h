@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "loader/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace stoker::detail {
 

@@ -50,7 +50,7 @@ if [[ -z ${STOKER_NO_TORCH:-} ]]; then
   # torchvision is what the image operations are checked against and what transforms are tried with.
   need=()
   # nanobind and scikit-build-core build the Python package (pyproject.toml); pytest runs its tests;
-  # ruff formats and lints the Python (tools/lint.sh).
+  # ruff formats and lints the Python (tools/dev/lint.sh).
   for m in torch torchvision h5py lmdb numpy xxhash PIL skimage nanobind scikit_build_core pytest ruff; do
     "$venv/bin/python" -c "import $m" 2>/dev/null || need+=("$m")
   done

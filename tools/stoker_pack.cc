@@ -1,8 +1,8 @@
 // stoker-pack: writes a stoker dataset (LMDB layout 2, docs/lmdb-layout.md, or HDF5: a
 // variable-length u8 dataset and label datasets, docs/hdf5.md), or a shard set of them, from a folder
-// of images or a manifest of paths and labels (tools/pack_plan.h). Files are read and checked (and
+// of images or a manifest of paths and labels (tools/pack/pack_plan.h). Files are read and checked (and
 // re-encoded, with --max-side) by several threads and stored in the plan's order
-// (tools/pack_queue.h), atomically and resumably (tools/pack_output.h), with errors that name the
+// (tools/pack/pack_queue.h), atomically and resumably (tools/pack/pack_output.h), with errors that name the
 // file and the manifest's line.
 //
 // The class names and string mappings are stored with the dataset, in the `stoker` sub-database
@@ -26,12 +26,12 @@
 #include "stoker/digest.h"
 #include "stoker/error.h"
 #include "stoker/options.h"
-#include "tools/cli.h"
-#include "tools/pack_image.h"
-#include "tools/pack_output.h"
-#include "tools/pack_plan.h"
-#include "tools/pack_queue.h"
-#include "tools/progress.h"
+#include "tools/common/cli.h"
+#include "tools/common/progress.h"
+#include "tools/pack/pack_image.h"
+#include "tools/pack/pack_output.h"
+#include "tools/pack/pack_plan.h"
+#include "tools/pack/pack_queue.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ using stoker::tools::PackPlan;
 struct Args {
   std::string folder, manifest, output;
   stoker::tools::ManifestColumns columns;
-  std::string format = "auto";
+  stoker::Format format = stoker::Format::auto_detect;
   std::uint64_t shard_size = 0, commit_every = 0;
   stoker::tools::ImageRules rules{0, 90, stoker::kDefaultMaxImagePixels};
   std::string on_error = "stop";
@@ -52,7 +52,7 @@ struct Args {
 };
 
 bool hdf5_output(const Args& a) {
-  if (a.format != "auto") return a.format == "hdf5";
+  if (a.format != stoker::Format::auto_detect) return a.format == stoker::Format::hdf5;
   return a.output.ends_with(".h5") || a.output.ends_with(".hdf5");
 }
 
@@ -257,10 +257,9 @@ void pack(const Args& a) {
 // How the pack is made: the output's format and shards, the images' rules, errors, threads,
 // commits, resume, verification.
 void add_pack_options(CLI::App& app, Args& a) {
-  app.add_option("--format", a.format,
-                 "lmdb, hdf5, or auto (hdf5 for an OUTPUT ending .h5 or .hdf5, a shard set's directory included)")
-      ->check(CLI::IsMember({"auto", "lmdb", "hdf5"}))
-      ->capture_default_str();
+  stoker::tools::add_choice(
+      app, "--format", a.format,
+      "lmdb, hdf5, or auto (hdf5 for an OUTPUT ending .h5 or .hdf5, a shard set's directory included)");
   app.add_option("--shard-size", a.shard_size,
                  "Write a shard set: a new shard before the file that would take one past this size (binary "
                  "units: 512MiB, 1GiB); the loader reads the directory as one dataset")

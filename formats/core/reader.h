@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/scratch.h"
 #include "formats/core/file_identity.h"
-#include "loader/base/scratch.h"
 #include "stoker/export.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
@@ -27,7 +27,7 @@ namespace stoker::formats {
 class STOKER_TOOLS_API VarBytes {
  public:
   // Empties it for the next batch; a buffer an outlier grew is given back once a batch after it
-  // used little of it (loader/base/scratch.h).
+  // used little of it (base/scratch.h).
   void clear() noexcept {
     if (base_ == owned_.get() && detail::scratch_is_outlier(owned_capacity_, size_)) {
       owned_.reset();
@@ -146,7 +146,7 @@ struct ReaderOptions {
   // not the one recorded is an error naming it.
   std::vector<std::uint64_t> shard_samples;
   std::vector<std::optional<FileIdentity>> shard_identities;
-  std::size_t max_open_shards = 64;
+  std::size_t max_open_shards = kDefaultMaxOpenShards;
   // An LMDB database without a stoker schema whose sample is one key per field
   // (formats/lmdb/lmdb_key_templates.h): Options::lmdb_keys and Options::lmdb_count_key.
   std::string lmdb_keys, lmdb_count_key;

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "loader/base/json_numbers.h"
-#include "loader/base/untrusted_json.h"
+#include "base/json_numbers.h"
+#include "base/untrusted_json.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {

@@ -5,10 +5,10 @@
 
 #include <cstring>
 
+#include "base/env.h"
+#include "base/posix_error.h"
 #include "formats/hdf5/hdf5_errors.h"
 #include "formats/hdf5/read_path.h"
-#include "loader/base/env.h"
-#include "loader/base/posix_error.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/posix_error.h"
 #include "formats/hdf5/hdf5_errors.h"
-#include "loader/base/posix_error.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {

@@ -6,13 +6,13 @@
 
 #include <algorithm>
 
+#include "base/posix_error.h"
+#include "base/progress_note.h"
+#include "base/unique_fd.h"
 #include "formats/hdf5/column.h"
 #include "formats/hdf5/hdf5_errors.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_schema.h"
-#include "loader/base/posix_error.h"
-#include "loader/base/progress_note.h"
-#include "loader/base/unique_fd.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -104,7 +104,7 @@ SampleBound Hdf5Reader::sample_bound(std::size_t f) const {
   std::uint64_t largest = 0;
   for (std::uint64_t p = 0; p < probes; ++p) {
     largest = std::max(largest, c.path->sample_bytes(p * (n - 1) / std::max<std::uint64_t>(probes - 1, 1)));
-    detail::note_progress();  // each a read of the file (loader/base/progress_note.h)
+    detail::note_progress();  // each a read of the file (base/progress_note.h)
   }
   return {std::max<std::uint64_t>(2 * largest, 4096), false};
 }

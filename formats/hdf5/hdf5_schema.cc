@@ -5,12 +5,12 @@
 
 #include <algorithm>
 
+#include "base/option_spelling.h"
+#include "base/progress_note.h"
 #include "formats/hdf5/hdf5_errors.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_types.h"
 #include "formats/hdf5/storage_check.h"
-#include "loader/base/option_spelling.h"
-#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -24,7 +24,7 @@ std::uint64_t sample_group_size(const H5::H5File& file, const std::string& group
     const H5::Group g = file.openGroup(group);
     const hsize_t n = g.getNumObjs();
     for (hsize_t i = 0; i < n; ++i) {
-      detail::note_progress();  // a group of a million members takes its time (loader/base/progress_note.h)
+      detail::note_progress();  // a group of a million members takes its time (base/progress_note.h)
       const std::string name = g.getObjnameByIdx(i);
       if (name.empty() || name.size() > 19 || (name.size() > 1 && name[0] == '0') ||
           !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
@@ -119,12 +119,8 @@ std::vector<FieldSource> group_sources(const H5::H5File& file, const std::string
       std::vector<std::string> paths;
       for (const auto& d : first.datasets) paths.push_back(containers.front() + "/" + d);
       if (!paths.empty()) {
-        const std::string group_path = base + containers.front();
-        example = fmt::format(
-            ", e.g. {} or {}",
-            detail::option_setting("fields", fmt::format("Options::fields = {{\"{}\"}}", fmt::join(paths, "\", \"")),
-                                   fmt::format("{}", fmt::join(paths, ","))),
-            detail::option_setting("group", fmt::format("Options::group = \"{}\"", group_path), group_path));
+        example = fmt::format(", e.g. {} or {}", detail::option_set_to("fields", paths),
+                              detail::option_set_to("group", base + containers.front()));
       }
     }
     throw Error(ErrorCode::dataset,

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
 #include "formats/hdf5/hdf5_errors.h"
 #include "formats/hdf5/hdf5_write_driver.h"
-#include "loader/base/utf8.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -158,7 +158,7 @@ Hdf5Writer::Hdf5Writer(const std::string& path, const Schema& schema, const Hdf5
   }
   // HDF5 writes its superblock when it flushes: until then a file that holds written samples is
   // no HDF5 file on disk. A run killed in the middle must leave one that says what it is (the tools
-  // take an interrupted run's unfinished file for their own by its format: tools/output_check.h).
+  // take an interrupted run's unfinished file for their own by its format: tools/common/output_check.h).
   impl_->guarded([&] { return path + ": flushing it"; }, [&] { impl_->file.flush(H5F_SCOPE_LOCAL); });
 }
 

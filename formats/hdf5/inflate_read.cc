@@ -5,9 +5,9 @@
 
 #include <cstring>
 
+#include "base/env.h"
 #include "formats/hdf5/inflated_chunks.h"
 #include "formats/hdf5/read_path.h"
-#include "loader/base/env.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {

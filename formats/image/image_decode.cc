@@ -15,8 +15,8 @@
 #include <jerror.h>
 // clang-format on
 
-#include "loader/base/option_spelling.h"
-#include "loader/base/scratch.h"
+#include "base/option_spelling.h"
+#include "base/scratch.h"
 #include "stoker/error.h"
 #include "stoker/schema.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "loader/base/scratch.h"
+#include "base/scratch.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

@@ -1,5 +1,5 @@
 // LmdbCalls: the LMDB calls that fail in production (reading records: mdb_get, mdb_cursor_get),
-// behind a seam as the OS calls are (loader/base/env.h), so that tests can make them fail on demand: an
+// behind a seam as the OS calls are (base/env.h), so that tests can make them fail on demand: an
 // error code, or a value of a size the file claims. The default passes each call through.
 //
 // Not synchronised: install before any Loader exists and keep it until the last one is gone.

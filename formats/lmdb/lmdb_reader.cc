@@ -12,16 +12,16 @@
 #include <optional>
 #include <utility>
 
+#include "base/env.h"
+#include "base/option_spelling.h"
+#include "base/posix_error.h"
+#include "base/progress_note.h"
 #include "formats/core/npy.h"
 #include "formats/lmdb/lmdb_calls.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_keys.h"
 #include "formats/lmdb/lmdb_record.h"
 #include "formats/lmdb/lmdb_templated.h"
-#include "loader/base/env.h"
-#include "loader/base/option_spelling.h"
-#include "loader/base/posix_error.h"
-#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -172,7 +172,7 @@ std::uint64_t LmdbReader::Impl::scan_plain_keys(MDB_cursor* cursor, MDB_val k, M
   std::uint64_t count = 0;
   int rc = MDB_SUCCESS;
   for (; rc == MDB_SUCCESS; rc = LmdbCalls::get().mdb_cursor_get(cursor, &k, &v, MDB_NEXT), ++count) {
-    // Progress, for the probe's watch (loader/base/progress_note.h); bounded, as such loops must be:
+    // Progress, for the probe's watch (base/progress_note.h); bounded, as such loops must be:
     // pages that lead back to themselves would otherwise be a scan that never ends.
     detail::note_progress();
     if (count >= n) {

@@ -7,11 +7,11 @@
 #include <cstring>
 #include <memory>
 
+#include "base/option_spelling.h"
+#include "base/progress_note.h"
 #include "formats/lmdb/lmdb_calls.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_keys.h"
-#include "loader/base/option_spelling.h"
-#include "loader/base/progress_note.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -78,7 +78,7 @@ void TemplatedLayout::scan(MDB_txn* txn, MDB_dbi dbi) {
   int rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_FIRST);
   for (std::uint64_t scanned = 0; rc == MDB_SUCCESS;
        rc = LmdbCalls::get().mdb_cursor_get(raw, &k, &v, MDB_NEXT), ++scanned) {
-    // Progress, for the probe's watch (loader/base/progress_note.h); bounded, as such loops must be:
+    // Progress, for the probe's watch (base/progress_note.h); bounded, as such loops must be:
     // pages that lead back to themselves would otherwise be a scan that never ends.
     detail::note_progress();
     if (scanned >= entries) {

@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
+#include "base/posix_error.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_record.h"
-#include "loader/base/posix_error.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {

@@ -26,6 +26,9 @@ inline constexpr std::size_t kAuto = static_cast<std::size_t>(-1);
 
 enum class ShmBacking { automatic, dev_shm, memfd };
 
+// Options::max_open_shards by default (and a reader's of the shard set).
+inline constexpr std::size_t kDefaultMaxOpenShards = 64;
+
 // Options::max_image_pixels by default: PIL's MAX_IMAGE_PIXELS, a 1 GiB RGBA image's pixels / 3.
 inline constexpr std::uint64_t kDefaultMaxImagePixels = 89'478'485;
 
@@ -84,7 +87,7 @@ struct Options {
   // have the same fields (docs/sharding.md).
   std::vector<std::string> sources;
   // Shards a worker keeps open at once (the least recently read is closed first).
-  std::size_t max_open_shards = 64;
+  std::size_t max_open_shards = kDefaultMaxOpenShards;
   Format format = Format::auto_detect;
 
   // Fields to deliver, in this order. Empty: every field, alphabetical by name. In HDF5 a field

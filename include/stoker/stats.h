@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,9 @@ struct Stats {
   // Options::held_batches; with kAuto, the tuner's current choice plus held_batches.
   std::size_t depth = 0;
   std::uint64_t shm_bytes = 0;  // shared memory reserved
-  // Where it is: dev_shm or memfd (automatic: no shared memory, a loader without workers).
-  ShmBacking shm_backing = ShmBacking::automatic;
+  // Where it is: dev_shm or memfd; none (nullopt) for a loader without workers, which uses no
+  // shared memory.
+  std::optional<ShmBacking> shm_backing;
   // With num_workers or prefetch = kAuto: what the loader chose, e.g. "2 workers, prefetch 3 (auto:
   // settled)"; workers and depth above are the current choice. Empty otherwise.
   std::string auto_tuning;

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "loader/base/option_spelling.h"
+#include "base/option_spelling.h"
 #include "loader/device/cuda_driver.h"
 #include "loader/device/device_backend.h"
 #include "stoker/error.h"

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <tuple>
 
-#include "loader/base/option_spelling.h"
+#include "loader/batch/kept_batches.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
-#include "loader/base/splitmix64.h"
+#include "base/splitmix64.h"
 
 namespace stoker::detail {
 namespace {

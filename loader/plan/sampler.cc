@@ -8,6 +8,7 @@
 #include "loader/plan/quasi_random.h"
 #include "loader/plan/shuffle.h"
 #include "stoker/error.h"
+#include "stoker/option_values.h"
 
 namespace stoker::detail {
 
@@ -54,19 +55,15 @@ std::uint64_t Sampler::consumed_after(std::uint64_t skip, std::uint64_t batches)
 }
 
 std::string Sampler::order_description() const {
-  switch (order_) {
-    case Order::sequential: return "sequential";
-    case Order::random: return "random";
-    case Order::quasi_random:
-      // A shard set's groups start at each shard, and its shards are interleaved: another order
-      // than one file's, so a state saved before shard sets were interleaved is refused.
-      if (!shard_samples_.empty()) {
-        return fmt::format("quasi_random(group={},window={},interleave={})", group_, kQuasiRandomWindowGroups,
-                           kQuasiRandomInterleavedShards);
-      }
-      return fmt::format("quasi_random(group={},window={})", group_, kQuasiRandomWindowGroups);
+  const std::string_view order = name(order_);
+  if (order_ != Order::quasi_random) return std::string(order);
+  // A shard set's groups start at each shard, and its shards are interleaved: another order than
+  // one file's, so a state saved before shard sets were interleaved is refused.
+  if (!shard_samples_.empty()) {
+    return fmt::format("{}(group={},window={},interleave={})", order, group_, kQuasiRandomWindowGroups,
+                       kQuasiRandomInterleavedShards);
   }
-  return "?";
+  return fmt::format("{}(group={},window={})", order, group_, kQuasiRandomWindowGroups);
 }
 
 EpochOrder Sampler::global_order(std::uint64_t epoch) const {

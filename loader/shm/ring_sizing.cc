@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "loader/base/option_spelling.h"
-#include "loader/base/posix_error.h"
+#include "base/option_spelling.h"
+#include "base/posix_error.h"
 
 namespace stoker::detail {
 namespace {

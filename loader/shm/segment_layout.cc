@@ -24,45 +24,6 @@ std::size_t channel_bytes(std::uint32_t num_slots) {
 
 }  // namespace
 
-std::uint64_t slot_bytes_per_sample(std::uint64_t typical, std::uint64_t bound, bool exact, std::uint64_t file_bytes,
-                                    std::size_t batch_size) noexcept {
-  constexpr std::uint64_t kLeast = 4096;
-  std::uint64_t b = std::max(typical > UINT64_MAX / 2 ? UINT64_MAX : 2 * typical, kLeast);
-  if (exact) b = std::min(b, std::max<std::uint64_t>(bound, 1));
-  if (file_bytes > 0 && batch_size > 0) {
-    const std::uint64_t share = file_bytes / batch_size + (file_bytes % batch_size != 0);
-    b = std::min(b, std::max<std::uint64_t>(share, 1));
-  }
-  return std::min<std::uint64_t>(b, kMaxSampleBytes);
-}
-
-SlotRing::SlotRing(std::byte* counters, std::byte* items, std::uint32_t capacity) noexcept
-    : write_(reinterpret_cast<std::atomic<std::uint64_t>*>(counters)),
-      read_(reinterpret_cast<std::atomic<std::uint64_t>*>(counters + kLine)),
-      items_(reinterpret_cast<std::uint32_t*>(items)),
-      capacity_(capacity) {}
-
-void SlotRing::initialize() noexcept {
-  new (write_) std::atomic<std::uint64_t>(0);
-  new (read_) std::atomic<std::uint64_t>(0);
-}
-
-bool SlotRing::push(std::uint32_t value) noexcept {
-  std::uint64_t w = write_->load(std::memory_order_relaxed);
-  if (w - read_->load(std::memory_order_acquire) == capacity_) return false;
-  items_[w % capacity_] = value;
-  write_->store(w + 1, std::memory_order_release);
-  return true;
-}
-
-bool SlotRing::pop(std::uint32_t& value) noexcept {
-  std::uint64_t r = read_->load(std::memory_order_relaxed);
-  if (r == write_->load(std::memory_order_acquire)) return false;
-  value = items_[r % capacity_];
-  read_->store(r + 1, std::memory_order_release);
-  return true;
-}
-
 SegmentLayout::SegmentLayout(const Schema& schema, std::size_t batch_size, std::uint32_t num_workers,
                              const std::vector<std::uint64_t>& sample_bound)
     : schema_(schema), sample_bound_(sample_bound), batch_size_(batch_size), num_workers_(num_workers) {

@@ -19,144 +19,12 @@
 #include <string_view>
 #include <vector>
 
+#include "loader/shm/segment_header.h"
+#include "loader/shm/worker_channel.h"
 #include "stoker/error.h"
 #include "stoker/schema.h"
 
 namespace stoker::detail {
-
-inline constexpr char kSegmentMagic[8] = {'S', 'T', 'O', 'K', 'E', 'R', 'S', 'M'};
-inline constexpr std::uint32_t kSegmentVersion = 6;
-inline constexpr std::size_t kErrorTextBytes = 4096;
-// The stage times of a slot: the nanoseconds its worker spent in each stage of the batch
-// (loader/workers/stage_times.h), the last entry holding the stages past it.
-inline constexpr std::size_t kStageSlots = 32;
-inline constexpr std::uint32_t kStopWorker = 0xffffffffu;  // task ring sentinel: exit
-
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "rings in shared memory need lock-free atomics");
-
-// The sequentially consistent fence of the handshakes between processes (awaited_slot, idle): a
-// store, this fence, then a load, on each side. ThreadSanitizer, which sees one process only, does
-// not model fences (GCC says so, -Wtsan): hidden from it.
-inline void shared_memory_fence() noexcept {
-#if defined(__SANITIZE_THREAD__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wtsan"
-#endif
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#if defined(__SANITIZE_THREAD__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-}
-
-struct SegmentHeader {
-  char magic[8];
-  std::uint32_t version;
-  std::uint32_t num_slots;
-  std::uint32_t num_workers;
-  std::uint32_t num_fields;
-  std::uint64_t batch_size;
-  std::uint64_t segment_bytes;
-  std::uint64_t control_bytes;
-  std::uint64_t slots_offset;
-  std::uint64_t slot_bytes;
-  std::uint64_t channels_offset;
-  std::uint64_t channel_bytes;
-  std::uint64_t fields_offset;
-  // The slot the consumer is about to sleep waiting for, plus one; 0 while it waits for none. A
-  // worker that finished a slot wakes the consumer (the done eventfd) only when it is this one.
-  // Read and written as an atomic (SegmentView::awaited_slot).
-  std::uint64_t awaited_slot;
-  std::uint8_t reserved[32];
-};
-static_assert(sizeof(SegmentHeader) == 128);
-
-struct FieldLayout {
-  std::uint8_t kind;   // FieldKind
-  std::uint8_t dtype;  // DType
-  std::uint8_t reserved[6];
-  std::uint64_t offset;            // of the field's array within a slot
-  std::uint64_t bytes_per_sample;  // fixed fields
-  std::uint64_t capacity;          // bytes reserved for the array in every slot
-};
-static_assert(sizeof(FieldLayout) == 32);
-
-// too_large: a bytes field of the batch did not fit its region; needed_bytes holds the bytes the
-// largest such field needed, and the consumer reads the batch itself (docs/shm-layout.md).
-enum class SlotStatus : std::uint32_t { empty = 0, ok = 1, error = 2, too_large = 3 };
-
-struct SlotHeader {
-  std::uint64_t task_id;
-  std::uint64_t epoch;
-  std::uint64_t batch_index;
-  std::uint32_t num_samples;
-  std::uint32_t status;  // SlotStatus
-  std::uint32_t worker;
-  std::uint32_t error_bytes;   // error: its text; ok or too_large: the skipped samples' notes
-  std::uint64_t busy_ns;       // time the worker spent filling this slot
-  std::uint64_t needed_bytes;  // too_large: what the field that did not fit needed
-  std::uint32_t error_code;    // error: the stoker::ErrorCode of the error text
-  std::uint32_t shard_opens;   // shard files the worker opened since its last slot (Stats::shard_opens)
-};
-static_assert(sizeof(SlotHeader) == 64);
-
-// A single-producer single-consumer ring of slot numbers. write and read are monotonic counters
-// on their own cache lines; the producer publishes an item with a release store of write, the
-// consumer frees its place with a release store of read. Full when write - read == capacity.
-class SlotRing {
- public:
-  SlotRing() = default;
-  // `counters`: two cache lines (write, read); `items`: capacity words.
-  SlotRing(std::byte* counters, std::byte* items, std::uint32_t capacity) noexcept;
-  // Constructs the counters in place; once, before any process uses the ring.
-  void initialize() noexcept;
-
-  bool push(std::uint32_t value) noexcept;  // producer only
-  bool pop(std::uint32_t& value) noexcept;  // consumer only
-  // Consumer only: the items pushed but not yet popped are at positions [read_position(),
-  // write_position()); item_at() reads one of them without popping it.
-  std::uint64_t read_position() const noexcept { return read_->load(std::memory_order_relaxed); }
-  std::uint64_t write_position() const noexcept { return write_->load(std::memory_order_acquire); }
-  std::uint32_t item_at(std::uint64_t position) const noexcept { return items_[position % capacity_]; }
-  // Producer only, and only while no consumer exists (its process died): empties the ring.
-  void clear_from_producer() noexcept {
-    read_->store(write_->load(std::memory_order_relaxed), std::memory_order_release);
-  }
-
- private:
-  std::atomic<std::uint64_t>* write_ = nullptr;
-  std::atomic<std::uint64_t>* read_ = nullptr;
-  std::uint32_t* items_ = nullptr;
-  std::uint32_t capacity_ = 0;
-};
-
-// The rings between the consumer and one worker, and that worker's counters.
-struct WorkerChannel {
-  SlotRing tasks;                                // consumer -> worker
-  SlotRing done;                                 // worker -> consumer
-  std::atomic<std::uint64_t>* cpu_ns = nullptr;  // the worker's CPU time, updated after each task
-  // Bumped by the worker at each step of a batch (taken, read, each sample through its pipeline,
-  // done): the consumer tells a stuck worker from a slow one by it (loader/source/progress_watch.h).
-  std::atomic<std::uint64_t>* progress = nullptr;
-  // The index of the sample the worker is running a pipeline or transform on, plus one; 0 while it
-  // reads a batch or waits. Read by the consumer when a worker dies, to name the sample that killed
-  // it. In progress's cache line: both are written by the worker alone.
-  std::atomic<std::uint64_t>* sample = nullptr;
-  // 1 while the worker sleeps (or is about to) on its task eventfd, 0 while it works: the consumer
-  // writes the eventfd after a push only to a worker that sleeps. The worker stores it, then looks
-  // at its task ring; the consumer pushes, then loads it: each with a seq_cst fence between, so
-  // that the worker sees the task or the consumer sees it sleeps. In progress's cache line.
-  std::atomic<std::uint64_t>* idle = nullptr;
-};
-
-// The bytes a slot gives each sample of a bytes field (the `sample_bound` of SegmentLayout): twice
-// the largest of the few samples the loader looked at (`typical`), at least 4 KiB, so that a typical
-// batch fits and a batch holding an outlier takes the overflow path (docs/shm-layout.md); never
-// more than the field's largest sample when the format records it exactly (`bound`); and never so
-// much that a batch's region could hold more than the dataset's `file_bytes` on disk (no batch of
-// distinct samples does: a damaged file that claims a huge value reserves nothing for it). A
-// file_bytes of 0 (unknown) sets no limit.
-std::uint64_t slot_bytes_per_sample(std::uint64_t typical, std::uint64_t bound, bool exact, std::uint64_t file_bytes,
-                                    std::size_t batch_size) noexcept;
 
 // Where everything is, computed from the schema and sizes; a view over a mapped segment.
 class SegmentLayout {
@@ -228,7 +96,7 @@ class SegmentView {
   // "" when slot s's skipped samples' record is well formed for a batch of `num_samples` (a count
   // of at most num_samples, positions ascending and below it, notes within their region), else
   // what is wrong. A worker, or the child that reads a batch again, is another process: its record
-  // is checked before it is used (loader/source/slot_check.h, loader/workers/overflow_read.h).
+  // is checked before it is used (loader/producers/slot_check.h, loader/child_reads/overflow_read.h).
   std::string check_skipped(std::uint32_t s, std::uint32_t num_samples) const;
   // Copies into `out` (cleared first) the positions slot s records as skipped, as far as they are
   // well formed: a count cut at the slot's num_samples, a position not above the one before or not

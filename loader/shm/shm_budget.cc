@@ -10,7 +10,7 @@
 #include <limits>
 #include <sstream>
 
-#include "loader/base/posix_error.h"
+#include "base/posix_error.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

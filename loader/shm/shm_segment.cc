@@ -12,9 +12,9 @@
 #include <random>
 #include <utility>
 
-#include "loader/base/env.h"
-#include "loader/base/posix_error.h"
-#include "loader/base/unique_fd.h"
+#include "base/env.h"
+#include "base/posix_error.h"
+#include "base/unique_fd.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {

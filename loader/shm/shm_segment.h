@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "loader/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace stoker::detail {
 

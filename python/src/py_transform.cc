@@ -1,5 +1,5 @@
 // A Python function as the Loader's transform (stoker/transform.h): the package's Runner
-// (python/stoker/_transform.py) is called once per sample with the sample's fields as read-only
+// (python/stoker/_transform_runner.py) is called once per sample with the sample's fields as read-only
 // numpy arrays over the worker's memory and the four words the seed rule draws from (seed, epoch,
 // index); it returns the declared fields as C-contiguous arrays, or the text of what went wrong.
 // The same object serves the trainer (a Loader without workers) and each worker of a transform
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "binding.h"
+#include "exit_gate.h"
 #include "stoker/error.h"
 
 namespace stoker_py {
@@ -22,7 +23,7 @@ namespace {
 
 // numpy's PCG64 state (numpy/random/src/pcg64/pcg64.h), written where its ctypes interface says
 // it is: the same as assigning PCG64.state, without building the dict. The package checks the
-// layout against that assignment once per Runner (python/stoker/_transform.py) and passes 0 when it
+// layout against that assignment once per Runner (python/stoker/_transform_runner.py) and passes 0 when it
 // differs.
 struct alignas(16) Uint128 {  // numpy's pcg128_t, a native 128-bit integer: low word first (x86-64, arm64)
   std::uint64_t low, high;

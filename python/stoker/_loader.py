@@ -1,144 +1,17 @@
-"""stoker.Loader: the C++ Loader, iterated from Python."""
+"""stoker.Loader: the C++ Loader, iterated from Python (epochs, checkpoints, what it is doing,
+pickling as its configuration), and stoker.split_bytes. Its keyword arguments are checked, and made
+the C++ Options, in _arguments."""
 
 import json
-import numbers
 import os
 import threading
 
 from . import _core
-from ._errors import Error
+from ._arguments import _bool, _framework, _int, _options
 
-_ORDERS = ("sequential", "random", "quasi_random")
-_FRAMEWORKS = ("torch", "numpy")
-_ON_DECODE_ERROR = ("fail", "skip")
-
-
-def _bad(name, message):
-    return Error(f"stoker: {name}: {message}", "invalid_option")
-
-
-def _int(name, value, minimum=0, maximum=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"stoker: {name} must be an int, not {type(value).__name__}")
-    value = int(value)
-    if value < minimum:
-        raise _bad(name, f"must be at least {minimum}, not {value}")
-    if maximum is not None and value > maximum:
-        raise _bad(name, f"must be at most {maximum}, not {value}")
-    return value
-
-
-def _bool(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"stoker: {name} must be a bool, not {type(value).__name__}")
-    return value
-
-
-def _str(name, value):
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str):
-        raise TypeError(f"stoker: {name} must be a str, not {type(value).__name__}")
-    return value
-
-
-def _seconds(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"stoker: {name} must be a number of seconds, not {type(value).__name__}")
-    value = float(value)
-    if not 0 <= value <= 2**31:
-        raise _bad(name, f"must be a number of seconds from 0 to 2**31, not {value}")
-    return value
-
-
-def _options(cfg):
-    """The C++ Options for a Loader's keyword arguments, every type checked before any process
-    starts; the values themselves are checked by the C++ Loader, which names them."""
-    o = _core.Options()
-    source = cfg["source"]
-    if isinstance(source, (list, tuple)):
-        if not source:
-            raise _bad("source", "is an empty list of shards")
-        o.sources = [_str("source", os.fspath(s) if isinstance(s, os.PathLike) else s) for s in source]
-    else:
-        o.source = _str("source", source)
-    o.max_open_shards = _int("max_open_shards", cfg["max_open_shards"], 1)
-    o.format = _str("format", cfg["format"])
-    fields = cfg["fields"]
-    if fields is not None:
-        if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
-            raise TypeError("stoker: fields must be a list of str")
-        o.fields = list(fields)
-    o.group = _str("group", cfg["group"])
-    lmdb_keys = cfg["lmdb_keys"]
-    if lmdb_keys is not None:
-        if isinstance(lmdb_keys, dict):
-            lmdb_keys = ",".join(f"{_str('lmdb_keys', k)}={_str('lmdb_keys', v)}" for k, v in lmdb_keys.items())
-        o.lmdb_keys = _str("lmdb_keys", lmdb_keys)
-    if cfg["lmdb_count_key"] is not None:
-        o.lmdb_count_key = _str("lmdb_count_key", cfg["lmdb_count_key"])
-    pipeline = cfg["pipeline"]
-    if pipeline is not None:
-        if not isinstance(pipeline, str):
-            pipeline = ";".join(_str("pipeline", p) for p in pipeline)
-        o.pipeline = pipeline
-    libraries = cfg["op_libraries"]
-    if libraries is not None:
-        if isinstance(libraries, (str, os.PathLike)) or not hasattr(libraries, "__iter__"):
-            raise TypeError("stoker: op_libraries must be a list of paths")
-        o.op_libraries = [_str("op_libraries", os.fspath(p) if isinstance(p, os.PathLike) else p) for p in libraries]
-    if cfg["trace"] is not None:
-        o.trace = _str("trace", os.fspath(cfg["trace"]) if isinstance(cfg["trace"], os.PathLike) else cfg["trace"])
-    o.max_image_pixels = _int("max_image_pixels", cfg["max_image_pixels"], 1, 2**64 - 1)
-    on_decode_error = _str("on_decode_error", cfg["on_decode_error"])
-    if on_decode_error not in _ON_DECODE_ERROR:
-        raise _bad("on_decode_error", f"'{on_decode_error}' is not one of 'fail', 'skip'")
-    o.on_decode_error = on_decode_error
-    o.batch_size = _int("batch_size", cfg["batch_size"], 1)
-    if cfg["num_workers"] == "auto":
-        o.num_workers_auto = True
-    else:
-        o.num_workers = _int("num_workers", cfg["num_workers"], 0)
-    if cfg["prefetch_factor"] == "auto":
-        o.prefetch_auto = True
-    else:
-        o.prefetch = _int("prefetch_factor", cfg["prefetch_factor"], 1)
-    o.held_batches = _int("held_batches", cfg["held_batches"], 0)
-    order = cfg["order"]
-    if order is not None:
-        order = _str("order", order)
-        if order not in _ORDERS:
-            raise _bad("order", f"'{order}' is not one of 'sequential', 'random', 'quasi_random'")
-        o.order = order
-    o.shuffle = _bool("shuffle", cfg["shuffle"])
-    if o.shuffle and order == "sequential":
-        raise _bad("shuffle", "shuffle=True and order='sequential' contradict each other: pass one of them")
-    o.seed = _int("seed", cfg["seed"], 0, 2**64 - 1)
-    o.drop_last = _bool("drop_last", cfg["drop_last"])
-    shard = cfg["shard"]
-    if shard == "env":
-        o.shard_from_env = True
-    elif shard is not None:
-        if isinstance(shard, str) or not hasattr(shard, "__len__") or len(shard) != 2:
-            raise TypeError("stoker: shard must be None, (rank, world_size) or 'env'")
-        world = _int("shard world_size", shard[1], 1, 2**32 - 1)
-        o.shard_rank = _int("shard rank", shard[0], 0, world - 1)
-        o.shard_world_size = world
-    if cfg["shm_budget"] is not None:
-        o.shm_budget = _int("shm_budget", cfg["shm_budget"], 1, 2**64 - 1)
-    if isinstance(cfg["shm_fraction"], bool) or not isinstance(cfg["shm_fraction"], numbers.Real):
-        raise TypeError("stoker: shm_fraction must be a float")
-    o.shm_fraction = float(cfg["shm_fraction"])
-    o.shm_backing = _str("shm_backing", cfg["shm_backing"])
-    if cfg["timeout"] is not None:
-        o.timeout_s = _seconds("timeout", cfg["timeout"])
-    o.max_respawns = _int("max_respawns", cfg["max_respawns"], 0, 2**32 - 1)
-    o.worker_oom_score_adj = _int("worker_oom_score_adj", cfg["worker_oom_score_adj"], 0, 1000)
-    o.shutdown_grace_s = _seconds("shutdown_grace", cfg["shutdown_grace"])
-    o.device = _str("device", cfg["device"])
-    o.prefetch_to_device = _int("prefetch_to_device", cfg["prefetch_to_device"], 1)
-    o.staging = _str("staging", cfg["staging"])
-    return o
+# The library's defaults (stoker::Options), which the keywords below take where the package has
+# none of its own (held_batches=1: a Python loop keeps its last batch while it asks for the next).
+_DEFAULTS = _core.Options()
 
 
 class Loader:
@@ -236,37 +109,37 @@ class Loader:
     def __init__(
         self,
         source,
-        batch_size=1,
-        num_workers=0,
-        prefetch_factor=2,
-        shuffle=False,
-        seed=0,
+        batch_size=_DEFAULTS.batch_size,
+        num_workers=_DEFAULTS.num_workers,
+        prefetch_factor=_DEFAULTS.prefetch,
+        shuffle=_DEFAULTS.shuffle,
+        seed=_DEFAULTS.seed,
         order=None,
         fields=None,
-        group="",
+        group=_DEFAULTS.group,
         pipeline=None,
-        drop_last=False,
-        device="cpu",
+        drop_last=_DEFAULTS.drop_last,
+        device=_DEFAULTS.device,
         shard=None,
         shm_budget=None,
         timeout=None,
-        max_respawns=3,
+        max_respawns=_DEFAULTS.max_respawns,
         framework="torch",
         copy=False,
         *,
-        format="auto",
-        shm_fraction=0.5,
-        shm_backing="auto",
-        shutdown_grace=2.0,
-        prefetch_to_device=2,
-        staging="auto",
-        worker_oom_score_adj=500,
-        max_image_pixels=89478485,
-        max_open_shards=64,
+        format=_DEFAULTS.format,
+        shm_fraction=_DEFAULTS.shm_fraction,
+        shm_backing=_DEFAULTS.shm_backing,
+        shutdown_grace=_DEFAULTS.shutdown_grace_s,
+        prefetch_to_device=_DEFAULTS.prefetch_to_device,
+        staging=_DEFAULTS.staging,
+        worker_oom_score_adj=_DEFAULTS.worker_oom_score_adj,
+        max_image_pixels=_DEFAULTS.max_image_pixels,
+        max_open_shards=_DEFAULTS.max_open_shards,
         lmdb_keys=None,
         lmdb_count_key=None,
         held_batches=1,
-        on_decode_error="fail",
+        on_decode_error=_DEFAULTS.on_decode_error,
         transform=None,
         seed_globals=True,
         ragged=None,
@@ -317,26 +190,7 @@ class Loader:
             cfg["source"] = os.fspath(source)
         self._core = None
         options = _options(cfg)
-        framework = _str("framework", framework)
-        if framework not in _FRAMEWORKS:
-            raise _bad("framework", f"'{framework}' is not one of 'torch', 'numpy'")
-        if framework == "numpy" and options.device.startswith("cuda"):
-            raise _bad(
-                "framework",
-                f"'numpy' holds no GPU memory, and device is '{options.device}': pass "
-                "framework='torch', or device='cpu'",
-            )
-        current_stream = None
-        if framework == "torch":
-            try:
-                import torch
-            except ImportError as e:
-                raise _bad(
-                    "framework", f"'torch' needs torch, which is not installed ({e}): pass framework='numpy'"
-                ) from None
-            if options.device.startswith("cuda"):
-                where = None if options.device == "cuda" else options.device
-                current_stream = lambda: torch.cuda.current_stream(where).cuda_stream  # noqa: E731
+        framework, current_stream = _framework(framework, options.device)
         copy = _bool("copy", copy)
         if transform is not None:
             from . import _transform
@@ -348,7 +202,7 @@ class Loader:
                 seed_globals,
                 ragged,
                 transform_output,
-                300.0 if cfg["timeout"] in (None, 0) else max(float(cfg["timeout"]), 60.0),
+                _DEFAULTS.timeout_s if cfg["timeout"] in (None, 0) else max(float(cfg["timeout"]), 60.0),
             )
         self._config = cfg
         self._epoch = 0

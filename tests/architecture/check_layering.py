@@ -4,17 +4,22 @@
     check_layering.py SOURCE_DIR
     check_layering.py --self-test SOURCE_DIR   (the check fails, naming file and line, on a forbidden
                                                 include planted in a copy of the table's modules)
+    check_layering.py --picture SOURCE_DIR     (prints the picture the table implies, its arrows
+                                                through another module left out, to paste in)
 
 Reads the table of modules (module, what it owns, may include) and the Mermaid picture from
 docs/architecture.md, then checks that
   - every `#include "..."` in a module's files names a public header (include/stoker/, where
-    stoker/torch.h is only for loader/torch), a header of the same module, or one of a module its
+    stoker/torch.h is only for torch_adapter), a header of the same module, or one of a module its
     row allows; a violation is reported as FILE:LINE with the module and what its row allows;
-  - every folder of loader/ and formats/ that holds code is a module of the table;
+  - every folder of base/, loader/, formats/ and tools/ that holds code is a module of the table;
+  - the house's floors hold: base/ (the ground floor) may include no module, and formats/ none of
+    loader/ (a reader knows nothing of the Loader);
   - the table's arrows have no cycle;
   - the picture draws only arrows of the table, and implies every arrow of the table;
-  - no file of loader/ or formats/ is longer than 500 lines (a file is one concept; past that it
-    holds two). Functions are held to 80 lines by clang-tidy (.clang-tidy, tools/lint.sh).
+  - no source file (C++ or Python) of base/, loader/, formats/, tools/, python/, include/ or
+    examples/ is longer than 500 lines (a file is one concept; past that it holds two). Functions
+    are held to 80 lines by clang-tidy (.clang-tidy, tools/dev/lint.sh).
 Exits 1 with every problem listed, 0 when there is none.
 """
 
@@ -27,10 +32,13 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 NODE = re.compile(r'^\s*(\w+)\["([^"]+)"\]\s*$')
 EDGE = re.compile(r"^\s*(\w+)\s*-->\s*(\w+)\s*$")
 CODE = (".h", ".cc", ".cpp")
+SOURCE = CODE + (".py", ".pyi")
 # Folders whose code the table governs; bench/, tests/, fuzz/ and examples/ may include anything.
-GOVERNED = ("loader", "formats", "tools")
+GOVERNED = ("base", "loader", "formats", "tools")
 MAX_LINES = 500
-SIZED = ("loader", "formats")
+SIZED = GOVERNED + ("python", "include", "examples")
+# The floors of the house: what a module under each may include, whatever the table says.
+FLOORS = {"base": (), "formats": ("base", "formats")}
 
 
 def read_architecture(path):
@@ -111,6 +119,17 @@ def main(source_dir):
                 f"docs/architecture.md: module '{m}' reaches itself through the arrows of the table (a cycle)"
             )
 
+    # The floors: the ground floor stands on nothing; the formats on the ground floor alone.
+    for m, deps in sorted(allowed.items()):
+        floor = m.split("/")[0]
+        if floor in FLOORS:
+            for d in sorted(deps):
+                if d.split("/")[0] not in FLOORS[floor]:
+                    problems.append(
+                        f"docs/architecture.md: module '{m}' may include '{d}', above its floor ({floor}/ may include "
+                        f"only {', '.join(f'{x}/' for x in FLOORS[floor]) or 'nothing'})"
+                    )
+
     # The picture: its arrows are the table's, and it implies all of them.
     for a, b in sorted(drawn - table_arrows):
         problems.append(f"docs/architecture.md: the picture draws {a} --> {b}, which the table does not allow")
@@ -135,8 +154,6 @@ def main(source_dir):
                     continue
                 with open(path, encoding="utf-8", errors="replace") as f:
                     lines = f.readlines()
-                if top in SIZED and len(lines) > MAX_LINES:
-                    problems.append(f"{path}: {len(lines)} lines, more than {MAX_LINES}: split it by concept")
                 for lineno, line in enumerate(lines, 1):
                     m = INCLUDE.match(line)
                     if not m:
@@ -144,8 +161,8 @@ def main(source_dir):
                     checked += 1
                     header = m.group(1)
                     if header == "stoker/torch.h":
-                        if mine != "loader/torch":
-                            problems.append(f"{path}:{lineno}: includes stoker/torch.h, which only loader/torch may")
+                        if mine != "torch_adapter":
+                            problems.append(f"{path}:{lineno}: includes stoker/torch.h, which only torch_adapter may")
                         continue
                     if header.startswith("stoker/"):
                         continue  # the public API
@@ -158,6 +175,16 @@ def main(source_dir):
                             f"{path}:{lineno}: includes \"{header}\" of module '{theirs}', which module '{mine}' "
                             f"may not include (docs/architecture.md allows: {may})"
                         )
+    # The size of every source file.
+    for top in SIZED:
+        for root, _, files in os.walk(top):
+            for name in sorted(f for f in files if f.endswith(SOURCE)):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    count = sum(1 for _ in f)
+                if count > MAX_LINES:
+                    problems.append(f"{path}: {count} lines, more than {MAX_LINES}: split it by concept")
+
     for p in problems:
         print(p)
     if problems:
@@ -168,7 +195,8 @@ def main(source_dir):
 
 
 def self_test(source_dir):
-    """A shm header that includes the source module (a peer-to-upper arrow) must be named."""
+    """A shm header that includes the producers module (a peer-to-upper arrow) must be named; so must
+    a table that lets formats/ include loader/."""
     import shutil
     import subprocess
     import tempfile
@@ -183,10 +211,10 @@ def self_test(source_dir):
             with open(os.path.join(tmp, m, "a.h"), "w") as f:
                 f.write('#pragma once\n#include <vector>\n#include "stoker/batch.h"\n')
         with open(os.path.join(tmp, "loader", "shm", "a.h"), "a") as f:
-            f.write('#include "loader/base/a.h"\n#include "loader/source/a.h"\n')
+            f.write('#include "base/a.h"\n#include "loader/producers/a.h"\n')
         run = subprocess.run([sys.executable, __file__, tmp], capture_output=True, text=True)
         want = (
-            "loader/shm/a.h:5: includes \"loader/source/a.h\" of module 'loader/source', "
+            "loader/shm/a.h:5: includes \"loader/producers/a.h\" of module 'loader/producers', "
             "which module 'loader/shm' may not include"
         )
         if run.returncode != 1 or want not in run.stdout or "a.h:4" in run.stdout:
@@ -195,10 +223,43 @@ def self_test(source_dir):
             )
             return 1
         print("self-test: a forbidden include is reported as:\n  " + run.stdout.splitlines()[0])
+
+        # A table that lets the ground floor stand on the loader breaks the house, whatever it says.
+        table = os.path.join(tmp, "docs", "architecture.md")
+        with open(table, encoding="utf-8") as f:
+            text = f.read()
+        with open(table, "w", encoding="utf-8") as f:
+            f.write(re.sub(r"^(\| `formats/core` \|[^|]*\| )`base` \|", r"\1`base`, `loader/shm` |", text, flags=re.M))
+        run = subprocess.run([sys.executable, __file__, tmp], capture_output=True, text=True)
+        want = (
+            "module 'formats/core' may include 'loader/shm', above its floor "
+            "(formats/ may include only base/, formats/)"
+        )
+        if run.returncode != 1 or want not in run.stdout:
+            print(f"self-test: expected exit 1 naming formats/core's arrow to loader/shm, got {run.returncode}:")
+            print(run.stdout)
+            return 1
+        print("self-test: an arrow above its floor is reported as:\n  " + want)
         return 0
 
 
+def picture(source_dir):
+    """The Mermaid picture of the table: every module a node, every arrow not implied by another."""
+    allowed, _, _, _ = read_architecture(os.path.join(source_dir, "docs", "architecture.md"))
+    reach = closure({(a, b) for a, deps in allowed.items() for b in deps}, set(allowed))
+    node = {m: m.replace("/", "_") for m in allowed}
+    lines = ["```mermaid", "graph TD"] + [f'  {node[m]}["{m}"]' for m in allowed]
+    for a, deps in allowed.items():
+        for b in sorted(deps):
+            if not any(b in reach[c] for c in deps if c != b):
+                lines.append(f"  {node[a]} --> {node[b]}")
+    print("\n".join(lines + ["```"]))
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--picture":
+        sys.exit(picture(sys.argv[2] if len(sys.argv) > 2 else "."))
     if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
         sys.exit(self_test(sys.argv[2] if len(sys.argv) > 2 else "."))
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))

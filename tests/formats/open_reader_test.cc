@@ -33,7 +33,7 @@ TEST(DetectFormat, TellsHdf5FromLmdbAndRefusesOthers) {
 }
 
 // A writer killed before it closes its file leaves an HDF5 file on disk, whatever it wrote: an
-// interrupted run's unfinished file is known as the tool's own by its format (tools/output_check.h).
+// interrupted run's unfinished file is known as the tool's own by its format (tools/common/output_check.h).
 TEST(DetectFormat, AnHdf5FileBeingWrittenIsOneOnDiskBeforeItIsClosed) {
   TempDir tmp;
   const Schema schema = small_schema(1000);

@@ -12,8 +12,8 @@
 #include <set>
 #include <thread>
 
+#include "base/posix_error.h"
 #include "formats/lmdb/lmdb_env.h"
-#include "loader/base/posix_error.h"
 #include "loader/plan/shuffle.h"
 #include "loader/shm/segment_layout.h"
 #include "stoker/digest.h"

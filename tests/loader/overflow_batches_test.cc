@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/posix_error.h"
 #include "formats/lmdb/lmdb_writer.h"
-#include "loader/base/posix_error.h"
 #include "stoker/loader.h"
 #include "tests/support/test_data.h"
 #include "tests/support/test_images.h"

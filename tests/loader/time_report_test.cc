@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "loader/base/env.h"
+#include "base/env.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "stoker/pipeline.h"

@@ -1,4 +1,4 @@
-// Faults injected through the Env seam (loader/base/env.h) and LMDB's (formats/lmdb/lmdb_calls.h): each gives a clear
+// Faults injected through the Env seam (base/env.h) and LMDB's (formats/lmdb/lmdb_calls.h): each gives a clear
 // error or a recovery, and never a hang, a leaked process or /dev/shm entry, or a batch delivered twice.
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/env.h"
 #include "formats/lmdb/lmdb_calls.h"
-#include "loader/base/env.h"
 #include "loader/shm/segment_layout.h"
 #include "stoker/digest.h"
 #include "stoker/init.h"

@@ -12,7 +12,7 @@
 #include <iterator>
 #include <map>
 
-#include "loader/base/splitmix64.h"
+#include "base/splitmix64.h"
 #include "stoker/loader.h"
 #include "tests/support/test_data.h"
 

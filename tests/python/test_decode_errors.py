@@ -184,7 +184,7 @@ def test_the_policy_is_checked_and_pickled(files):
     with pytest.raises(stoker.Error) as e:
         stoker.Loader(good, on_decode_error="ignore")
     assert e.value.code == "invalid_option"
-    assert "on_decode_error: 'ignore' is not one of 'fail', 'skip'" in str(e.value)
+    assert "on_decode_error='ignore' is not one of 'fail', 'skip'" in str(e.value)
     with pytest.raises(TypeError):
         stoker.Loader(good, on_decode_error=True)
     original = _loader(good, 0, on_decode_error="skip")

@@ -91,7 +91,7 @@ TEST_F(LoaderBench, OrderDigestDependsOnTheSeedNotTheWorkers) {
 TEST_F(LoaderBench, DigestsOfAStagedDeviceAreThoseOfTheCpu) {
   auto cpu = bench_json({"--data", tmp_.path("d.lmdb"), "--shuffle", "--digest", "--epochs", "1"});
   auto staged = bench_json({"--data", tmp_.path("d.lmdb"), "--shuffle", "--digest", "--epochs", "1", "--device",
-                            "emulated", "--staging", "registered"});
+                            "emulated", "--staging", "registered_shm"});
   ASSERT_EQ(cpu.size(), 1u);
   ASSERT_EQ(staged.size(), 1u);
   EXPECT_EQ(staged[0]["content_digest"], cpu[0]["content_digest"]);
@@ -140,7 +140,7 @@ TEST_F(LoaderBench, UsageErrorsExit2WithPlainMessages) {
       {{"--step-ms", "-1"}, "--step-ms: must be at least 0, not -1"},
       {{"--device", "tpu"}, "--device: must be cpu, cuda, cuda:N or emulated, not 'tpu'"},
       {{"--format", "xx"}, "--format"},
-      {{"--order", "shuffled"}, "--order: shuffled not in {sequential,random,quasi-random}"},
+      {{"--order", "shuffled"}, "--order: 'shuffled' is not one of sequential, random, quasi_random"},
       {{"--order", "random", "--shuffle"}, "--shuffle excludes --order"},
       {{"--shm-budget", "12q"}, "--shm-budget"},
   };

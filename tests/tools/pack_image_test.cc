@@ -1,5 +1,5 @@
 // stoker-pack's ImagePreparer: what is stored of a file, and the memory a thread keeps for it.
-#include "tools/pack_image.h"
+#include "tools/pack/pack_image.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // stoker-pack's PrepareQueue: files handed out in plan order, and a file that does not come (a
 // FIFO no one writes, a stalled network mount) holding back none of the files before it.
-#include "tools/pack_queue.h"
+#include "tools/pack/pack_queue.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

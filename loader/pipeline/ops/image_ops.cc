@@ -9,9 +9,9 @@
 #include <limits>
 #include <utility>
 
+#include "base/scratch.h"
 #include "formats/image/image_decode.h"
 #include "formats/image/resize.h"
-#include "loader/base/scratch.h"
 #include "loader/pipeline/ops/color_jitter.h"
 #include "loader/pipeline/ops/normalize.h"
 #include "stoker/error.h"

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "loader/base/scratch.h"
-#include "loader/base/splitmix64.h"
+#include "base/scratch.h"
+#include "base/splitmix64.h"
 #include "stoker/error.h"
 #include "stoker/pipeline.h"
 #include "stoker/schema.h"
@@ -27,7 +27,7 @@ std::byte* SampleOut::resize(DType dtype, std::span<const std::int64_t> shape) {
   size_ = bytes;
   if (target_ && bytes != target_bytes_) target_ = nullptr;  // not the declared output: the caller says so
   if (target_) return target_;
-  // Grown for an outlier, given back after it (loader/base/scratch.h).
+  // Grown for an outlier, given back after it (base/scratch.h).
   if (detail::scratch_is_outlier(buffer_.size(), bytes)) std::vector<std::byte>().swap(buffer_);
   if (buffer_.size() < bytes) buffer_.resize(bytes);
   return buffer_.data();

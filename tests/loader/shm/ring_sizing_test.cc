@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "loader/base/posix_error.h"
+#include "base/posix_error.h"
 #include "tests/support/test_data.h"
 
 namespace stoker::detail {

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "loader/shm/sample_bytes.h"
+
 namespace stoker::detail {
 namespace {
 

@@ -1,0 +1,81 @@
+#include "loader/producers/auto_tuner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace stoker::detail {
+
+AutoTuner::AutoTuner(Limits limits)
+    : limits_(limits),
+      workers_(std::clamp<std::uint32_t>(limits.start_workers, 1, std::max<std::uint32_t>(limits.max_workers, 1))),
+      prefetch_(std::max<std::uint32_t>(limits.start_prefetch, 1)) {
+  while (prefetch_ > 1 && depth() > limits_.max_depth) --prefetch_;
+}
+
+std::uint32_t AutoTuner::depth() const noexcept {
+  return std::min<std::uint32_t>(workers_ * prefetch_, std::max<std::uint32_t>(limits_.max_depth, 1));
+}
+
+bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds) {
+  if (settled_ || batches == 0 || seconds <= 0) return false;
+  if (skip_ > 0) {
+    --skip_;
+    return false;
+  }
+  const double throughput = static_cast<double>(batches) / seconds;
+  const double stall = waited_seconds / seconds;
+  // Judged on the better of two intervals on each side of a step: one interval may straddle an
+  // epoch's end (its drain and the next epoch's first batch) and read low.
+  recent_[seen_++ % 2] = throughput;
+  if (seen_ < 2) return false;
+  const double best_recent = std::max(recent_[0], recent_[1]);
+  if (pending_ != Step::none) {
+    const Step judged = std::exchange(pending_, Step::none);
+    // A deeper ring must prove itself: it costs memory, and on large samples its slots stop sharing
+    // the caches, which a gain within the noise may hide.
+    const double keep = judged == Step::prefetch ? before_ * kGainToGrow : before_;
+    if (best_recent < keep) {
+      // The step made it slower (a deeper ring: not clearly faster): take it back, and stop.
+      if (judged == Step::worker) --workers_;
+      if (judged == Step::prefetch) --prefetch_;
+      settled_ = true;
+      return true;
+    }
+    if (best_recent < before_ * kGainToGrow) {
+      // No slower, but not clearly faster either: a gain this small is as likely as not the
+      // measurement's noise. Keep the step (taking back a real gain would cost the training
+      // loop; keeping a useless one costs little while the loop waits for data) and stop.
+      settled_ = true;
+      return false;
+    }
+  }
+  if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now
+  before_ = best_recent;
+  seen_ = 0;  // the next two intervals judge the step
+  const double busy = busy_seconds / (workers_ * seconds);
+  if (busy >= kBusyForWorkers && limits_.tune_workers && workers_ < limits_.max_workers &&
+      (workers_ + 1) * prefetch_ <= limits_.max_depth) {
+    ++workers_;
+    pending_ = Step::worker;
+    skip_ = kWorkerWarmupIntervals;
+    return true;
+  }
+  // Workers that idle wait for a free slot; busy ones that cannot be joined by another may still
+  // idle a little, which a deeper ring may fill: tried, and judged. Never idle: nothing to fill.
+  if (busy < kBusyToDeepen && limits_.tune_prefetch && workers_ * (prefetch_ + 1) <= limits_.max_depth) {
+    ++prefetch_;
+    pending_ = Step::prefetch;
+    return true;
+  }
+  settled_ = true;  // nothing left that could help
+  return false;
+}
+
+std::string AutoTuner::describe() const {
+  return fmt::format("{} worker{}, prefetch {} (auto{})", workers_, workers_ == 1 ? "" : "s", prefetch_,
+                     settled_ ? ": settled" : ": tuning");
+}
+
+}  // namespace stoker::detail
