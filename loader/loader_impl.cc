@@ -15,7 +15,6 @@
 #include "base/posix_error.h"
 #include "formats/open_reader.h"
 #include "formats/shard_set.h"
-#include "loader/child_reads/overflow_read.h"
 #include "loader/child_reads/probe.h"
 #include "loader/children/child_hygiene.h"
 #include "loader/delivery.h"
@@ -23,6 +22,7 @@
 #include "loader/pipeline/op_library.h"
 #include "loader/plan/launcher_env.h"
 #include "loader/producers/inline_source.h"
+#include "loader/resume_check.h"
 #include "loader/shm/ring_sizing.h"
 #include "loader/shm/shm_budget.h"
 #include "loader/worker/stage_times.h"
@@ -69,12 +69,17 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
                             formats::source_name(opt_.source)));
   }
   const SegmentLayout layout(schema_, opt_.batch_size, design_.num_workers, scanned.sample_bound);
+  // Read once: a stray launcher variable is one warning, and only where shared memory is shared.
+  local_ranks_ = local_ranks(design_.num_workers > 0);
   if (design_.num_workers == 0) {
     start_inline(layout, std::move(scanned));
   } else {
     scanned.reader.reset();  // every handle is closed before the fork server is forked
     start_workers(layout);
   }
+  filled_ = std::make_unique<FilledBatches>(
+      slots_, dataset_, opt_.batch_size,
+      FilledBatches::Outside{opt_.source, file_bytes_, local_ranks_, design_.num_workers > 0, opt_.timeout});
   plan_.batch_size = opt_.batch_size;
   stats_.workers = design_.num_workers;
   stats_.depth = slots_->num_slots();
@@ -85,7 +90,7 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
     try {
       feeder_ = std::make_unique<DeviceFeeder>(opt_, schema_, *this);
     } catch (...) {
-      if (workers_) workers_->stop(opt_.shutdown_grace);  // no destructor runs for a throwing constructor
+      source_->stop(opt_.shutdown_grace);  // no destructor runs for a throwing constructor
       throw;
     }
   }
@@ -147,7 +152,7 @@ void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
 void LoaderImpl::start_workers(const SegmentLayout& layout) {
   const RingRequest request{design_.num_workers, design_.prefetch, design_.held_slots, opt_.shm_fraction};
   ReservedRing ring = reserve_ring(
-      layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget, local_ranks()), opt_.shm_backing);
+      layout, request, compute_shm_budget(opt_.shm_fraction, opt_.shm_budget, local_ranks_), opt_.shm_backing);
   ring.warnings.push_back(oversubscription_warning_once(design_.num_workers));
   for (const auto& w : ring.warnings) w.empty() ? void() : warn(w);
   shm_backing_ = ring.backing;
@@ -170,7 +175,6 @@ void LoaderImpl::start_workers(const SegmentLayout& layout) {
   workers->set_affinity_span(affinity_span(design_, sampler_.group(), opt_.shard.world_size, opt_.batch_size));
   if (const auto limits = tuner_limits(design_, ring.depth))
     workers->set_auto_tuner(std::make_unique<AutoTuner>(*limits), design_.held_slots);
-  workers_ = workers.get();
   source_ = std::move(workers);
 }
 
@@ -179,13 +183,13 @@ LoaderImpl::~LoaderImpl() {
     // A fork of the owner: its workers, ring and device are the owner's. Nothing here may tell the
     // fork server to stop, push into the rings or wait for a staging thread this process does not
     // have; what this copy holds of them is let go without a word.
-    if (workers_) workers_->disown();
+    if (source_) source_->disown();
     (void)feeder_.release();
     (void)trace_.release();  // the owner's file, which it goes on writing
     return;
   }
   feeder_.reset();  // its thread draws from the workers
-  if (workers_) workers_->stop(opt_.shutdown_grace);
+  if (source_) source_->stop(opt_.shutdown_grace);
 }
 
 void LoaderImpl::check_process() const {
@@ -221,10 +225,10 @@ void LoaderImpl::warn(const std::string& message) const {
   }
 }
 
-std::uint32_t LoaderImpl::local_ranks() const {
+std::uint32_t LoaderImpl::local_ranks(bool warn_if_stray) const {
   std::string warning;
   const std::uint32_t n = local_ranks_for_budget([](const char* name) { return std::getenv(name); }, warning);
-  if (!warning.empty()) warn(warning);
+  if (warn_if_stray && !warning.empty()) warn(warning);
   return n;
 }
 
@@ -333,35 +337,7 @@ LoaderState LoaderImpl::state_locked() const {
 std::uint64_t LoaderImpl::resume(const LoaderState& state) {
   check_process();
   std::lock_guard consumer(consumer_mu_);
-  LoaderState here = this->state();
-  std::vector<std::string> differ;
-  if (state.num_samples != here.num_samples) {
-    differ.push_back(fmt::format("num_samples {} in the state, {} here", state.num_samples, here.num_samples));
-  }
-  if (state.fields != here.fields) {
-    differ.push_back(fmt::format("fields '{}' in the state, '{}' here", state.fields, here.fields));
-  }
-  if (state.shards != here.shards) {
-    differ.push_back(fmt::format("shards '{}' in the state, '{}' here", state.shards.empty() ? "none" : state.shards,
-                                 here.shards.empty() ? "none" : here.shards));
-  }
-  if (state.order != here.order) {
-    differ.push_back(fmt::format("order {} in the state, {} here", state.order, here.order));
-  }
-  if (state.order != "sequential" && state.seed != here.seed) {
-    differ.push_back(fmt::format("seed {} in the state, {} here", state.seed, here.seed));
-  }
-  if (!differ.empty()) {
-    throw Error(ErrorCode::state_mismatch,
-                fmt::format("stoker: the loader state is not for this loader ({}): it would resume another order",
-                            fmt::join(differ, "; ")));
-  }
-  if (state.epoch_finished || state.consumed >= state.num_samples) {
-    throw Error(ErrorCode::state_mismatch,
-                fmt::format("stoker: the loader state's epoch {} is finished (all its batches were delivered): start "
-                            "epoch {} instead of resuming",
-                            state.epoch, state.epoch + 1));
-  }
+  check_resumable(state, this->state());
   return start_epoch_locked(state.epoch, 0, state.consumed);
 }
 
@@ -375,63 +351,21 @@ std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t st
   return ++generation_;
 }
 
-OutsideBytes LoaderImpl::read_outside(std::uint32_t s) {
-  const SegmentView& v = slots_->view();
-  const SlotHeader& h = v.slot_header(s);
-  if (!overflow_filler_) overflow_filler_ = std::make_unique<BatchFiller>(*dataset_, opt_.batch_size);
-  if (!warned_overflow_) {
-    warned_overflow_ = true;
-    std::vector<std::string> regions;
-    for (std::size_t f = 0; f < schema_.fields.size(); ++f) {
-      if (schema_.fields[f].is_bytes()) {
-        regions.push_back(fmt::format("'{}' {}", schema_.fields[f].name, format_bytes(v.data_capacity(f))));
-      }
-    }
-    warn(
-        fmt::format("batch {} of epoch {} needs {} for a bytes field, more than its region in shared memory holds "
-                    "({}, sized from a few samples): such batches are read again outside the ring, "
-                    "which is slower (docs/shm-layout.md)",
-                    h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
-  }
-  const OverflowBound bound = overflow_bound(file_bytes_, local_ranks());
-  // The file is not parsed in this process when workers exist (loader/child_reads/overflow_read.h).
-  OutsideBytes outside =
-      design_.num_workers == 0
-          ? read_overflow_here(*overflow_filler_, v, s, schema_, bound, opt_.source)
-          : read_overflow_in_child(*overflow_filler_, v, s, schema_, bound, opt_.source, opt_.timeout);
-  std::lock_guard lock(stats_mu_);
-  stats_.overflow_batches += 1;
-  return outside;
-}
-
 Batch LoaderImpl::take(std::uint32_t s, std::vector<std::string>& warnings) {
-  const SegmentView& v = slots_->view();
-  const SlotHeader& h = v.slot_header(s);
-  OutsideBytes outside;
-  if (h.status == static_cast<std::uint32_t>(SlotStatus::too_large)) {
-    try {
-      outside = read_outside(s);
-    } catch (...) {
-      slots_->release(s);
-      throw;
-    }
-  } else if (h.status != static_cast<std::uint32_t>(SlotStatus::ok)) {
-    Error error = v.slot_error_of(s);
-    slots_->release(s);
-    throw error;
-  }
-  Batch b = slots_->make_batch(s, std::move(outside));
+  FilledBatch filled = filled_->take(s, warnings);
   std::uint64_t bytes = 0;
-  for (const auto& f : b.fields()) bytes += f.bytes;
+  for (const auto& f : filled.batch.fields()) bytes += f.bytes;
   std::lock_guard lock(stats_mu_);
-  warnings = skipped_.take(b, v.error(s), stats_);
+  for (std::string& w : skipped_.take(filled.batch, filled.skip_notes, stats_)) warnings.push_back(std::move(w));
+  const FillFacts& h = filled.facts;
+  stats_.overflow_batches += h.read_outside;
   stats_.batches += 1;
   stats_.samples += h.num_samples;
   stats_.bytes += bytes;
   stats_.worker_busy_seconds += static_cast<double>(h.busy_ns) * 1e-9;
   stats_.shard_opens += h.shard_opens;
-  times_.add_batch({v.slot_stage_ns(s), kStageSlots}, h, *v.slot_started_ns(s), slots_->in_use());
-  return b;
+  times_.add_batch(h, slots_->in_use());
+  return std::move(filled.batch);
 }
 
 std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
@@ -473,7 +407,7 @@ std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
 std::vector<int> LoaderImpl::worker_pids() const {
   check_owner();  // a fork may have copied host_mu_ held: never waited for there
   std::lock_guard host(host_mu_);
-  return workers_ ? workers_->pids() : std::vector<int>{};
+  return source_->pids();
 }
 
 Stats LoaderImpl::stats() const {
@@ -486,12 +420,7 @@ Stats LoaderImpl::stats() const {
     times_.fill(s);
   }
   if (feeder_) feeder_->add_stats(s);
-  if (workers_) workers_->add_stats(s);
-  if (const AutoTuner* t = workers_ ? workers_->auto_tuner() : nullptr) {
-    s.workers = t->workers();
-    s.depth = t->depth() + design_.held_slots;
-    s.auto_tuning = t->describe();
-  }
+  source_->add_stats(s);
   s.verdict = verdict(s, {usable_cpus_, design_.order == Order::quasi_random, opt_.device.staged()});
   return s;
 }

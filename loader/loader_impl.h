@@ -41,6 +41,7 @@
 #include "loader/loader_design.h"
 #include "loader/plan/epoch_plan.h"
 #include "loader/plan/sampler.h"
+#include "loader/producers/filled_batch.h"
 #include "loader/producers/slot_source.h"
 #include "loader/producers/worker_source.h"
 #include "loader/shm/slot_pool.h"
@@ -110,12 +111,10 @@ class LoaderImpl final : public HostSource {
   LoaderState state_locked() const;  // REQUIRES: stats_mu_
   void warn(const std::string& message) const;
   // The loaders on this node that share its shared memory, from the launcher's variables.
-  std::uint32_t local_ranks() const;
-  // The Batch for a filled slot, or the error its worker stored there; counted in Stats, and the
-  // warnings for its skipped samples put in `warnings` (given by the caller once it holds the batch).
+  std::uint32_t local_ranks(bool warn_if_stray) const;
+  // The Batch for a filled slot, or the error its worker stored there (FilledBatches::take); counted
+  // in Stats, and the warnings it brings put in `warnings` (given by the caller once it holds the batch).
   Batch take(std::uint32_t slot, std::vector<std::string>& warnings);
-  // A batch too large for its slot: its bytes fields read here, into memory of this process.
-  OutsideBytes read_outside(std::uint32_t slot);
 
   Options opt_;
   LoaderDesign design_;
@@ -125,14 +124,13 @@ class LoaderImpl final : public HostSource {
   std::string source_description_;
   // What workers open, and what the consumer opens for a too-large batch.
   std::shared_ptr<const DatasetSpec> dataset_;
-  std::unique_ptr<BatchFiller> overflow_filler_;  // the consumer's, made on the first too-large batch
-  bool warned_overflow_ = false;
-  std::uint64_t file_bytes_ = 0;  // the dataset's size on disk (0: unknown), which bounds a batch read again
+  std::uint32_t local_ranks_ = 1;  // the loaders on this node that share its shared memory
+  std::uint64_t file_bytes_ = 0;   // the dataset's size on disk (0: unknown), which bounds a batch read again
   Sampler sampler_;
   std::shared_ptr<SlotPool> slots_;
   std::optional<ShmBacking> shm_backing_;  // the ring's, once reserved (none: no ring in shared memory)
   std::unique_ptr<SlotSource> source_;
-  WorkerSource* workers_ = nullptr;  // source_, when it is worker processes
+  std::unique_ptr<FilledBatches> filled_;  // what the filled slots of source_ deliver
 
   std::mutex consumer_mu_;             // see the top of this file
   mutable FairMutex host_mu_;          // see the top of this file

@@ -17,14 +17,14 @@ void TimeReport::set_stage_names(std::vector<std::string> names) {
   ns_.assign(names_.size(), 0);
 }
 
-void TimeReport::add_batch(std::span<const std::uint64_t> stage_ns, const SlotHeader& h, std::uint64_t started_ns,
-                           std::uint32_t slots_in_use) {
+void TimeReport::add_batch(const FillFacts& h, std::uint32_t slots_in_use) {
+  const std::span<const std::uint64_t> stage_ns(h.stage_ns);
   for (std::size_t i = 0; i < ns_.size() && i < stage_ns.size(); ++i) ns_[i] += stage_ns[i];
   if (!trace_) return;
   // The batch on its worker's track, its stages inside it one after the other in the order they
   // run (the read, the operations, the transform, the writes), each the sum over its samples.
   const std::uint32_t track = TraceWriter::worker_track(h.worker);
-  Clock::time_point at{std::chrono::nanoseconds(started_ns)};
+  Clock::time_point at{std::chrono::nanoseconds(h.started_ns)};
   trace_->span(track, fmt::format("batch {}", h.batch_index), at, std::chrono::nanoseconds(h.busy_ns),
                fmt::format(R"("epoch":{},"samples":{})", h.epoch, h.num_samples));
   const auto stage = [&](std::size_t i) {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/shm/segment_layout.h"
+#include "loader/producers/filled_batch.h"
 #include "loader/trace_writer.h"
 #include "stoker/stats.h"
 
@@ -24,10 +24,8 @@ class TimeReport {
   void set_stage_names(std::vector<std::string> names);
   // Where the events go as well (Options::trace); none by default. Kept alive by the caller.
   void set_trace(TraceWriter* trace) noexcept { trace_ = trace; }
-  // A delivered batch's stage times (kStageSlots entries) and, for the trace, its slot's header,
-  // when its worker started it (slot_started_ns) and the slots then in use.
-  void add_batch(std::span<const std::uint64_t> stage_ns, const SlotHeader& h, std::uint64_t started_ns,
-                 std::uint32_t slots_in_use);
+  // A delivered batch's stage times and, for the trace, how it was filled and the slots then in use.
+  void add_batch(const FillFacts& facts, std::uint32_t slots_in_use);
   // The consumer handed batch `index` out at `now` / came back for the next one: the time between
   // is its step. Coming back without a batch out counts nothing.
   void delivered(Clock::time_point now, std::uint64_t index);

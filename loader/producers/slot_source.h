@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "loader/plan/epoch_plan.h"
+#include "stoker/stats.h"
 
 namespace stoker::detail {
 
@@ -29,6 +31,16 @@ class SlotSource {
   }
   // Makes a next_filled() blocked in another thread throw (any thread; for shutdown).
   virtual void interrupt() noexcept {}
+
+  // Ends the processes that fill slots, if any, waiting `grace` for them (idempotent).
+  virtual void stop(std::chrono::milliseconds grace) noexcept { (void)grace; }
+  // In a fork of the owner: lets go of them without telling them anything.
+  virtual void disown() noexcept {}
+  // Their process ids (none when slots are filled in the calling thread).
+  virtual std::vector<int> pids() const { return {}; }
+  // Adds its counters to `s`: the workers' CPU time, respawns, the consumer's wakes and, when it
+  // chooses the workers and depth itself, its choice (workers, depth, auto_tuning).
+  virtual void add_stats(Stats& s) const { (void)s; }
 };
 
 }  // namespace stoker::detail

@@ -300,6 +300,17 @@ void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
   issue();  // workers start on the first batches before the first next()
 }
 
+void WorkerSource::add_stats(Stats& s) const {
+  s.worker_cpu_seconds = workers_.cpu_seconds();
+  s.respawns = respawns_;
+  s.consumer_wakes = workers_.wakes();
+  if (tuner_) {
+    s.workers = tuner_->workers();
+    s.depth = tuner_->depth() + held_slots_;
+    s.auto_tuning = tuner_->describe();
+  }
+}
+
 void WorkerSource::set_auto_tuner(std::unique_ptr<AutoTuner> tuner, std::uint32_t held_slots) {
   tuner_ = std::move(tuner);
   held_slots_ = held_slots;

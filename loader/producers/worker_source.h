@@ -51,17 +51,13 @@ class WorkerSource final : public SlotSource {
   // The tuner's choice, or nullptr without one.
   const AutoTuner* auto_tuner() const noexcept { return tuner_.get(); }
 
-  // Stops the workers (idempotent).
-  void stop(std::chrono::milliseconds grace) noexcept { workers_.stop(grace); }
-  // In a fork of the owner: lets go of the workers without telling them anything (WorkerPool::disown).
-  void disown() noexcept { workers_.disown(); }
-  std::vector<int> pids() const { return workers_.pids(); }
-  // Its counters: worker_cpu_seconds, respawns, consumer_wakes.
-  void add_stats(Stats& s) const {
-    s.worker_cpu_seconds = workers_.cpu_seconds();
-    s.respawns = respawns_;
-    s.consumer_wakes = workers_.wakes();
-  }
+  void stop(std::chrono::milliseconds grace) noexcept override { workers_.stop(grace); }
+  // WorkerPool::disown.
+  void disown() noexcept override { workers_.disown(); }
+  std::vector<int> pids() const override { return workers_.pids(); }
+  // worker_cpu_seconds, respawns, consumer_wakes; with a tuner, its workers, depth (and the slots
+  // the loop keeps) and auto_tuning.
+  void add_stats(Stats& s) const override;
 
  private:
   // Issues batches while the window and the free slots allow.

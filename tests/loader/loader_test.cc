@@ -536,7 +536,7 @@ TEST(ShardFromEnv, AStrayLauncherVariableOnlyWarnsWhenShardingIsNotAskedFor) {
   Loader loader(o);
   ::unsetenv("RANK");
   EXPECT_EQ(run_epoch(loader, 0, small_schema(10)).size(), 10u);
-  ASSERT_EQ(warnings.size(), 1u);
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
   EXPECT_THAT(warnings[0], HasSubstr("RANK is set but WORLD_SIZE is not"));
   EXPECT_THAT(warnings[0], HasSubstr("assumes this is the only rank on this node"));
   EXPECT_THROW(Shard::from_env(), Error);  // asked for, it stays an error
