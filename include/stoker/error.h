@@ -32,9 +32,10 @@ enum class ErrorCode : std::uint8_t {
   transform,           // the user's transform (Options::transform) raised, or returned what it did not declare
 };
 
-// The code a number read from another process stands for (a slot's header, a child's answer), or
-// ErrorCode::internal for a number that names none: the one place the wire's range is checked.
-STOKER_API ErrorCode error_code_from_wire(std::uint64_t code) noexcept;
+// The code a number read from another process stands for (a slot's header, a child's answer, an
+// exit report), or ErrorCode::internal for a number that names none, negative ones included: the
+// one place the wire's range is checked.
+STOKER_API ErrorCode error_code_from_wire(std::int64_t code) noexcept;
 
 // "invalid_option", "dataset", ...
 STOKER_API std::string_view error_code_name(ErrorCode code) noexcept;

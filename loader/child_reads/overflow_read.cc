@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "base/posix_error.h"
 #include "base/unique_fd.h"
 #include "loader/children/child_exit.h"
+#include "loader/children/child_process.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -164,7 +164,7 @@ OutsideBytes receive_answer(AnswerReader& in, std::span<const std::uint64_t> ind
     std::string text(n, '\0');
     in.read(text.data(), n);
     if (!in.at_end()) throw malformed("bytes after its error");
-    throw Error(error_code_from_wire(code), fmt::format("{}: {}", what, text));
+    throw Error(error_code_from_wire(static_cast<std::int64_t>(code)), fmt::format("{}: {}", what, text));
   }
   if (status != kResult) throw malformed(fmt::format("status {}", status));
 
@@ -308,60 +308,32 @@ OutsideBytes read_overflow_in_child(BatchFiller& filler, const SegmentView& view
   // The task as the consumer wrote it: the child may write anywhere in the slot.
   const SlotHeader before = view.slot_header(s);
   const std::vector<std::uint64_t> indices(view.slot_indices(s), view.slot_indices(s) + before.num_samples);
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for reading a batch");
-  UniqueFd mine(sv[0]), theirs(sv[1]);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw_errno(what + ": fork of the process that reads it");
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(static_cast<int>(ChildExit::orphaned));
-    mine.reset();
-    read_and_send(theirs.get(), filler, view, s, delivered);
-  }
-  theirs.reset();
-  struct Reap {  // the child is waited for on every way out, killed first when it has not ended
-    pid_t pid;
-    int status = 0;
-    bool done = false;
-    void wait() {
-      while (!done && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      done = true;
-    }
-    ~Reap() {
-      if (!done) {
-        ::kill(pid, SIGKILL);
-        wait();
-      }
-    }
-  } reap{pid};
+  ChildProcess child(what + ": the process that reads it", SOCK_STREAM, ChildProcess::Tie::to_this_thread,
+                     [&](int sock) { read_and_send(sock, filler, view, s, delivered); });
   const auto died = [&] {
     return Error(ErrorCode::dataset,
                  fmt::format("{}: the process that read it {} (it ran in a process of its own: the training process "
                              "is unharmed): the file is damaged, or not one HDF5 or LMDB can read",
-                             what, describe_wait_status(reap.status)));
+                             what, describe_wait_status(child.status())));
   };
-  const auto failed = [&] { return !WIFEXITED(reap.status) || WEXITSTATUS(reap.status) != 0; };
-  AnswerReader in(mine.get(), timeout.count() > 0 ? deadline_in(timeout) : Clock::time_point::max());
+  const auto failed = [&] { return !WIFEXITED(child.status()) || WEXITSTATUS(child.status()) != 0; };
+  AnswerReader in(child.socket(), timeout.count() > 0 ? deadline_in(timeout) : Clock::time_point::max());
   OutsideBytes outside;
   try {
     outside = receive_answer(in, indices, delivered, bound, what);
   } catch (const AnswerLate&) {
-    ::kill(pid, SIGKILL);
-    reap.wait();
+    child.kill_and_wait();
     throw Error(ErrorCode::dataset, fmt::format("{}: the process that read it made no answer within {} ms and was "
                                                 "killed (it ran in a process of its own: the training process is "
                                                 "unharmed)",
                                                 what, timeout.count()));
   } catch (const AnswerEnded&) {
-    reap.wait();
+    child.wait();
     if (failed()) throw died();
     throw Error(ErrorCode::internal,
                 fmt::format("{}: the process that read it answered malformed: its answer was cut short", what));
   }
-  reap.wait();
+  child.wait();
   if (failed()) throw died();
   if (std::string why = check_slot_read_again(view, s, before, indices); !why.empty())
     throw malformed_answer(what, why);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -28,12 +27,11 @@
 #include "formats/sharded_reader.h"
 #include "loader/children/child_exit.h"
 #include "loader/children/child_hygiene.h"
+#include "loader/children/child_process.h"
 #include "loader/children/program_image.h"
 #include "loader/worker/reader_options_json.h"
 #include "stoker/error.h"
 #include "stoker/version.h"
-
-extern char** environ;
 
 namespace stoker::detail {
 namespace {
@@ -220,47 +218,25 @@ void send_note() noexcept {
 }
 
 struct Child {
-  pid_t pid = -1;
-  UniqueFd sock;
+  ChildProcess process;
   bool exec = false;  // an exec'd probe reads the request from the socket; a forked one has it
   std::string program;
 };
 
 // Starts the probe process: an exec of the program image when there is one, else a fork.
 Child start_child(const std::string& request) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the probe");
-  UniqueFd mine(sv[0]), theirs(sv[1]);
-  const std::optional<ProgramImage> image = fork_server_image();
-  // Everything an exec needs is made before fork: between fork and exec only async-signal-safe calls.
-  std::vector<std::string> env_text;
-  std::vector<char*> argv, envp;
-  if (image) {
-    for (const auto& a : image->argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    env_text.push_back(fmt::format("{}={}", kProbeEnv, theirs.get()));
-    for (char** e = environ; *e; ++e) {
-      if (std::strncmp(*e, kProbeEnv, std::strlen(kProbeEnv)) != 0) envp.push_back(*e);
-    }
-    envp.push_back(env_text.back().data());
-    envp.push_back(nullptr);
-  }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw_errno("fork of the probe that reads the dataset's metadata");
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // it ends with the trainer
-    if (::getppid() != parent) ::_exit(static_cast<int>(ChildExit::orphaned));
-    if (!image) {
-      mine.reset();
-      answer(theirs.get(), request);
-    }
-    reset_signals();
-    ::fcntl(theirs.get(), F_SETFD, 0);  // the one descriptor the new image keeps
-    ::execve(image->path.c_str(), argv.data(), envp.data());
-    ::_exit(static_cast<int>(ChildExit::exec_failed));
-  }
-  return Child{pid, std::move(mine), image.has_value(), image ? image->path : std::string()};
+  std::optional<ProgramImage> image = fork_server_image();
+  std::optional<ExecImage> exec;
+  if (image) exec.emplace(image->path, image->argv, kProbeEnv);
+  ChildProcess process("the probe that reads the dataset's metadata", SOCK_STREAM, ChildProcess::Tie::to_this_thread,
+                       [&](int sock) {
+                         if (exec) {
+                           exec->exec(sock);
+                           ::_exit(static_cast<int>(ChildExit::exec_failed));
+                         }
+                         answer(sock, request);  // ends with _exit
+                       });
+  return Child{std::move(process), image.has_value(), image ? image->path : std::string()};
 }
 
 // "300 ms", "10 s", "2.5 s".
@@ -390,42 +366,23 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
                           std::chrono::milliseconds timeout, const std::function<bool()>& keep_going) {
   const std::string request = request_json(path, options);
   Child child = start_child(request);
-  struct Reap {  // the child is waited for on every way out
-    pid_t pid;
-    int status = 0;
-    bool done = false;
-    int wait() {
-      while (!done && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      done = true;
-      return status;
-    }
-    ~Reap() {
-      if (!done) {
-        ::kill(pid, SIGKILL);
-        wait();
-      }
-    }
-  } reap{child.pid};
-  if (child.exec && !write_all(child.sock.get(), request)) {
-    const int status = reap.wait();
+  if (child.exec && !write_all(child.process.socket(), request)) {
+    const int status = child.process.wait();
     throw probe_failure(path, child, status, describe_wait_status(status));
   }
-  ::shutdown(child.sock.get(), SHUT_WR);
+  ::shutdown(child.process.socket(), SHUT_WR);
   const std::chrono::milliseconds stall_limit = probe_stall_limit(timeout);
   std::string text;
-  const ProbeRead read = read_probe_answer(child.sock.get(), kMaxAnswerBytes, stall_limit, keep_going, text);
+  const ProbeRead read = read_probe_answer(child.process.socket(), kMaxAnswerBytes, stall_limit, keep_going, text);
   if (read == ProbeRead::stopped) {
-    ::kill(child.pid, SIGKILL);
-    reap.wait();
+    child.process.kill_and_wait();
     throw Error(ErrorCode::interrupted,
                 fmt::format("{}: building the loader was interrupted while its metadata was read (the process "
                             "reading it was ended)",
                             formats::source_name(path)));
   }
   if (read == ProbeRead::stalled) {
-    ::kill(child.pid, SIGKILL);
-    reap.wait();
+    child.process.kill_and_wait();
     const std::string why =
         stall_limit < kProbeStallLimit
             ? fmt::format("raise {} if the file is only slow to read", option_name("timeout"))
@@ -434,12 +391,12 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
                   "is damaged, or its storage does not answer ({} = 0 waits for it without a limit, for "
                   "workers too)",
                   option_name("timeout"));
-    throw probe_failure(path, child, reap.status,
+    throw probe_failure(path, child, child.process.status(),
                         fmt::format("made no progress for {} and was killed (HDF5 loops forever on some damaged "
                                     "files; {})",
                                     show_duration(stall_limit), why));
   }
-  const int status = reap.wait();
+  const int status = child.process.wait();
   if (text.empty()) throw probe_failure(path, child, status, describe_wait_status(status));
   const json j = [&] {
     try {
@@ -451,7 +408,7 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
   if (j.contains("error")) {
     const auto code = json_integer<int>(j["error"].value("code", json(0)));
     const std::string message = j["error"].value("message", std::string("(no message)"));
-    throw Error(code && *code > 0 ? error_code_from_wire(*code) : ErrorCode::internal, message);
+    throw Error(error_code_from_wire(code.value_or(0)), message);
   }
   if (!j.contains("result")) throw Error(ErrorCode::internal, "stoker: the probe's answer holds no result");
   return probe_result_from_json(j["result"].dump());

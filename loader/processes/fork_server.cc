@@ -1,6 +1,5 @@
 #include "loader/processes/fork_server.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,6 +14,7 @@
 #include "base/deadline.h"
 #include "base/posix_error.h"
 #include "loader/children/child_hygiene.h"
+#include "loader/children/child_process.h"
 #include "loader/processes/server_loop.h"
 #include "loader/processes/setup_channel.h"
 #include "loader/processes/started_host.h"
@@ -32,8 +32,6 @@ std::string spawn_failure(std::uint32_t worker, int err) {
   return fmt::format("stoker: could not start worker {}: fork: {} ({}){}; lower num_workers or raise the limit", worker,
                      std::strerror(err), name ? name : "?", hint);
 }
-
-ErrorCode known_code(int code) { return code < 0 ? ErrorCode::internal : error_code_from_wire(code); }
 
 bool peer_hung_up(int sock) {
   pollfd p{sock, POLLOUT, 0};
@@ -66,33 +64,17 @@ ForkServer::ForkServer(std::uint32_t num_workers, const std::function<void(std::
 }
 
 LaunchedServer launch_exec_server(const std::string& program, const std::vector<std::string>& args, int oom_score_adj) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the fork server");
-  UniqueFd mine(sv[0]), theirs(sv[1]);
-  // Everything the child needs is made before fork, so that between fork and exec it calls only
-  // async-signal-safe functions (the trainer may have other threads).
-  std::vector<char*> argv, envp;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::string env_text = fmt::format("{}={}", kForkServerEnv, theirs.get());
-  for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, kForkServerEnv, std::strlen(kForkServerEnv)) != 0) envp.push_back(*e);
-  }
-  envp.push_back(env_text.data());
-  envp.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw_errno("fork of the stoker fork server");
-  if (pid == 0) {
+  ExecImage image(program, args, kForkServerEnv);
+  ChildProcess child("the stoker fork server", SOCK_SEQPACKET, ChildProcess::Tie::none, [&](int sock) {
     // Checked by the loader, which reads it back (a kernel that refuses is a warning there).
     if (oom_score_adj > 0) (void)set_oom_score_adj(oom_score_adj);
-    reset_signals();
-    const int sock = theirs.get();
-    ::fcntl(sock, F_SETFD, 0);  // the one descriptor the new image keeps
-    ::execve(program.c_str(), argv.data(), envp.data());
+    image.exec(sock);
     send_msg(sock, Message{MsgType::spawn_failed, kServer, 0, errno, 0});
     ::_exit(static_cast<int>(ChildExit::exec_failed));
-  }
-  return LaunchedServer{pid, std::move(mine)};
+  });
+  LaunchedServer out;
+  out.sock = child.release(out.pid);
+  return out;
 }
 
 void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std::uint32_t)>& worker_main,
@@ -108,17 +90,12 @@ void ForkServer::launch(std::uint32_t num_workers, const std::function<void(std:
     sock_ = std::move(server.sock);
     return;
   }
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair for the fork server");
-  UniqueFd mine(sv[0]), theirs(sv[1]);
-  pid_ = ::fork();
-  if (pid_ < 0) throw_errno("fork of the stoker fork server");
-  launched_pid_ = pid_;
-  if (pid_ == 0) {
+  ChildProcess child("the stoker fork server", SOCK_SEQPACKET, ChildProcess::Tie::none, [&](int sock) {
     if (oom_score_adj > 0) (void)set_oom_score_adj(oom_score_adj);
-    serve(theirs.get(), lifeline, num_workers, worker_main, std::move(keep_fds));
-  }
-  sock_ = std::move(mine);
+    serve(sock, lifeline, num_workers, worker_main, std::move(keep_fds));
+  });
+  sock_ = child.release(pid_);
+  launched_pid_ = pid_;
 }
 
 void ForkServer::give_up(int code, const std::string& why) {
@@ -129,7 +106,7 @@ void ForkServer::give_up(int code, const std::string& why) {
   }
   pid_ = -1;
   shut_down_ = true;
-  throw Error(known_code(code), why);
+  throw Error(error_code_from_wire(code), why);
 }
 
 void ForkServer::await_workers(std::uint32_t num_workers, const ExecStart* exec) {

@@ -298,14 +298,27 @@ TEST_F(Faults, AKilledWorkerThatDoesNotEndStopsTheLoaderInsteadOfReusingItsSlots
 
 TEST_F(Faults, AWorkerThatCannotBeStartedIsAnErrorAtConstruction) {
   SKIP_UNLESS_FORKED_WORKERS();
-  env_.fork_error = [](int call) { return call == 2 ? EAGAIN : 0; };  // the fork server's second fork
+  // Forks are counted from the probe's (1) and the fork server's (2), then in the fork server, which
+  // counts on from its copy: worker 0 (3), worker 1 (4).
+  env_.fork_error = [](int call) { return call == 4 ? EAGAIN : 0; };
   expect_error(ErrorCode::io, [&] { Loader l(options("d.lmdb", 3)); },
                {"could not start worker 1: fork: Resource temporarily unavailable (EAGAIN)", "the limit on processes"});
 }
 
+// Every child the loader starts is forked through Env: the probe's and the fork server's forks
+// fail as the workers' do, each error naming the process that could not be started.
+TEST_F(Faults, AProbeOrForkServerThatCannotBeStartedIsAnErrorNamingIt) {
+  SKIP_UNLESS_FORKED_WORKERS();
+  env_.fork_error = [](int call) { return call == 1 ? EAGAIN : 0; };
+  expect_error(ErrorCode::io, [&] { Loader l(options("d.lmdb", 2)); },
+               {"fork of the probe that reads the dataset's metadata", "EAGAIN"});
+  env_.fork_error = [](int call) { return call == 3 ? EAGAIN : 0; };  // counted on: the probe's is 2
+  expect_error(ErrorCode::io, [&] { Loader l(options("d.lmdb", 2)); }, {"fork of the stoker fork server", "EAGAIN"});
+}
+
 TEST_F(Faults, AReplacementThatCannotBeStartedEndsTheEpochWithAnError) {
   SKIP_UNLESS_FORKED_WORKERS();
-  env_.fork_error = [](int call) { return call == 3 ? EAGAIN : 0; };  // two workers, then the respawn
+  env_.fork_error = [](int call) { return call == 5 ? EAGAIN : 0; };  // probe, server, two workers, the respawn
   Options o = options("d.lmdb", 2);
   o.batch_size = 5;
   Loader loader(o);
