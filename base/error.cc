@@ -25,9 +25,9 @@ std::string_view error_code_name(ErrorCode code) noexcept {
   return "unknown";
 }
 
-ErrorCode error_code_from_wire(std::int64_t code) noexcept {
-  const bool known = code >= static_cast<std::int64_t>(ErrorCode::invalid_option) &&
-                     code <= static_cast<std::int64_t>(ErrorCode::transform);
+ErrorCode error_code_from_wire(std::uint64_t code) noexcept {
+  const bool known = code >= static_cast<std::uint64_t>(ErrorCode::invalid_option) &&
+                     code <= static_cast<std::uint64_t>(ErrorCode::transform);
   return known ? static_cast<ErrorCode>(code) : ErrorCode::internal;
 }
 

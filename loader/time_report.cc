@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "base/option_spelling.h"
 #include "loader/producers/auto_tuner.h"
 #include "loader/worker/stage_times.h"
 
@@ -124,9 +125,9 @@ std::string verdict(const Stats& s, const VerdictContext& context) {
   }
   if (context.staged && s.h2d_seconds > 0.5 * wait) {
     return fmt::format(
-        "the consumer's copies to the device: the loop waits {}% of the time, mostly for them: "
-        "staging='registered' copies straight from the ring",
-        pct(waits));
+        "the consumer's copies to the device: the loop waits {}% of the time, mostly for them: {} copies "
+        "straight from the ring",
+        pct(waits), option_setting("staging", "Options::staging = Staging::registered_shm", "registered_shm"));
   }
   const double busy = s.worker_busy_seconds / (static_cast<double>(s.workers) * loop);
   if (busy < kWorkersBusy) {

@@ -1,18 +1,36 @@
 # libstoker.so exports the public API (include/stoker/) and the tools' internal API
 # (docs/internal-api.md), and nothing else of stoker's: a new internal symbol that leaks out, or a
 # tools API that grows without being documented, fails here.
-#   cmake -DLIBRARY=libstoker.so -P exported_symbols.cmake
+#   cmake -DLIBRARY=libstoker.so -DDOC=docs/internal-api.md -P exported_symbols.cmake
+cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
 execute_process(COMMAND nm -D --defined-only -C "${LIBRARY}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIBRARY}")
 endif()
+# The tools' internal API is what docs/internal-api.md's table names (its second column), the one
+# place it is written: a name exported and not there, or there and not exported, fails.
+file(STRINGS "${DOC}" rows REGEX "^\\| `formats/")
+set(tools_names "")
+foreach(row IN LISTS rows)
+  string(REGEX REPLACE "^\\|[^|]*\\|([^|]*)\\|.*$" "\\1" used "${row}")
+  string(REGEX MATCHALL "`[A-Za-z_][A-Za-z0-9_]*`" names "${used}")
+  foreach(n IN LISTS names)
+    string(REPLACE "`" "" n "${n}")
+    list(APPEND tools_names "${n}")
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES tools_names)
+list(LENGTH tools_names documented)
+if(documented LESS 5)
+  message(FATAL_ERROR "${DOC}: found ${documented} names of the tools' API in its table: is the table there?")
+endif()
+list(JOIN tools_names "|" tools_alternatives)
 set(allowed
   # The public API.
   "^stoker::(Batch|ContentDigest|OrderDigest|Device|DeviceStream|Epoch|Error|Field|Loader|LoaderState|Schema|Shard|SampleOut|SampleRandom|SampleTransform|SampleSink|StartedHost)(::|$)"
   "^stoker::(digest_hex|dtype_name|dtype_size|error_code_name|error_code_from_wire|parse_dtype|printable|set_option_spelling|version|operator<<|register_op|check_pipeline|init|clean_workers|set_worker_executable|worker_executable|serve_transform_host)$"
   # The tools' internal API (docs/internal-api.md).
-  "^stoker::formats::(Reader|Hdf5Reader|Hdf5Writer|LmdbReader|LmdbWriter|VarBytes|Resizer)(::|$)"
-  "^stoker::formats::(detect_format|lmdb_stored_schema|write_npy|image_info|plan_decode|decode_region|encode_jpeg|is_shard_set|shard_paths|resolve_source)$")
+  "^stoker::formats::(${tools_alternatives})(::|$)")
 string(REPLACE "\n" ";" lines "${out}")
 set(count 0)
 set(leaked "")
@@ -35,6 +53,9 @@ foreach(line IN LISTS lines)
       break()
     endif()
   endforeach()
+  if(name MATCHES "^stoker::formats::([A-Za-z_0-9]+)")
+    list(APPEND exported_tools_names "${CMAKE_MATCH_1}")
+  endif()
   if(NOT ok)
     list(APPEND leaked "${name}")
   endif()
@@ -47,4 +68,9 @@ if(leaked)
   string(REPLACE ";" "\n  " leaked "${leaked}")
   message(FATAL_ERROR "libstoker exports symbols that are neither public nor the documented tools API:\n  ${leaked}")
 endif()
-message(STATUS "${count} exported stoker symbols, all public or documented tools API")
+foreach(n IN LISTS tools_names)
+  if(NOT n IN_LIST exported_tools_names)
+    message(FATAL_ERROR "${DOC} names stoker::formats::${n} as the tools' API, but libstoker does not export it")
+  endif()
+endforeach()
+message(STATUS "${count} exported stoker symbols, all public or the tools API documented in ${DOC}")

@@ -33,9 +33,9 @@ enum class ErrorCode : std::uint8_t {
 };
 
 // The code a number read from another process stands for (a slot's header, a child's answer, an
-// exit report), or ErrorCode::internal for a number that names none, negative ones included: the
-// one place the wire's range is checked.
-STOKER_API ErrorCode error_code_from_wire(std::int64_t code) noexcept;
+// exit report), or ErrorCode::internal for a number that names none (a negative one sent signed
+// and cast reads as a huge one: internal too): the one place the wire's range is checked.
+STOKER_API ErrorCode error_code_from_wire(std::uint64_t code) noexcept;
 
 // "invalid_option", "dataset", ...
 STOKER_API std::string_view error_code_name(ErrorCode code) noexcept;

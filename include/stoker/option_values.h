@@ -65,6 +65,7 @@ struct OptionValues<Staging> {
 
 // The name of `value`; "" for a value outside the enum (a cast).
 template <class Enum>
+requires requires { OptionValues<Enum>::all; }
 constexpr std::string_view name(Enum value) noexcept {
   for (const auto& [v, n] : OptionValues<Enum>::all) {
     if (v == value) return n;
@@ -75,6 +76,7 @@ constexpr std::string_view name(Enum value) noexcept {
 // The value named `text`, where a command line may write '-' for '_' ("dev-shm"); nullopt for any
 // other text.
 template <class Enum>
+requires requires { OptionValues<Enum>::all; }
 constexpr std::optional<Enum> parse_option(std::string_view text) noexcept {
   for (const auto& [v, n] : OptionValues<Enum>::all) {
     if (n.size() != text.size()) continue;

@@ -164,7 +164,7 @@ OutsideBytes receive_answer(AnswerReader& in, std::span<const std::uint64_t> ind
     std::string text(n, '\0');
     in.read(text.data(), n);
     if (!in.at_end()) throw malformed("bytes after its error");
-    throw Error(error_code_from_wire(static_cast<std::int64_t>(code)), fmt::format("{}: {}", what, text));
+    throw Error(error_code_from_wire(code), fmt::format("{}: {}", what, text));
   }
   if (status != kResult) throw malformed(fmt::format("status {}", status));
 
@@ -308,7 +308,7 @@ OutsideBytes read_overflow_in_child(BatchFiller& filler, const SegmentView& view
   // The task as the consumer wrote it: the child may write anywhere in the slot.
   const SlotHeader before = view.slot_header(s);
   const std::vector<std::uint64_t> indices(view.slot_indices(s), view.slot_indices(s) + before.num_samples);
-  ChildProcess child(what + ": the process that reads it", SOCK_STREAM, ChildProcess::Tie::to_this_thread,
+  ChildProcess child("the process that reads " + what, SOCK_STREAM, ChildProcess::Tie::to_this_thread,
                      [&](int sock) { read_and_send(sock, filler, view, s, delivered); });
   const auto died = [&] {
     return Error(ErrorCode::dataset,

@@ -408,7 +408,7 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
   if (j.contains("error")) {
     const auto code = json_integer<int>(j["error"].value("code", json(0)));
     const std::string message = j["error"].value("message", std::string("(no message)"));
-    throw Error(error_code_from_wire(code.value_or(0)), message);
+    throw Error(error_code_from_wire(static_cast<std::uint64_t>(code.value_or(0))), message);
   }
   if (!j.contains("result")) throw Error(ErrorCode::internal, "stoker: the probe's answer holds no result");
   return probe_result_from_json(j["result"].dump());

@@ -16,6 +16,7 @@
 #include "base/posix_error.h"
 #include "loader/children/child_exit.h"
 #include "loader/children/child_hygiene.h"
+#include "stoker/error.h"
 
 extern char** environ;
 
@@ -23,6 +24,9 @@ namespace stoker::detail {
 
 ExecImage::ExecImage(std::string path, std::vector<std::string> args, std::string socket_env)
     : path_(std::move(path)), args_(std::move(args)), socket_env_(std::move(socket_env)) {
+  if (socket_env_.empty() || socket_env_.size() > 100) {
+    throw Error(ErrorCode::internal, "stoker: the name of a child's socket variable must be 1 to 100 characters");
+  }
   for (auto& a : args_) argv_.push_back(a.data());
   argv_.push_back(nullptr);
   const std::string prefix = socket_env_ + "=";
@@ -36,7 +40,7 @@ ExecImage::ExecImage(std::string path, std::vector<std::string> args, std::strin
 void ExecImage::exec(int sock) noexcept {
   // NAME=fd without allocating: the digits written into a buffer of the image's own.
   char text[128];
-  const std::size_t n = socket_env_.size() < sizeof text - 16 ? socket_env_.size() : 0;
+  const std::size_t n = socket_env_.size();  // at most 100: the constructor checked
   std::memcpy(text, socket_env_.data(), n);
   std::size_t at = n;
   text[at++] = '=';
@@ -95,7 +99,7 @@ int ChildProcess::wait() noexcept {
 }
 
 int ChildProcess::kill_and_wait() noexcept {
-  if (pid_ > 0 && !reaped_) (void)Env::get().kill(pid_, SIGKILL);
+  if (pid_ > 0 && !reaped_) (void)::kill(pid_, SIGKILL);
   return wait();
 }
 

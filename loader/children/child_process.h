@@ -21,10 +21,13 @@
 namespace stoker::detail {
 
 // A program image to exec in the child, with the child's end of the socket handed over by number
-// in the environment variable `socket_env` (NAME=fd; any NAME the parent has is replaced).
+// in the environment variable `socket_env` (NAME=fd, NAME at most 100 characters; any NAME the
+// parent has is replaced).
 class ExecImage {
  public:
   ExecImage(std::string path, std::vector<std::string> args, std::string socket_env);
+  ExecImage(const ExecImage&) = delete;  // argv points into args
+  ExecImage& operator=(const ExecImage&) = delete;
   // In the child, with `sock` its end of the socket: makes `sock` the one descriptor the image
   // keeps, resets the signals and execs; returns only when the exec failed (errno says why).
   // Async-signal-safe.
@@ -35,7 +38,6 @@ class ExecImage {
   std::string path_;
   std::vector<std::string> args_;
   std::string socket_env_;
-  std::vector<std::string> env_text_;  // NAME=fd, for each fd the child's socket may have
   std::vector<char*> argv_;
   std::vector<char*> envp_;  // the parent's environment, NAME= replaced at exec (see exec)
 };
@@ -52,14 +54,15 @@ class ChildProcess {
   ChildProcess& operator=(ChildProcess&&) = delete;
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
-  // Kills (SIGKILL, through Env) and reaps a child not reaped yet.
+  // Kills (SIGKILL) and reaps a child not reaped yet.
   ~ChildProcess();
 
   pid_t pid() const noexcept { return pid_; }
   int socket() const noexcept { return sock_.get(); }
   // Waits for the child to end (EINTR retried) and returns its wait status; at once once reaped.
   int wait() noexcept;
-  // SIGKILL (through Env), then wait().
+  // SIGKILL, then wait(). Not through Env: a test that plays a worker SIGKILL cannot end means the
+  // fork server's kill of a worker, never the end of a child of the loader's own.
   int kill_and_wait() noexcept;
   bool reaped() const noexcept { return reaped_; }
   int status() const noexcept { return status_; }

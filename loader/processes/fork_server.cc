@@ -106,7 +106,7 @@ void ForkServer::give_up(int code, const std::string& why) {
   }
   pid_ = -1;
   shut_down_ = true;
-  throw Error(error_code_from_wire(code), why);
+  throw Error(error_code_from_wire(static_cast<std::uint64_t>(code)), why);
 }
 
 void ForkServer::await_workers(std::uint32_t num_workers, const ExecStart* exec) {

@@ -95,7 +95,7 @@ void StartedHost::ended() {
       why = fmt::format("{} could not be started: exec: {}", who, std::strerror(m.status));
     } else if (m.type == detail::MsgType::setup_failed) {
       why = detail::failure_text(sock_);
-      code = error_code_from_wire(m.status);
+      code = error_code_from_wire(static_cast<std::uint64_t>(m.status));
     }
   }
   // One that said nothing and still holds its socket broke the protocol: it is killed at once.

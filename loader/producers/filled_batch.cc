@@ -17,9 +17,15 @@ FilledBatches::FilledBatches(std::shared_ptr<SlotPool> slots, std::shared_ptr<co
 
 OutsideBytes FilledBatches::read_outside(std::uint32_t s, std::vector<std::string>& warnings) {
   const SegmentView& v = slots_->view();
-  const SlotHeader& h = v.slot_header(s);
+  const SlotHeader h = v.slot_header(s);  // a copy: the read may write into the slot
   const Schema& schema = slots_->layout().schema();
   if (!filler_) filler_ = std::make_unique<BatchFiller>(*dataset_, batch_size_);
+  const OverflowBound bound = overflow_bound(outside_.file_bytes, outside_.local_ranks);
+  // The file is not parsed in this process when workers exist (loader/child_reads/overflow_read.h).
+  OutsideBytes out = outside_.in_child
+                         ? read_overflow_in_child(*filler_, v, s, schema, bound, outside_.source, outside_.timeout)
+                         : read_overflow_here(*filler_, v, s, schema, bound, outside_.source);
+  // Said once, with the batch it comes with (a read that fails names the batch in its error).
   if (!std::exchange(warned_, true)) {
     std::vector<std::string> regions;
     for (std::size_t f = 0; f < schema.fields.size(); ++f) {
@@ -33,10 +39,7 @@ OutsideBytes FilledBatches::read_outside(std::uint32_t s, std::vector<std::strin
                     "which is slower (docs/shm-layout.md)",
                     h.batch_index, h.epoch, format_bytes(h.needed_bytes), fmt::join(regions, ", ")));
   }
-  const OverflowBound bound = overflow_bound(outside_.file_bytes, outside_.local_ranks);
-  // The file is not parsed in this process when workers exist (loader/child_reads/overflow_read.h).
-  return outside_.in_child ? read_overflow_in_child(*filler_, v, s, schema, bound, outside_.source, outside_.timeout)
-                           : read_overflow_here(*filler_, v, s, schema, bound, outside_.source);
+  return out;
 }
 
 FilledBatch FilledBatches::take(std::uint32_t s, std::vector<std::string>& warnings) {

@@ -190,7 +190,7 @@ class Loader:
             cfg["source"] = os.fspath(source)
         self._core = None
         options = _options(cfg)
-        framework, current_stream = _framework(framework, options.device)
+        framework, current_stream = _framework(framework, cfg["device"])
         copy = _bool("copy", copy)
         if transform is not None:
             from . import _transform

@@ -34,7 +34,7 @@ EDGE = re.compile(r"^\s*(\w+)\s*-->\s*(\w+)\s*$")
 CODE = (".h", ".cc", ".cpp")
 SOURCE = CODE + (".py", ".pyi")
 # Folders whose code the table governs; bench/, tests/, fuzz/ and examples/ may include anything.
-GOVERNED = ("base", "loader", "formats", "tools")
+GOVERNED = ("base", "loader", "formats", "torch_adapter", "tools")
 MAX_LINES = 500
 SIZED = GOVERNED + ("python", "include", "examples")
 # The floors of the house: what a module under each may include, whatever the table says.

@@ -26,15 +26,14 @@ TEST(ErrorCodes, EveryCodeHasItsOwnName) {
     const std::string_view name = error_code_name(static_cast<ErrorCode>(c));
     EXPECT_NE(name, "unknown") << c;
     EXPECT_TRUE(names.insert(name).second) << name;
-    EXPECT_EQ(error_code_from_wire(c), static_cast<ErrorCode>(c));
+    EXPECT_EQ(error_code_from_wire(static_cast<std::uint64_t>(c)), static_cast<ErrorCode>(c));
   }
   EXPECT_EQ(error_code_name(ErrorCode::transform), "transform");
   // A number from another process that names no code is stoker's own fault.
   EXPECT_EQ(error_code_from_wire(0), ErrorCode::internal);
-  EXPECT_EQ(error_code_from_wire(static_cast<std::int64_t>(ErrorCode::transform) + 1), ErrorCode::internal);
-  EXPECT_EQ(error_code_from_wire(std::int64_t{1} << 40), ErrorCode::internal);
-  EXPECT_EQ(error_code_from_wire(-1), ErrorCode::internal);  // a signed status that went wrong
-  EXPECT_EQ(error_code_from_wire(INT64_MIN), ErrorCode::internal);
+  EXPECT_EQ(error_code_from_wire(static_cast<std::uint64_t>(ErrorCode::transform) + 1), ErrorCode::internal);
+  EXPECT_EQ(error_code_from_wire(std::uint64_t{1} << 40), ErrorCode::internal);
+  EXPECT_EQ(error_code_from_wire(static_cast<std::uint64_t>(-1)), ErrorCode::internal);  // a signed status, cast
   EXPECT_EQ(error_code_name(ErrorCode::worker_died), "worker_died");
   EXPECT_EQ(error_code_name(static_cast<ErrorCode>(200)), "unknown");
   // User code's errors (a pipeline operation's) are about the sample.
