@@ -8,9 +8,11 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -514,26 +517,61 @@ TEST_F(Processes, ThreeHundredWorkersDeliverExactlyTheEpochOfNone) {
   ::alarm(0);
 }
 
-// nap(ms) on the i64 label field: passes it through, and sleeps ms on sample 0's.
+// nap on the i64 label field: passes it through, and holds sample 0 until the file named by
+// $STOKER_TEST_NAP_MARKER exists (at most 30 s). An environment variable: the workers are exec'd
+// images of this program, which know nothing of its variables.
+constexpr const char* kNapMarkerEnv = "STOKER_TEST_NAP_MARKER";
 OpSpec nap_spec(const OpSpec& in, std::span<const double>) { return in; }
-void nap(const SampleIn& in, SampleOut& out, std::span<const double> args, SampleRandom&) {
+void nap(const SampleIn& in, SampleOut& out, std::span<const double>, SampleRandom&) {
   std::memcpy(out.resize(in.dtype, in.shape), in.data.data(), in.data.size());
   static const std::vector<std::byte> first = expected_field(small_schema(1).fields[1], 0);
-  if (std::memcmp(in.data.data(), first.data(), first.size()) == 0) {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args[0]));
+  if (std::memcmp(in.data.data(), first.data(), first.size()) != 0) return;
+  const char* marker = std::getenv(kNapMarkerEnv);
+  for (int k = 0; k < 3000 && marker && !std::filesystem::exists(marker); ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
-// While batch 0 takes its worker 500 ms, the other worker finishes its batches: none of them wakes
-// the consumer, which is woken once, by batch 0 (docs/shm-layout.md, awaited_slot).
+// Whether thread `tid` of this process is blocked in poll(2) or ppoll(2), by the syscall number
+// /proc shows first in its `syscall` file ("running" or -1 when it is in none).
+bool sleeps_in_poll(pid_t tid) {
+  std::ifstream in(fmt::format("/proc/self/task/{}/syscall", tid));
+  long number = -1;
+  if (!(in >> number)) return false;
+#ifdef SYS_poll
+  if (number == SYS_poll) return true;
+#endif
+  return number == SYS_ppoll;
+}
+
+// Batch 0 is held in its worker until the consumer sleeps waiting for it, and 300 ms more while
+// the other worker finishes its batches: none of them wakes the consumer, which is woken once, by
+// batch 0 (docs/shm-layout.md, awaited_slot). Nothing depends on timing: were the other worker
+// slower than 300 ms, its batches would come after batch 0 and could not wake the consumer anyway.
 TEST_F(Processes, TheConsumerIsWokenForTheBatchItWaitsForNotForThoseBeforeItsTurn) {
   ::alarm(60);
+  const std::string nap_marker = tmp_.path("consumer-sleeps");
+  ::setenv(kNapMarkerEnv, nap_marker.c_str(), 1);  // before the loader starts its fork server
   Options o = options(2);
   o.prefetch = 4;
-  o.pipeline = "label=nap(500)";
+  o.pipeline = "label=nap";
   Loader loader(o);
   Epoch epoch = loader.epoch(0);
-  ASSERT_TRUE(epoch.next());
+  const pid_t consumer = static_cast<pid_t>(::syscall(SYS_gettid));
+  std::atomic<bool> seen_asleep = false;
+  std::thread release([&] {
+    for (int k = 0; k < 3000 && !seen_asleep; ++k) {
+      seen_asleep = sleeps_in_poll(consumer);
+      if (!seen_asleep) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::ofstream{nap_marker};
+  });
+  const bool first = epoch.next().has_value();
+  release.join();
+  ::unsetenv(kNapMarkerEnv);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(seen_asleep) << "the consumer was never seen asleep waiting for batch 0";
   EXPECT_EQ(loader.stats().consumer_wakes, 1u) << "0: batch 0 did not wake it; more: worker 1's batches did";
   std::size_t batches = 1;
   while (epoch.next()) ++batches;
