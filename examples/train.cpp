@@ -1,10 +1,16 @@
 // A small training loop fed by stoker: what a user's main() looks like.
 //
-//   train [--data PATH] [--device cpu|cuda[:i]] [--epochs N] [--workers N] [--check]
+//   train [--data PATH] [--pipeline SPEC] [--classes N] [--device cpu|cuda[:i]] [--epochs N]
+//         [--workers N] [--check]
 //
 // Without --data it writes a small, learnable HDF5 dataset first (images whose brightness encodes
-// the label), the way a user's own preprocessing would, with the HDF5 C API. --check exits 1
-// unless the last epoch's loss is well below the first's.
+// the label), the way a user's own preprocessing would, with the HDF5 C API. With --data, the
+// dataset must deliver the two fields the model takes, checked before training starts:
+// `image`, of a fixed shape (u8 or f32; encoded images decoded by --pipeline, e.g.
+// "image=decode,resize(32,32),to_chw"), and `label`, one integer per sample in 0 .. classes-1,
+// where classes is --classes, else the number of class names the dataset stores (stoker-pack's
+// "labels" metadata), else 10. --check exits 1 unless the last epoch's loss is well below the
+// first's.
 #include <hdf5.h>
 #include <stoker/init.h>
 #include <stoker/loader.h>
@@ -15,7 +21,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -50,30 +59,122 @@ void write_demo_dataset(const std::string& path) {
   H5Fclose(file);
 }
 
+const stoker::Field* find_field(const stoker::Schema& schema, const std::string& name) {
+  for (const stoker::Field& f : schema.fields) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string describe(const stoker::Schema& schema) {
+  std::ostringstream out;
+  for (const stoker::Field& f : schema.fields) {
+    out << (out.tellp() > 0 ? ", " : "") << f.name << " (" << stoker::dtype_name(f.dtype);
+    if (f.kind == stoker::FieldKind::bytes) {
+      out << ", bytes";
+    } else {
+      out << " [";
+      for (std::size_t d = 0; d < f.shape.size(); ++d) out << (d ? "," : "") << f.shape[d];
+      out << "]";
+    }
+    out << ")";
+  }
+  return out.str();
+}
+
+// The model's input size: the elements of one image. Throws, saying what the example expects,
+// when the dataset's fields do not fit the model.
+std::int64_t check_fields_fit(const stoker::Loader& loader) {
+  const stoker::Schema& schema = loader.schema();
+  const std::string what =
+      "this example trains on 'image' (u8 or f32, one shape for every sample, e.g. [3, 32, 32]) and 'label' "
+      "(one integer per sample); " +
+      loader.options().source + " delivers: " + describe(schema);
+  const stoker::Field* image = find_field(schema, "image");
+  const stoker::Field* label = find_field(schema, "label");
+  if (!image || !label) throw std::runtime_error(what);
+  if (image->kind == stoker::FieldKind::bytes) {
+    throw std::runtime_error(what +
+                             "; 'image' holds encoded bytes: decode them in the workers with --pipeline "
+                             "'image=decode,resize(32,32),to_chw'");
+  }
+  if (image->dtype != stoker::DType::u8 && image->dtype != stoker::DType::f32) throw std::runtime_error(what);
+  const bool integer = label->dtype == stoker::DType::i64 || label->dtype == stoker::DType::i32 ||
+                       label->dtype == stoker::DType::i16 || label->dtype == stoker::DType::i8 ||
+                       label->dtype == stoker::DType::u8 || label->dtype == stoker::DType::u16;
+  const bool scalar = label->shape.empty() || (label->shape.size() == 1 && label->shape[0] == 1);
+  if (label->kind != stoker::FieldKind::fixed || !integer || !scalar) throw std::runtime_error(what);
+  std::int64_t elements = 1;
+  for (const std::int64_t d : image->shape) elements *= d;
+  return elements;
+}
+
+// --classes, else the number of class names the dataset stores for 'label', else kClasses.
+std::int64_t class_count(const stoker::Loader& loader, std::int64_t given) {
+  if (given > 0) return given;
+  const auto stored = loader.metadata().find("labels");
+  if (stored == loader.metadata().end()) return kClasses;
+  const nlohmann::json names = nlohmann::json::parse(stored->second, nullptr, false);
+  if (names.is_object() && names.contains("label") && names["label"].is_array() && !names["label"].empty()) {
+    return static_cast<std::int64_t>(names["label"].size());
+  }
+  return kClasses;
+}
+
+// Throws, naming the value and what to do, when a batch's labels are not class indices.
+void check_labels(const torch::Tensor& labels, std::int64_t classes, std::int64_t batch) {
+  const auto [lo, hi] = torch::aminmax(labels);
+  const std::int64_t low = lo.item<std::int64_t>(), high = hi.item<std::int64_t>();
+  if (low >= 0 && high < classes) return;
+  throw std::runtime_error("batch " + std::to_string(batch) + " holds label " + std::to_string(low < 0 ? low : high) +
+                           ", not a class of 0 .. " + std::to_string(classes - 1) +
+                           ": give the number of classes with --classes N");
+}
+
+// `text`, the value of `flag`, as a whole number of at least `least`.
+std::int64_t whole(const std::string& flag, const std::string& text, std::int64_t least) {
+  std::size_t used = 0;
+  std::int64_t n = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || n < least) {
+    throw std::invalid_argument(flag + " needs a whole number of at least " + std::to_string(least) + ", not '" + text +
+                                "'");
+  }
+  return n;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   stoker::init(argc, argv);  // first: the loader's workers start from a clean image of this program
-  std::string data, device = "cpu";
-  int epochs = 5, workers = 2;
-  bool check = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--data") data = value();
-    else if (a == "--device") device = value();
-    else if (a == "--epochs") epochs = std::stoi(value());
-    else if (a == "--workers") workers = std::stoi(value());
-    else if (a == "--check") check = true;
-    else {
-      std::cerr << "usage: train [--data PATH] [--device cpu|cuda[:i]] [--epochs N] [--workers N] [--check]\n";
-      return 2;
-    }
-  }
   try {
+    std::string data, pipeline, device = "cpu";
+    int epochs = 5, workers = 2;
+    std::int64_t classes_given = 0;
+    bool check = false;
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--data") data = value();
+      else if (a == "--pipeline") pipeline = value();
+      else if (a == "--classes") classes_given = whole(a, value(), 1);
+      else if (a == "--device") device = value();
+      else if (a == "--epochs") epochs = static_cast<int>(whole(a, value(), 1));
+      else if (a == "--workers") workers = static_cast<int>(whole(a, value(), 0));
+      else if (a == "--check") check = true;
+      else {
+        std::cerr << "usage: train [--data PATH] [--pipeline SPEC] [--classes N] [--device cpu|cuda[:i]] [--epochs N] "
+                     "[--workers N] [--check]\n";
+        return 2;
+      }
+    }
     std::string scratch;
     struct RemoveScratch {
       const std::string& path;
@@ -94,14 +195,17 @@ int main(int argc, char** argv) {
     opt.shuffle = true;
     opt.seed = 42;
     opt.device = stoker::Device::parse(device);
+    opt.pipeline = pipeline;
     stoker::Loader loader(opt);  // forks workers, sizes shared memory, or throws
+    const std::int64_t inputs = check_fields_fit(loader);
+    const std::int64_t classes = class_count(loader, classes_given);
 
     torch::manual_seed(0);
     const torch::Device dev = opt.device.kind == stoker::Device::Kind::cuda
                                   ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(opt.device.index))
                                   : torch::Device(torch::kCPU);
-    torch::nn::Sequential model(torch::nn::Flatten(), torch::nn::Linear(3 * kSide * kSide, 64), torch::nn::ReLU(),
-                                torch::nn::Linear(64, kClasses));
+    torch::nn::Sequential model(torch::nn::Flatten(), torch::nn::Linear(inputs, 64), torch::nn::ReLU(),
+                                torch::nn::Linear(64, classes));
     model->to(dev);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
 
@@ -113,8 +217,11 @@ int main(int argc, char** argv) {
       std::int64_t batches = 0;
       for (stoker::Batch& batch : loader.epoch(static_cast<std::uint64_t>(epoch))) {
         auto t = stoker::to_tensors(std::move(batch));  // zero-copy, on `dev`, ready on torch's stream
-        auto logits = model->forward(t["image"].to(torch::kFloat).div_(255));
-        auto loss = torch::nn::functional::cross_entropy(logits, t["label"]);
+        const torch::Tensor labels = t["label"].reshape({-1}).to(torch::kLong);
+        if (epoch == 0) check_labels(labels, classes, batches);  // a sync per batch, in the first epoch only
+        const torch::Tensor image = t["image"].to(torch::kFloat);
+        auto logits = model->forward(t["image"].scalar_type() == torch::kByte ? image.div(255) : image);
+        auto loss = torch::nn::functional::cross_entropy(logits, labels);
         optimizer.zero_grad();
         loss.backward();
         optimizer.step();

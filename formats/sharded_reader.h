@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,8 @@ class ShardedReader final : public Reader {
   std::string describe_layout() const override;
   std::uint64_t locality_rows() const override { return locality_rows_; }
   void will_need(std::span<const std::uint64_t> indices) noexcept override;
+  // The first shard's: a set's shards are written with the same (stoker-pack, h5-to-lmdb).
+  std::map<std::string, std::string> metadata() override { return shard(0).metadata(); }
 
   // Samples per shard, in order.
   const std::vector<std::uint64_t>& shard_samples() const noexcept { return samples_; }

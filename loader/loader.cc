@@ -59,6 +59,7 @@ LoaderState Loader::state() const { return impl_->state(); }
 
 const Schema& Loader::schema() const { return impl_->schema(); }
 std::string Loader::describe_source() const { return impl_->source_description(); }
+const std::map<std::string, std::string>& Loader::metadata() const { return impl_->metadata(); }
 const Options& Loader::options() const { return impl_->options(); }
 std::uint64_t Loader::batches_per_epoch() const { return impl_->sampler().batches_per_epoch(); }
 std::uint64_t Loader::samples_per_epoch() const { return impl_->sampler().samples_per_epoch(); }

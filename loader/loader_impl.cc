@@ -118,6 +118,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
       plan_delivery(opt_, s.pipelines.output(), probe, design_.num_workers, [this](const std::string& w) { warn(w); });
   schema_ = delivery.schema;
   source_description_ = probe.layout;
+  metadata_ = std::move(probe.metadata);
   if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {
     source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline);
   }

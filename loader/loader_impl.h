@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -87,6 +88,7 @@ class LoaderImpl final : public HostSource {
   const Options& options() const { return opt_; }
   const Schema& schema() const { return schema_; }
   const std::string& source_description() const { return source_description_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const Sampler& sampler() const { return sampler_; }
   Stats stats() const;
   std::vector<int> worker_pids() const;
@@ -122,6 +124,7 @@ class LoaderImpl final : public HostSource {
   pid_t owner_pid_;
   Schema schema_;  // delivered: the reader's, with the pipelines' outputs
   std::string source_description_;
+  std::map<std::string, std::string> metadata_;  // Loader::metadata()
   // What workers open, and what the consumer opens for a too-large batch.
   std::shared_ptr<const DatasetSpec> dataset_;
   std::uint32_t local_ranks_ = 1;  // the loaders on this node that share its shared memory

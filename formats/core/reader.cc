@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/utf8.h"
 #include "stoker/error.h"
 
 namespace stoker::formats {
@@ -33,6 +34,19 @@ std::byte* VarBytes::append(std::size_t n) {
   size_ += n;
   offsets_.push_back(size_);
   return at;
+}
+
+void MetadataBounds::add(std::map<std::string, std::string>& out, std::string_view name, std::string_view value) {
+  if (!detail::is_utf8(name) || !detail::is_utf8(value)) return;
+  const std::size_t bytes = name.size() + value.size();
+  const auto known = out.find(std::string(name));
+  if (!may_fit(bytes) || (known == out.end() && out.size() == kMaxMetadataEntries)) return;
+  used_ += bytes;  // a replaced value's bytes stay counted: a bound, not an account
+  if (known != out.end()) {
+    known->second = value;
+  } else {
+    out.emplace(name, value);
+  }
 }
 
 void Reader::read(std::span<const std::uint64_t> indices, std::span<std::byte* const> dest) {

@@ -6,10 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/scratch.h"
@@ -120,6 +122,29 @@ class STOKER_TOOLS_API Reader {
   // identity, formats/core/file_identity.h): LMDB's last committed transaction; 0 for HDF5 and
   // shard sets (whose shards are checked one by one).
   virtual std::uint64_t version() const noexcept { return 0; }
+
+  // The text the dataset stores beside its samples, by name (Loader::metadata): an HDF5 file's
+  // string attributes (its root's, then its group's, which win); an LMDB's records in its `stoker`
+  // sub-database but the schema and the writers' private ones (docs/lmdb-layout.md); a shard set's
+  // first shard's. Bounded as MetadataBounds says. Read when called; throws stoker::Error naming
+  // the file when it cannot be read.
+  virtual std::map<std::string, std::string> metadata() { return {}; }
+};
+
+// What Reader::metadata() keeps of what a file stores, so that a crafted file cannot make the
+// answer grow without bound: valid UTF-8 text only, at most kMaxMetadataEntries entries and
+// kMaxMetadataBytes of names and values in all; what does not fit is left out.
+inline constexpr std::size_t kMaxMetadataEntries = 256;
+inline constexpr std::size_t kMaxMetadataBytes = 16u << 20;
+class MetadataBounds {
+ public:
+  // Whether a value of `bytes` bytes may be read at all.
+  bool may_fit(std::size_t bytes) const noexcept { return bytes <= kMaxMetadataBytes - used_; }
+  // Sets out[name] = value when it is text and fits (replacing an earlier value of that name).
+  void add(std::map<std::string, std::string>& out, std::string_view name, std::string_view value);
+
+ private:
+  std::size_t used_ = 0;
 };
 
 // How the HDF5 reader may read unfiltered data.

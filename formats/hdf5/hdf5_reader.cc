@@ -19,6 +19,7 @@ namespace stoker::formats {
 
 struct Hdf5Reader::Impl {
   std::string path;
+  std::string group;  // where the fields are; empty: the root
   H5::H5File file;
   detail::UniqueFd fd;  // for the raw read paths
   Schema schema;
@@ -30,6 +31,7 @@ Hdf5Reader::Hdf5Reader(const std::string& path, const std::vector<std::string>& 
     : impl_(std::make_unique<Impl>()) {
   Hdf5Quiet quiet;
   impl_->path = path;
+  impl_->group = group;
   impl_->file = open_hdf5_file(path);
   impl_->fd = detail::UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!impl_->fd) detail::throw_open_errno(path);
@@ -71,6 +73,40 @@ std::uint64_t Hdf5Reader::rows_per_chunk(std::size_t f) const { return impl_->co
 void Hdf5Reader::will_need(std::span<const std::uint64_t> indices) noexcept {
   Hdf5Quiet quiet;
   for (auto& c : impl_->columns) c.path->will_need(indices);
+}
+
+namespace {
+
+// Adds `location`'s scalar string attributes (fixed-length or variable) to `out`, replacing those
+// of the same name, within the bounds Reader::metadata() states.
+void add_text_attributes(const H5::H5Object& location, MetadataBounds& bounds,
+                         std::map<std::string, std::string>& out) {
+  const int n = location.getNumAttrs();
+  for (int k = 0; k < n; ++k) {
+    const H5::Attribute a = location.openAttribute(static_cast<unsigned>(k));
+    if (a.getTypeClass() != H5T_STRING || a.getSpace().getSimpleExtentType() != H5S_SCALAR) continue;
+    const H5::StrType type = a.getStrType();
+    if (!type.isVariableStr() && !bounds.may_fit(type.getSize())) continue;
+    std::string value;
+    a.read(type, value);
+    if (!type.isVariableStr()) value.erase(std::find(value.begin(), value.end(), '\0'), value.end());
+    bounds.add(out, a.getName(), value);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> Hdf5Reader::metadata() {
+  Hdf5Quiet quiet;
+  std::map<std::string, std::string> out;
+  const std::string where = impl_->group.empty() ? "/" : impl_->group;
+  hdf5_call([&] { return fmt::format("{}: reading the attributes of '{}'", impl_->path, where); },
+            [&] {
+              MetadataBounds bounds;
+              add_text_attributes(impl_->file.openGroup("/"), bounds, out);
+              if (where != "/") add_text_attributes(impl_->file.openGroup(where), bounds, out);
+            });
+  return out;
 }
 
 std::uint64_t Hdf5Reader::locality_rows() const {

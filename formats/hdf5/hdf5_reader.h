@@ -5,6 +5,7 @@
 // indices.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,8 @@ class STOKER_TOOLS_API Hdf5Reader final : public Reader {
   // posix_fadvise(WILLNEED) on the samples' bytes where their offsets are known (the direct path)
   // and on the chunks that hold them (chunked data).
   void will_need(std::span<const std::uint64_t> indices) noexcept override;
+  // The scalar string attributes of the root group, then of the fields' group.
+  std::map<std::string, std::string> metadata() override;
 
  private:
   struct Impl;

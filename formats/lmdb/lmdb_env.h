@@ -16,6 +16,13 @@ inline constexpr const char* kSamplesDb = "samples";  // key: 8-byte big-endian 
 inline constexpr const char* kMetaDb = "stoker";      // key "schema": JSON
 inline constexpr const char* kPathsDb = "paths";      // optional; key: as kSamplesDb, value: the sample's source
 inline constexpr std::string_view kSchemaKey = "schema";
+// Records of kMetaDb private to the writer that wrote them, not the dataset's metadata
+// (Reader::metadata): h5-to-lmdb's and stoker-pack's progress, kept for a resume.
+inline constexpr std::string_view kConversionProgressKey = "progress";
+inline constexpr std::string_view kPackRecordKey = "pack";
+inline bool is_private_meta_key(std::string_view key) noexcept {
+  return key == kSchemaKey || key == kConversionProgressKey || key == kPackRecordKey;
+}
 
 inline void encode_key(std::uint64_t index, unsigned char out[8]) noexcept {
   for (int i = 7; i >= 0; --i) {

@@ -332,6 +332,28 @@ SampleBound LmdbReader::sample_bound(std::size_t f) const {
 
 std::string LmdbReader::describe_layout() const { return impl_->plain_layout; }
 
+std::map<std::string, std::string> LmdbReader::metadata() {
+  const Impl& m = *impl_;
+  std::map<std::string, std::string> out;
+  LmdbTxn txn(m.env.get(), MDB_RDONLY, m.path + ": begin read transaction");
+  const std::optional<MDB_dbi> meta = find_db(txn.get(), kMetaDb, m.path);
+  if (!meta) return out;  // no stoker schema: nothing stored beside the samples
+  MDB_cursor* raw = nullptr;
+  check_mdb(mdb_cursor_open(txn.get(), *meta, &raw), m.path + ": reading sub-database 'stoker'");
+  const std::unique_ptr<MDB_cursor, decltype(&mdb_cursor_close)> cursor(raw, &mdb_cursor_close);
+  MetadataBounds bounds;
+  MDB_val k, v;
+  int rc = mdb_cursor_get(raw, &k, &v, MDB_FIRST);
+  for (; rc == MDB_SUCCESS && out.size() < kMaxMetadataEntries; rc = mdb_cursor_get(raw, &k, &v, MDB_NEXT)) {
+    const std::string_view key(static_cast<const char*>(k.mv_data), k.mv_size);
+    if (!is_private_meta_key(key)) {
+      bounds.add(out, key, std::string_view(static_cast<const char*>(v.mv_data), v.mv_size));
+    }
+  }
+  if (rc != MDB_NOTFOUND && rc != MDB_SUCCESS) check_mdb(rc, m.path + ": reading sub-database 'stoker'");
+  return out;
+}
+
 void LmdbReader::will_need(std::span<const std::uint64_t> indices) noexcept {
   Impl& m = *impl_;
   if (mdb_txn_renew(m.txn) != MDB_SUCCESS) return;

@@ -16,6 +16,7 @@
 // serve pages it cached; the identity check at each worker's open still sees a changed file.)
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,6 +56,8 @@ class STOKER_TOOLS_API LmdbReader final : public Reader {
   void will_need(std::span<const std::uint64_t> indices) noexcept override;
   // The database's last committed transaction when it was opened.
   std::uint64_t version() const noexcept override;
+  // The records of the `stoker` sub-database but the schema and the writers' private ones.
+  std::map<std::string, std::string> metadata() override;
 
  private:
   struct Impl;

@@ -37,6 +37,7 @@
 #include <functional>
 #include <iosfwd>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -139,6 +140,12 @@ class STOKER_API Loader {
   // (how its keys and values were read), sample groups and variable-length datasets in HDF5, and
   // the pipelines. Empty otherwise.
   std::string describe_source() const;
+  // What the dataset stores beside its samples, by name, read once at construction: an HDF5 file's
+  // string attributes, an LMDB's records beside its schema, a shard set's first shard's. Datasets
+  // packed by stoker-pack hold "labels", a JSON object giving each label field the names of its
+  // values (the class names, {"label": ["cat", "dog"]}), and HDF5 ones "content_digest". Text only,
+  // at most 256 entries and 16 MiB (docs/hdf5.md); empty for a dataset that stores none.
+  const std::map<std::string, std::string>& metadata() const;
   const Options& options() const;
   std::uint64_t batches_per_epoch() const;
   std::uint64_t samples_per_epoch() const;

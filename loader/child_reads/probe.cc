@@ -319,6 +319,7 @@ ProbeResult describe_dataset(formats::Reader& reader, const std::string& path) {
     r.shard_samples = sharded->shard_samples();
     r.shard_identities = sharded->shard_identities();
   }
+  r.metadata = reader.metadata();
   return r;
 }
 
@@ -334,7 +335,8 @@ std::string probe_result_to_json(const ProbeResult& r) {
               {"file_bytes", r.file_bytes},
               {"version", r.version},
               {"shard_samples", r.shard_samples},
-              {"shard_identities", identities_to_json(r.shard_identities)}}
+              {"shard_identities", identities_to_json(r.shard_identities)},
+              {"metadata", r.metadata}}
       .dump(-1, ' ', false, json::error_handler_t::replace);  // a path in the layout need not be UTF-8
 }
 
@@ -352,6 +354,7 @@ ProbeResult probe_result_from_json(const std::string& text) {
     r.version = j.at("version").get<std::uint64_t>();
     r.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
     r.shard_identities = identities_from_json(j.at("shard_identities"));
+    r.metadata = j.at("metadata").get<std::map<std::string, std::string>>();
     if (r.bounds.size() != r.schema.fields.size() || r.typical.size() != r.schema.fields.size() ||
         r.encoded.size() != r.schema.fields.size()) {
       throw Error(ErrorCode::internal, "stoker: the probe's answer does not match its schema");

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ struct ProbeResult {
   // A shard set's shards as the probe read them (else empty): every later open of one is checked
   // against its identity here (formats/sharded_reader.h).
   std::vector<std::optional<formats::FileIdentity>> shard_identities;
+  std::map<std::string, std::string> metadata;  // Reader::metadata()
 };
 
 // Reads `reader` (open on `path`) as the probe does.

@@ -13,6 +13,7 @@
 // (a daemon thread waiting for a batch) stays there until the process ends: see ExitGate.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -218,6 +220,7 @@ class PyLoader {
   std::uint64_t batches_per_epoch() const { return get().batches_per_epoch(); }
   std::uint64_t samples_per_epoch() const { return get().samples_per_epoch(); }
   std::string describe_source() const { return get().describe_source(); }
+  std::map<std::string, std::string> metadata() const { return get().metadata(); }
   nb::list worker_pids() const {
     nb::list out;
     for (const int pid : without_gil([](stoker::Loader& l) { return l.worker_pids(); })) out.append(pid);
@@ -432,6 +435,7 @@ NB_MODULE(_core, m) {
       .def("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def("samples_per_epoch", &PyLoader::samples_per_epoch)
       .def("describe_source", &PyLoader::describe_source)
+      .def("metadata", &PyLoader::metadata)
       .def("worker_pids", &PyLoader::worker_pids, nb::call_guard<Inside>())
       .def("schema", &PyLoader::schema, nb::call_guard<Inside>())
       .def("num_samples", &PyLoader::num_samples)

@@ -22,6 +22,9 @@ class _EpochIterator(Iterator[Batch]):
     skipped: list[int]
     def __next__(self) -> Batch: ...
 
+class _EpochSetter:
+    def set_epoch(self, epoch: int) -> None: ...
+
 class Loader:
     def __init__(
         self,
@@ -36,7 +39,7 @@ class Loader:
         group: str = "",
         pipeline: Union[str, Sequence[str], None] = None,
         drop_last: bool = False,
-        device: str = "cpu",
+        device: Union[str, Any] = "cpu",
         shard: Union[None, Tuple[int, int], Literal["env"]] = None,
         shm_budget: Optional[int] = None,
         timeout: Optional[float] = None,
@@ -72,6 +75,10 @@ class Loader:
     def stats(self) -> dict[str, Union[int, float, str, list[int]]]: ...
     @property
     def schema(self) -> list[tuple[str, str, str, tuple[int, ...]]]: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+    @property
+    def sampler(self) -> _EpochSetter: ...
     @property
     def num_samples(self) -> int: ...
     def samples_per_epoch(self) -> int: ...

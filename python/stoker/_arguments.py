@@ -42,6 +42,15 @@ def _str(name, value):
     return value
 
 
+def _device(value):
+    """The device as stoker spells it: a torch.device (or anything with its type and index, as
+    Accelerate's accelerator.device is) becomes its text, and torch's "cpu:0" is "cpu"."""
+    if not isinstance(value, (str, os.PathLike)) and hasattr(value, "type") and hasattr(value, "index"):
+        value = value.type if value.index is None else f"{value.type}:{value.index}"
+    value = _str("device", value)
+    return "cpu" if value.startswith("cpu:") and value[4:].isdigit() else value
+
+
 def _seconds(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"stoker: {name} must be a number of seconds, not {type(value).__name__}")

@@ -7,7 +7,7 @@ import os
 import threading
 
 from . import _core
-from ._arguments import _bool, _framework, _int, _options
+from ._arguments import _bool, _device, _framework, _int, _options
 
 # The library's defaults (stoker::Options), which the keywords below take where the package has
 # none of its own (held_batches=1: a Python loop keeps its last batch while it asks for the next).
@@ -44,7 +44,8 @@ class Loader:
         "image=decode,random_resized_crop(224),flip,to_chw" (a list is joined with ';').
       drop_last: drop the last incomplete batch.
       device: "cpu", "cuda", "cuda:1" (tensors on the GPU, ordered on torch's current stream) or
-        "emulated" (the device path with host memory, for tests).
+        "emulated" (the device path with host memory, for tests); or a torch.device (an
+        Accelerator's device, say), "cpu:0" being "cpu".
       shard: None, (rank, world_size), or "env" (torchrun's RANK/WORLD_SIZE, Open MPI, SLURM).
       shm_budget: bytes of shared memory for the ring (default: half of /dev/shm's free space).
       timeout: seconds a worker may make no progress before it is replaced (None: 5 minutes;
@@ -188,6 +189,7 @@ class Loader:
         )
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
+        cfg["device"] = _device(cfg["device"])
         self._core = None
         options = _options(cfg)
         framework, current_stream = _framework(framework, cfg["device"])
@@ -237,6 +239,13 @@ class Loader:
                 self._pending = self._pending_epoch = None
             self._epoch = epoch
             self._advance = False
+
+    @property
+    def sampler(self) -> "_EpochSetter":
+        """What DDP loops call set_epoch on: ``loader.sampler.set_epoch(e)``, DataLoader's idiom
+        with a DistributedSampler, is ``loader.set_epoch(e)``. PyTorch Lightning calls it so at
+        every epoch's start, which keeps a sharded Loader in the Trainer's epoch."""
+        return _EpochSetter(self)
 
     def __iter__(self):
         with self._lock:  # a loaded state is resumed by one iteration only
@@ -310,6 +319,17 @@ class Loader:
         return self._core.schema()
 
     @property
+    def metadata(self) -> dict:
+        """What the dataset stores beside its samples, read when the Loader was built: an HDF5
+        file's string attributes, an LMDB's records beside its schema, a shard set's first shard's.
+        A value that is a JSON object or array is decoded, any other is the text itself. A dataset
+        packed by stoker-pack holds "labels", each label field's value names (class names)::
+
+            classes = loader.metadata["labels"]["label"]  # ["cat", "dog"]: label 0 is "cat"
+        """
+        return {name: _decoded(text) for name, text in self._core.metadata().items()}
+
+    @property
     def num_samples(self) -> int:
         """Samples in the whole dataset."""
         return self._core.num_samples()
@@ -358,6 +378,29 @@ class Loader:
             f"stoker.Loader({c['source']!r}, batch_size={c['batch_size']}, "
             f"num_workers={c['num_workers']}, device={c['device']!r})"
         )
+
+
+class _EpochSetter:
+    """Loader.sampler: set_epoch and nothing else (made on each access, so that it holds the
+    Loader no longer than its caller does)."""
+
+    __slots__ = ("_loader",)
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self._loader.set_epoch(epoch)
+
+
+def _decoded(text: str):
+    """A metadata value: a JSON object or array as Python's, anything else as the text."""
+    if text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _rss(pid):

@@ -2,6 +2,7 @@
 by sample, in the same order for any number of workers, as torch tensors or numpy arrays."""
 
 import io
+import json
 
 import h5py
 import lmdb
@@ -273,3 +274,23 @@ def test_a_paired_key_lmdb_reads_as_py_lmdb_wrote_it(tmp_path):
         with lmdb.open(path, subdir=False, map_size=1 << 24) as env, env.begin(write=True) as txn:
             txn.put(b"label-000000042", b"extra")
         stoker.Loader(path, lmdb_keys="image=image-{:09d},label=label-{:09d}")
+
+
+def test_metadata_is_what_the_file_stores_beside_its_samples(tmp_path):
+    path = str(tmp_path / "attrs.h5")
+    classes = ["cat", "dog", "emu"]
+    with h5py.File(path, "w") as f:
+        f["label"] = np.arange(6, dtype=np.int64) % 3
+        f.attrs["labels"] = json.dumps({"label": classes})  # as stoker-pack stores its class names
+        f.attrs["source"] = "camera 2"
+        f.attrs["note"] = np.bytes_(b"fixed-length")
+        f.attrs["version"] = 3  # not text: left out
+    for workers in (0, 2):
+        loader = stoker.Loader(path, batch_size=2, num_workers=workers, framework="numpy")
+        assert loader.metadata == {"labels": {"label": classes}, "source": "camera 2", "note": "fixed-length"}
+        names = [loader.metadata["labels"]["label"][int(k)] for b in loader for k in b["label"]]
+        assert names == ["cat", "dog", "emu"] * 2
+    plain = str(tmp_path / "plain.h5")
+    with h5py.File(plain, "w") as f:
+        f["x"] = np.zeros(4, dtype=np.float32)
+    assert stoker.Loader(plain, batch_size=2, num_workers=0).metadata == {}

@@ -208,6 +208,46 @@ void H5Builder::group(const std::string& name) {
   H5Gclose(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
 }
 
+void H5Builder::text_attribute(const std::string& where, const std::string& name, const std::string& value, Text form,
+                               std::size_t padding) {
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  if (form == Text::variable) {
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+  } else {
+    H5Tset_size(type, value.size() + padding);
+    H5Tset_strpad(type, H5T_STR_NULLPAD);
+  }
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t object = H5Oopen(file_, where.c_str(), H5P_DEFAULT);
+  const hid_t a = H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t written;
+  if (form == Text::variable) {
+    const char* text = value.c_str();
+    written = H5Awrite(a, type, &text);
+  } else {
+    std::string padded = value;
+    padded.resize(value.size() + padding, '\0');
+    written = H5Awrite(a, type, padded.data());
+  }
+  H5Aclose(a);
+  H5Oclose(object);
+  H5Sclose(space);
+  H5Tclose(type);
+  if (written < 0) throw Error("attribute " + name + " of " + where + ": H5Awrite failed");
+}
+
+void H5Builder::number_attribute(const std::string& where, const std::string& name, std::int64_t value) {
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t object = H5Oopen(file_, where.c_str(), H5P_DEFAULT);
+  const hid_t a = H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+  const herr_t written = H5Awrite(a, H5T_NATIVE_INT64, &value);
+  H5Aclose(a);
+  H5Oclose(object);
+  H5Sclose(space);
+  if (written < 0) throw Error("attribute " + name + " of " + where + ": H5Awrite failed");
+}
+
 void H5Builder::vlen(const std::string& name, const std::vector<std::vector<std::byte>>& samples, std::int64_t base) {
   const hid_t element = base < 0 ? H5T_NATIVE_UINT8 : static_cast<hid_t>(base);
   const hid_t type = H5Tvlen_create(element);

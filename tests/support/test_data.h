@@ -52,6 +52,8 @@ void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::st
 // Commits one write (a key in the schema's sub-database) to the stoker-layout LMDB file at `path`
 // in place, as another program writing the database would.
 void write_lmdb_note_in_place(const std::string& path);
+// The same for each of `records`, in the schema's sub-database, in one transaction.
+void write_lmdb_meta_in_place(const std::string& path, const std::vector<std::pair<std::string, std::string>>& records);
 
 // Writes HDF5 files through the C API, as h5py lays them out (for layouts stoker's writer does not
 // make). Creating truncates; the file is closed on destruction.
@@ -71,6 +73,14 @@ class H5Builder {
   // A u8 dataset of `elements` that is never written: HDF5 reads it as zeros (the fill value) and
   // keeps no room for it in the file, so that a tiny file holds samples as large as it claims.
   void unwritten(const std::string& name, std::uint64_t elements);
+  // A scalar string attribute `name` of the object at `where` ("/" or a group): variable-length as
+  // h5py writes a str, or fixed-length (NUL-padded to `value`'s size plus `padding`) as it writes
+  // numpy's bytes_.
+  enum class Text { variable, fixed };
+  void text_attribute(const std::string& where, const std::string& name, const std::string& value,
+                      Text form = Text::variable, std::size_t padding = 0);
+  // A scalar i64 attribute.
+  void number_attribute(const std::string& where, const std::string& name, std::int64_t value);
 
  private:
   std::int64_t file_;

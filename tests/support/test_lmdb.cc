@@ -34,15 +34,20 @@ void overwrite_lmdb_record(const std::string& path, std::uint64_t index, std::st
   txn.commit(path);
 }
 
-void write_lmdb_note_in_place(const std::string& path) {
+void write_lmdb_note_in_place(const std::string& path) { write_lmdb_meta_in_place(path, {{"note", "hello"}}); }
+
+void write_lmdb_meta_in_place(const std::string& path,
+                              const std::vector<std::pair<std::string, std::string>>& records) {
   formats::LmdbEnv env;
   formats::check_mdb(mdb_env_set_maxdbs(env.get(), 4), path);
   formats::check_mdb(mdb_env_open(env.get(), path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK, 0644), path);
   formats::LmdbTxn txn(env.get(), 0, path);
   MDB_dbi dbi;
   formats::check_mdb(mdb_dbi_open(txn.get(), formats::kMetaDb, 0, &dbi), path);
-  MDB_val k{4, const_cast<char*>("note")}, v{5, const_cast<char*>("hello")};
-  formats::check_mdb(mdb_put(txn.get(), dbi, &k, &v, 0), path);
+  for (const auto& [key, value] : records) {
+    MDB_val k{key.size(), const_cast<char*>(key.data())}, v{value.size(), const_cast<char*>(value.data())};
+    formats::check_mdb(mdb_put(txn.get(), dbi, &k, &v, 0), path);
+  }
   txn.commit(path);
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <thread>
 
@@ -159,6 +160,26 @@ TEST(H5ToLmdb, SelectedFieldsKeepTheirOrder) {
   Schema delivered = schema;                          // a reader's default order is alphabetical
   delivered.fields = {schema.fields[0], schema.fields[2]};
   expect_lmdb_content(tmp.path("out.lmdb"), delivered);
+}
+
+// What the file stores beside its samples (stoker-pack's class names) is carried into the database,
+// but the file's digest and what would take the name of one of the database's own records.
+TEST(H5ToLmdb, TheFilesMetadataGoesAlong) {
+  TempDir tmp;
+  {
+    H5Builder b(tmp.path("in.h5"));
+    const std::vector<std::int64_t> values{5, 6, 7};
+    b.array("label", H5T_STD_I64LE, {3}, values.data());
+    b.text_attribute("/", "labels", R"({"label": ["a", "b", "c"]})");
+    b.text_attribute("/", "content_digest", "0123456789abcdef");
+    b.text_attribute("/", "schema", "not the database's");
+    b.text_attribute("/", "progress", "not the conversion's");
+  }
+  RunResult r = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  formats::LmdbReader out(tmp.path("out.lmdb"), {});
+  EXPECT_EQ(out.metadata(), (std::map<std::string, std::string>{{"labels", R"({"label": ["a", "b", "c"]})"}}));
+  EXPECT_EQ(out.schema().fields.at(0).name, "label");
 }
 
 TEST(H5ToLmdb, ATinyInitialMapGrowsInsteadOfFailing) {

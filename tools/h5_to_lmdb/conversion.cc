@@ -20,12 +20,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "formats/core/schema_json.h"
 #include "formats/hdf5/hdf5_reader.h"
+#include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_reader.h"
 #include "formats/lmdb/lmdb_writer.h"
 #include "stoker/digest.h"
@@ -44,7 +47,7 @@ using stoker::Error;
 
 constexpr std::uint64_t kBlockBytes = 16u << 20;
 constexpr std::uint64_t kCommitBytes = 32u << 20;
-constexpr std::string_view kProgressKey = "progress";
+constexpr std::string_view kProgressKey = formats::kConversionProgressKey;
 // What makes two runs the same conversion: the source file as it was, and the fields.
 json fingerprint(const std::string& input, const stoker::Schema& schema) {
   struct stat st;
@@ -276,9 +279,17 @@ void convert(const Args& a) {
   wo.commit_records = a.commit_every;
   wo.commit_bytes = kCommitBytes;
   stoker::formats::LmdbWriter* writer_ptr = nullptr;
+  // What the file stores beside its samples (stoker-pack's class names, say) goes along, but its
+  // digest (of all its fields: the database records its own) and anything of the name of one of
+  // the database's own records.
+  std::map<std::string, std::string> carried = h5.metadata();
+  std::erase_if(carried, [](const auto& kv) {
+    return kv.first == "content_digest" || stoker::formats::is_private_meta_key(kv.first);
+  });
   // The resume point commits in the same transaction as the records it counts.
   wo.on_commit = [&](const auto& put) {
     if (!writer_ptr) return;  // the writer's own first commit, before any sample
+    for (const auto& [key, value] : std::exchange(carried, {})) put(key, value);
     json p = {{"fingerprint", fp}, {"next_sample", writer_ptr->next_index()}, {"digest", digest.hex()}};
     put(kProgressKey, p.dump());
   };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "formats/hdf5/hdf5_writer.h"
+#include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_writer.h"
 #include "stoker/schema.h"
 
@@ -24,7 +25,7 @@ namespace stoker::tools {
 inline constexpr std::uint64_t kCommitBytes = 8u << 20;
 inline constexpr std::uint64_t kHdf5BlockSamples = 1024;
 // The key of the pack's resume record in an LMDB's `stoker` sub-database.
-inline constexpr const char* kRecordKey = "pack";
+inline constexpr std::string_view kRecordKey = formats::kPackRecordKey;
 
 // One dataset being written: the samples appended in order, the labels' names and, for an LMDB,
 // the resume record committed with every transaction.
