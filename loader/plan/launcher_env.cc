@@ -70,6 +70,27 @@ constexpr Family kFamilies[] = {
     {"SLURM", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"},
 };
 
+// PyTorch Lightning's own launcher (a Trainer's devices > 1 outside torchrun) sets WORLD_SIZE,
+// LOCAL_RANK and NODE_RANK, and no RANK. On node 0 the global rank is the local one; on another
+// node it depends on the processes per node, which no variable gives. At most WORLD_SIZE ranks
+// share this node: a budget divided by it never over-commits.
+LaunchInfo lightning_launch(const EnvLookup& env, std::uint32_t size) {
+  const std::uint32_t local_rank = *number(env, "LOCAL_RANK");
+  const std::uint32_t node = number(env, "NODE_RANK").value_or(0);
+  if (size == 0 || local_rank >= size) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("launcher environment: LOCAL_RANK={} is not below WORLD_SIZE={}", local_rank, size));
+  }
+  if (node != 0) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("launcher environment: WORLD_SIZE and LOCAL_RANK without RANK (PyTorch Lightning's "
+                            "launcher) on node {}: the global rank is not known; pass shard=(trainer.global_rank, "
+                            "trainer.world_size)",
+                            node));
+  }
+  return LaunchInfo{"PyTorch Lightning", local_rank, size, size};
+}
+
 struct Found {
   const Family* family;
   LaunchInfo info;
@@ -81,6 +102,10 @@ std::vector<Found> present(const EnvLookup& env) {
     auto rank = number(env, f.rank_var);
     auto size = number(env, f.size_var);
     if (!rank && !size) continue;
+    if (f.rank_var == std::string_view("RANK") && !rank && env("LOCAL_RANK")) {
+      out.push_back({&f, lightning_launch(env, *size)});
+      continue;
+    }
     if (!rank || !size) {
       throw Error(ErrorCode::invalid_option,
                   fmt::format("launcher environment: {} is set but {} is not", rank ? f.rank_var : f.size_var,

@@ -22,7 +22,7 @@
 namespace stoker::detail {
 
 struct LaunchInfo {
-  std::string launcher;  // "torchrun", "Open MPI", "PMI", "SLURM"
+  std::string launcher;  // "torchrun", "Open MPI", "PMI", "SLURM", "PyTorch Lightning"
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
   std::optional<std::uint32_t> local_size;  // ranks on this node, when the launcher says

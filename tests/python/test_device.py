@@ -47,3 +47,21 @@ def test_a_consumer_s_stream_given_through_dlpack_sees_the_copied_batch(data):
             # A kernel on the consumer's stream reads the batch, then the host reads its output.
             got.append((list(it.indices), {k: cupy.asnumpy(a.copy(), stream=consumer) for k, a in arrays.items()}))
     same(got, want)
+
+
+def test_a_torch_device_is_taken_as_its_name(data):
+    """As Accelerate's accelerator.device is passed: torch.device("cpu") and torch's "cpu:0" are
+    the CPU; torch.device("cuda", 1) is "cuda:1" (refused without a GPU, saying so)."""
+    want = collect(stoker.Loader(data["fixed"], batch_size=50, num_workers=0))
+    for device in (torch.device("cpu"), torch.device("cpu", 0), "cpu:0"):
+        loader = stoker.Loader(data["fixed"], batch_size=50, num_workers=0, device=device)
+        assert "device='cpu'" in repr(loader)
+        same(collect(loader), want)
+    from stoker._arguments import _device
+
+    assert _device(torch.device("cuda", 1)) == "cuda:1" and _device(torch.device("cuda")) == "cuda"
+    if not torch.cuda.is_available():
+        with pytest.raises(stoker.Error, match="device cuda: no NVIDIA driver"):
+            stoker.Loader(data["fixed"], batch_size=50, num_workers=0, device=torch.device("cuda", 1))
+    with pytest.raises(TypeError, match="device must be a str"):
+        stoker.Loader(data["fixed"], device=3)

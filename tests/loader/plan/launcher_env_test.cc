@@ -35,6 +35,26 @@ std::string error_of(const FakeEnv& env) {
   return "no error";
 }
 
+// PyTorch Lightning's launcher sets WORLD_SIZE, LOCAL_RANK and NODE_RANK but no RANK: on node 0
+// the rank is the local one, and WORLD_SIZE bounds the ranks on the node; elsewhere the rank is
+// not known, which the error says with what to pass instead.
+TEST(LauncherEnv, PyTorchLightningsLauncherOnItsFirstNode) {
+  FakeEnv env;
+  env.vars = {{"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"NODE_RANK", "0"}};
+  const auto info = launch_info_from_env(env.lookup());
+  ASSERT_TRUE(info);
+  EXPECT_EQ(*info, (LaunchInfo{"PyTorch Lightning", 1, 2, 2}));
+  EXPECT_EQ(local_ranks_from_env(env.lookup()), 2u);
+  env.vars.erase("NODE_RANK");
+  EXPECT_EQ(launch_info_from_env(env.lookup())->rank, 1u);
+  env.vars["NODE_RANK"] = "1";
+  EXPECT_THAT(error_of(env), HasSubstr("on node 1: the global rank is not known; pass shard=(trainer.global_rank"));
+  env.vars = {{"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}};
+  EXPECT_THAT(error_of(env), HasSubstr("LOCAL_RANK=2 is not below WORLD_SIZE=2"));
+  env.vars = {{"WORLD_SIZE", "2"}};
+  EXPECT_THAT(error_of(env), HasSubstr("WORLD_SIZE is set but RANK is not"));
+}
+
 TEST(LauncherEnv, EachLauncherAlone) {
   FakeEnv env;
   EXPECT_EQ(launch_info_from_env(env.lookup()), std::nullopt);

@@ -1,0 +1,30 @@
+"""Run by test_frameworks.py under `accelerate launch`: examples/accelerate_train.py's main(), each
+process appending the ids of the samples of every step to RECORD.rankN, and at the end writing
+the sum of its model's parameters to RECORD.params (rank 0, gathered from every rank).
+
+usage: accelerate_driver.py RECORD [accelerate_train.py's arguments]
+"""
+
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+from accelerate_train import main  # noqa: E402
+
+record = sys.argv[1]
+
+
+def on_step(accelerator, epoch, batch):
+    with open(f"{record}.rank{accelerator.process_index}", "a") as f:
+        f.write(json.dumps([epoch, batch["id"].tolist()]) + "\n")
+
+
+accelerator, model = main(sys.argv[2:], on_step)
+total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
+sums = accelerator.gather(total).tolist()
+if accelerator.is_main_process:
+    with open(f"{record}.params", "w") as f:
+        json.dump(sums, f)
