@@ -61,9 +61,9 @@ class Classifier(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def trainer(devices: int, **kwargs) -> L.Trainer:
+def trainer(devices: int, accelerator: str = "auto", **kwargs) -> L.Trainer:
     # DDP over gloo on CPUs, over NCCL on GPUs; Lightning starts the other processes itself.
-    return L.Trainer(accelerator="auto", devices=devices, strategy="ddp" if devices > 1 else "auto", **kwargs)
+    return L.Trainer(accelerator=accelerator, devices=devices, strategy="ddp" if devices > 1 else "auto", **kwargs)
 
 
 def main():

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -131,7 +132,7 @@ void check_labels(const torch::Tensor& labels, std::int64_t classes, std::int64_
                            ": give the number of classes with --classes N");
 }
 
-// `text`, the value of `flag`, as a whole number of at least `least`.
+// `text`, the value of `flag`, as a whole number of at least `least` that an int holds.
 std::int64_t whole(const std::string& flag, const std::string& text, std::int64_t least) {
   std::size_t used = 0;
   std::int64_t n = 0;
@@ -140,7 +141,7 @@ std::int64_t whole(const std::string& flag, const std::string& text, std::int64_
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || n < least) {
+  if (used != text.size() || n < least || n > std::numeric_limits<int>::max()) {
     throw std::invalid_argument(flag + " needs a whole number of at least " + std::to_string(least) + ", not '" + text +
                                 "'");
   }

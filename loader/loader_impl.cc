@@ -119,6 +119,9 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   schema_ = delivery.schema;
   source_description_ = probe.layout;
   metadata_ = std::move(probe.metadata);
+  if (!probe.metadata_error.empty()) {
+    warn(fmt::format("{}; the dataset's metadata (Loader::metadata) is left empty", probe.metadata_error));
+  }
   if (const std::string pipeline = s.pipelines.describe(); !pipeline.empty()) {
     source_description_ += fmt::format("{}pipeline {}", source_description_.empty() ? "" : "; ", pipeline);
   }

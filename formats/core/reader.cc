@@ -38,7 +38,13 @@ std::byte* VarBytes::append(std::size_t n) {
 
 void MetadataBounds::add(std::map<std::string, std::string>& out, std::string_view name, std::string_view value) {
   if (!detail::is_utf8(name) || !detail::is_utf8(value)) return;
-  const std::size_t bytes = name.size() + value.size();
+  std::size_t bytes = 0;
+  for (const std::string_view text : {name, value}) {
+    for (const char c : text) {
+      const auto u = static_cast<unsigned char>(c);
+      bytes += u < 0x20 ? 6 : (c == '"' || c == '\\') ? 2 : 1;
+    }
+  }
   const auto known = out.find(std::string(name));
   if (!may_fit(bytes) || (known == out.end() && out.size() == kMaxMetadataEntries)) return;
   used_ += bytes;  // a replaced value's bytes stay counted: a bound, not an account

@@ -133,13 +133,19 @@ class STOKER_TOOLS_API Reader {
 
 // What Reader::metadata() keeps of what a file stores, so that a crafted file cannot make the
 // answer grow without bound: valid UTF-8 text only, at most kMaxMetadataEntries entries and
-// kMaxMetadataBytes of names and values in all; what does not fit is left out.
+// kMaxMetadataBytes of names and values in all, counted as JSON writes them (a control character
+// as the 6 bytes of \u00XX, a quote or backslash as 2), which is how the probe sends them; what
+// does not fit is left out.
 inline constexpr std::size_t kMaxMetadataEntries = 256;
 inline constexpr std::size_t kMaxMetadataBytes = 16u << 20;
 class MetadataBounds {
  public:
   // Whether a value of `bytes` bytes may be read at all.
   bool may_fit(std::size_t bytes) const noexcept { return bytes <= kMaxMetadataBytes - used_; }
+  // Whether nothing more can be added to a map of `entries` entries.
+  bool exhausted(std::size_t entries) const noexcept {
+    return entries >= kMaxMetadataEntries || used_ >= kMaxMetadataBytes;
+  }
   // Sets out[name] = value when it is text and fits (replacing an earlier value of that name).
   void add(std::map<std::string, std::string>& out, std::string_view name, std::string_view value);
 

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "base/posix_error.h"
 #include "base/progress_note.h"
@@ -77,20 +78,40 @@ void Hdf5Reader::will_need(std::span<const std::uint64_t> indices) noexcept {
 
 namespace {
 
+// The text of scalar string attribute `a` of type `type`; nullopt for a NULL variable-length
+// string (one h5py cannot write, the C API can). Read through the C API: the C++ API's
+// Attribute::read(type, std::string&) takes a NULL string for a C string.
+std::optional<std::string> attribute_text(const H5::Attribute& a, const H5::StrType& type) {
+  if (type.isVariableStr()) {
+    char* text = nullptr;
+    if (H5Aread(a.getId(), type.getId(), &text) < 0) throw H5::AttributeIException("H5Aread");
+    if (text == nullptr) return std::nullopt;
+    std::string value(text);
+    H5free_memory(text);
+    return value;
+  }
+  std::string value(type.getSize(), '\0');
+  a.read(type, value.data());
+  value.erase(std::find(value.begin(), value.end(), '\0'), value.end());  // NUL-padded or -terminated
+  return value;
+}
+
 // Adds `location`'s scalar string attributes (fixed-length or variable) to `out`, replacing those
-// of the same name, within the bounds Reader::metadata() states.
+// of the same name, within the bounds Reader::metadata() states. An attribute that cannot be read
+// is left out: the file's samples do not depend on it.
 void add_text_attributes(const H5::H5Object& location, MetadataBounds& bounds,
                          std::map<std::string, std::string>& out) {
   const int n = location.getNumAttrs();
-  for (int k = 0; k < n; ++k) {
-    const H5::Attribute a = location.openAttribute(static_cast<unsigned>(k));
-    if (a.getTypeClass() != H5T_STRING || a.getSpace().getSimpleExtentType() != H5S_SCALAR) continue;
-    const H5::StrType type = a.getStrType();
-    if (!type.isVariableStr() && !bounds.may_fit(type.getSize())) continue;
-    std::string value;
-    a.read(type, value);
-    if (!type.isVariableStr()) value.erase(std::find(value.begin(), value.end(), '\0'), value.end());
-    bounds.add(out, a.getName(), value);
+  for (int k = 0; k < n && !bounds.exhausted(out.size()); ++k) {
+    try {
+      const H5::Attribute a = location.openAttribute(static_cast<unsigned>(k));
+      if (a.getTypeClass() != H5T_STRING || a.getSpace().getSimpleExtentType() != H5S_SCALAR) continue;
+      const H5::StrType type = a.getStrType();
+      if (!type.isVariableStr() && !bounds.may_fit(type.getSize())) continue;
+      if (const std::optional<std::string> value = attribute_text(a, type)) bounds.add(out, a.getName(), *value);
+    } catch (const H5::Exception&) {
+      (void)hdf5_error_detail();  // clears the error stack
+    }
   }
 }
 

@@ -344,7 +344,7 @@ std::map<std::string, std::string> LmdbReader::metadata() {
   MetadataBounds bounds;
   MDB_val k, v;
   int rc = mdb_cursor_get(raw, &k, &v, MDB_FIRST);
-  for (; rc == MDB_SUCCESS && out.size() < kMaxMetadataEntries; rc = mdb_cursor_get(raw, &k, &v, MDB_NEXT)) {
+  for (; rc == MDB_SUCCESS && !bounds.exhausted(out.size()); rc = mdb_cursor_get(raw, &k, &v, MDB_NEXT)) {
     const std::string_view key(static_cast<const char*>(k.mv_data), k.mv_size);
     if (!is_private_meta_key(key)) {
       bounds.add(out, key, std::string_view(static_cast<const char*>(v.mv_data), v.mv_size));

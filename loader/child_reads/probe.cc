@@ -319,7 +319,11 @@ ProbeResult describe_dataset(formats::Reader& reader, const std::string& path) {
     r.shard_samples = sharded->shard_samples();
     r.shard_identities = sharded->shard_identities();
   }
-  r.metadata = reader.metadata();
+  try {
+    r.metadata = reader.metadata();
+  } catch (const Error& e) {  // the samples do not depend on it: a warning, not a failure
+    r.metadata_error = e.what();
+  }
   return r;
 }
 
@@ -336,7 +340,8 @@ std::string probe_result_to_json(const ProbeResult& r) {
               {"version", r.version},
               {"shard_samples", r.shard_samples},
               {"shard_identities", identities_to_json(r.shard_identities)},
-              {"metadata", r.metadata}}
+              {"metadata", r.metadata},
+              {"metadata_error", r.metadata_error}}
       .dump(-1, ' ', false, json::error_handler_t::replace);  // a path in the layout need not be UTF-8
 }
 
@@ -355,6 +360,7 @@ ProbeResult probe_result_from_json(const std::string& text) {
     r.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
     r.shard_identities = identities_from_json(j.at("shard_identities"));
     r.metadata = j.at("metadata").get<std::map<std::string, std::string>>();
+    r.metadata_error = j.at("metadata_error").get<std::string>();
     if (r.bounds.size() != r.schema.fields.size() || r.typical.size() != r.schema.fields.size() ||
         r.encoded.size() != r.schema.fields.size()) {
       throw Error(ErrorCode::internal, "stoker: the probe's answer does not match its schema");
@@ -398,6 +404,11 @@ ProbeResult probe_dataset(const std::string& path, const formats::ReaderOptions&
                         fmt::format("made no progress for {} and was killed (HDF5 loops forever on some damaged "
                                     "files; {})",
                                     show_duration(stall_limit), why));
+  }
+  if (text.size() > kMaxAnswerBytes) {  // the child may be blocked sending the rest: end it
+    child.process.kill_and_wait();
+    throw Error(ErrorCode::internal, fmt::format("stoker: the probe's answer for {} passed {} bytes",
+                                                 formats::source_name(path), kMaxAnswerBytes));
   }
   const int status = child.process.wait();
   if (text.empty()) throw probe_failure(path, child, status, describe_wait_status(status));

@@ -46,6 +46,7 @@ struct ProbeResult {
   // against its identity here (formats/sharded_reader.h).
   std::vector<std::optional<formats::FileIdentity>> shard_identities;
   std::map<std::string, std::string> metadata;  // Reader::metadata()
+  std::string metadata_error;                   // why it could not be read (then empty), or ""
 };
 
 // Reads `reader` (open on `path`) as the probe does.

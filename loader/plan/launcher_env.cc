@@ -72,8 +72,9 @@ constexpr Family kFamilies[] = {
 
 // PyTorch Lightning's own launcher (a Trainer's devices > 1 outside torchrun) sets WORLD_SIZE,
 // LOCAL_RANK and NODE_RANK, and no RANK. On node 0 the global rank is the local one; on another
-// node it depends on the processes per node, which no variable gives. At most WORLD_SIZE ranks
-// share this node: a budget divided by it never over-commits.
+// node it depends on the processes per node, which no variable gives (an error: the budget then
+// assumes one rank, with a warning). At most WORLD_SIZE ranks share node 0: a budget divided by
+// it never over-commits there.
 LaunchInfo lightning_launch(const EnvLookup& env, std::uint32_t size) {
   const std::uint32_t local_rank = *number(env, "LOCAL_RANK");
   const std::uint32_t node = number(env, "NODE_RANK").value_or(0);

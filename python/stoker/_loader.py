@@ -220,6 +220,11 @@ class Loader:
         self._lock = threading.Lock()
         self._pending = None
         self._pending_epoch = None
+        # A loaded state of a finished epoch: what state_dict() gives until a pass of the next
+        # epoch delivers a batch (or set_epoch moves elsewhere), so that a save made before then
+        # saves it again, not the state of a loader that has delivered nothing.
+        self._finished = None
+        self._metadata = None  # decoded when first asked for
         try:
             self._core = _core.Loader(options, framework, copy, current_stream)
         except BaseException:
@@ -237,6 +242,8 @@ class Loader:
         with self._lock:
             if self._pending is not None and self._pending["epoch"] != epoch:
                 self._pending = self._pending_epoch = None
+            if self._finished is not None and self._finished["epoch"] + 1 != epoch:
+                self._finished = None
             self._epoch = epoch
             self._advance = False
 
@@ -248,17 +255,31 @@ class Loader:
         return _EpochSetter(self)
 
     def __iter__(self):
-        with self._lock:  # a loaded state is resumed by one iteration only
+        # A pass counts once it has delivered a batch: an iterator made and dropped unused (as
+        # PyTorch Lightning makes one to check that a loader is iterable) neither moves the next
+        # pass to the following epoch nor uses up a loaded state, which the pass that delivers
+        # from it resumes.
+        with self._lock:
             if self._advance and self._pending is None and not self._sharded:
                 self._epoch += 1
-            self._advance = True
+            self._advance = False
             state, started, number = self._pending, self._pending_epoch, self._epoch
-            self._pending = self._pending_epoch = None
         if state is None:
-            return self._core.epoch(number, 0)
-        if started is None:  # unpickled
-            return self._core.resume(json.dumps(state))
-        return started
+            epoch = self._core.epoch(number, 0)
+        elif started is None:  # unpickled
+            epoch = self._core.resume(json.dumps(state))
+        else:
+            epoch = started
+        return _Pass(epoch, self, state)
+
+    def _delivered(self, state) -> None:
+        """A pass's first batch: the next pass is the epoch after this one; the loaded state it
+        resumed (`state`, or None) is used."""
+        with self._lock:
+            self._advance = True
+            self._finished = None
+            if state is not None and self._pending is state:
+                self._pending = self._pending_epoch = None
 
     def __len__(self) -> int:
         """Batches this rank receives in a whole epoch."""
@@ -270,7 +291,7 @@ class Loader:
         (torch.save; it loads with weights_only=True). Every rank that has received the same number
         of batches has the same state."""
         with self._lock:
-            pending = self._pending
+            pending = self._pending if self._pending is not None else self._finished
         if pending is not None:
             return dict(pending)
         return json.loads(self._core.state_json())
@@ -287,6 +308,7 @@ class Loader:
             following = _int("state epoch", state.get("epoch"), 0, 2**64 - 2) + 1
             with self._lock:
                 self._pending = self._pending_epoch = None
+                self._finished = dict(state)
                 self._epoch = following
                 self._advance = False
         else:
@@ -295,6 +317,7 @@ class Loader:
             with self._lock:
                 self._pending_epoch = started
                 self._pending = dict(state)
+                self._finished = None
                 self._epoch = int(state["epoch"])
                 self._advance = False
 
@@ -327,7 +350,9 @@ class Loader:
 
             classes = loader.metadata["labels"]["label"]  # ["cat", "dog"]: label 0 is "cat"
         """
-        return {name: _decoded(text) for name, text in self._core.metadata().items()}
+        if self._metadata is None:
+            self._metadata = {name: _decoded(text) for name, text in self._core.metadata().items()}
+        return self._metadata
 
     @property
     def num_samples(self) -> int:
@@ -380,6 +405,34 @@ class Loader:
         )
 
 
+class _Pass:
+    """One pass over a Loader: its epoch's batches, in order (indices and skipped: the core
+    epoch's). It tells the Loader when it delivers its first batch (Loader._delivered)."""
+
+    __slots__ = ("_epoch", "_loader", "_state")
+
+    def __init__(self, epoch, loader, state):
+        self._epoch, self._loader, self._state = epoch, loader, state
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        batch = self._epoch.__next__()
+        if self._loader is not None:
+            loader, self._loader = self._loader, None
+            loader._delivered(self._state)
+        return batch
+
+    @property
+    def indices(self):
+        return self._epoch.indices
+
+    @property
+    def skipped(self):
+        return self._epoch.skipped
+
+
 class _EpochSetter:
     """Loader.sampler: set_epoch and nothing else (made on each access, so that it holds the
     Loader no longer than its caller does)."""
@@ -398,7 +451,7 @@ def _decoded(text: str):
     if text[:1] in ("{", "["):
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python decodes
             pass
     return text
 

@@ -108,6 +108,13 @@ TEST(Metadata, ABoundOfEntriesAndBytesWhateverTheFileHolds) {
   EXPECT_EQ(out.count("small"), 1u);
   bounds.add(out, "bad", "\xc3");  // a cut UTF-8 sequence
   EXPECT_EQ(out.count("bad"), 0u);
+  // Counted as JSON writes it: 3 MiB of control characters are 18 MiB of \u00XX escapes.
+  formats::MetadataBounds escaped;
+  Metadata controls;
+  escaped.add(controls, "controls", std::string(3u << 20, '\x01'));
+  EXPECT_TRUE(controls.empty());
+  escaped.add(controls, "quotes", std::string(4u << 20, '"'));  // 8 MiB escaped: fits
+  EXPECT_EQ(controls.count("quotes"), 1u);
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 fits examples/lightning_train.py's Classifier on its StokerDataModule, each rank appending the ids
 of the samples of every training step to RECORD.rankN.
 
-usage: lightning_driver.py DATA RECORD full|stop|resume CHECKPOINT
+usage: lightning_driver.py DATA RECORD full|stop|resume|one CHECKPOINT
   full    two epochs
+  one     two epochs in one process (no DDP)
   stop    the first 9 steps (the middle of epoch 1), a checkpoint taken after step 9 by
           ModelCheckpoint, as a run preempted then would have left
   resume  from the checkpoint to the end of epoch 1
@@ -36,8 +37,11 @@ if mode == "stop":
     directory, name = os.path.split(ckpt)
     every_9 = ModelCheckpoint(dirpath=directory, filename=name.removesuffix(".ckpt"), every_n_train_steps=9)
     quiet["enable_checkpointing"] = True
-    t = trainer(2, max_epochs=2, max_steps=9, callbacks=[every_9], **quiet)
+    t = trainer(2, "cpu", max_epochs=2, max_steps=9, callbacks=[every_9], **quiet)
+    t.fit(Recording(record), datamodule=module)
+elif mode == "one":
+    t = trainer(1, "cpu", max_epochs=2, **quiet)
     t.fit(Recording(record), datamodule=module)
 else:
-    t = trainer(2, max_epochs=2, **quiet)
+    t = trainer(2, "cpu", max_epochs=2, **quiet)
     t.fit(Recording(record), datamodule=module, ckpt_path=ckpt if mode == "resume" else None)

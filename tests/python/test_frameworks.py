@@ -5,6 +5,7 @@ sample once per epoch, and a run stopped mid-epoch resumes from its checkpoint e
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -25,8 +26,10 @@ def write_dataset(path):
 
 
 def run(args, cwd, timeout=300):
-    p = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-6000:]
+    # The frameworks' caches and configuration (~/.cache/huggingface) are the test's own.
+    env = dict(os.environ, HF_HOME=os.path.join(cwd, "hf-home"))
+    p = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-20000:]
     return p
 
 
@@ -44,6 +47,12 @@ def check_epochs(full):
         assert sorted(per_rank[0] + per_rank[1]) == list(range(N)), f"epoch {epoch}"
         orders.append(per_rank[0])
     assert orders[0] != orders[1], "each epoch is drawn anew"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_lightning_ddp_trains_two_epochs_and_resumes_mid_epoch_exactly(tmp_path):
@@ -68,13 +77,21 @@ def test_accelerate_launch_trains_two_processes_and_resumes_mid_epoch_exactly(tm
     pytest.importorskip("accelerate")
     data = str(tmp_path / "data.h5")
     write_dataset(data)
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
     driver = os.path.join(HERE, "accelerate_driver.py")
-    common = ["--data", data, "--epochs", "2", "--batch-size", "8", "--cpu"]
-    state = str(tmp_path / "state")
-    run([*launch, driver, str(tmp_path / "full"), *common], cwd=tmp_path)
-    run([*launch, driver, str(tmp_path / "stop"), *common, "--max-steps", "9", "--save", state], cwd=tmp_path)
-    run([*launch, driver, str(tmp_path / "resume"), *common, "--resume", state], cwd=tmp_path)
+    common = ["--data", data, "--batch-size", "8", "--cpu"]
+
+    def launch(record, *args):
+        port = str(free_port())
+        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+        run([*launcher, "--main_process_port", port, driver, str(tmp_path / record), *common, *args], cwd=tmp_path)
+
+    state, epoch_end = str(tmp_path / "state"), str(tmp_path / "epoch-end")
+    launch("full", "--epochs", "2")
+    launch("stop", "--epochs", "2", "--max-steps", "9", "--save", state)
+    launch("resume", "--epochs", "2", "--resume", state)
+    # Saved at the end of epoch 0: the resumed run trains epoch 1 only.
+    launch("first", "--epochs", "1", "--save", epoch_end)
+    launch("second", "--epochs", "2", "--resume", epoch_end)
     full = [records(tmp_path / "full", r) for r in (0, 1)]
     check_epochs(full)
     for r in (0, 1):
@@ -83,6 +100,24 @@ def test_accelerate_launch_trains_two_processes_and_resumes_mid_epoch_exactly(tm
         assert stopped + resumed == full[r], (
             f"rank {r}: the stopped run and its resumption train on the full run's batches"
         )
+        first, second = records(tmp_path / "first", r), records(tmp_path / "second", r)
+        assert first + second == full[r], f"rank {r}: a run resumed from the end of epoch 0 trains epoch 1 only"
     with open(tmp_path / "full.params") as f:
         sums = json.load(f)
     assert sums[0] == sums[1], "the ranks' models stay equal: their gradients are averaged"
+
+
+def test_lightning_on_one_device_draws_each_epoch_anew(tmp_path):
+    """Unsharded, the Loader's passes are its epochs: Lightning's own check that the loader is
+    iterable (an iterator made and dropped) must not count as one."""
+    pytest.importorskip("lightning")
+    data = str(tmp_path / "data.h5")
+    write_dataset(data)
+    run(
+        [sys.executable, os.path.join(HERE, "lightning_driver.py"), data, str(tmp_path / "one"), "one", ""],
+        cwd=tmp_path,
+    )
+    seen = records(tmp_path / "one", 0)
+    orders = [[i for e, ids in seen if e == epoch for i in ids] for epoch in (0, 1)]
+    assert all(sorted(o) == list(range(N)) for o in orders), "every sample once an epoch"
+    assert orders[0] != orders[1], "each epoch is drawn anew"

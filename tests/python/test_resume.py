@@ -105,6 +105,43 @@ def test_each_pass_without_set_epoch_is_the_next_epoch_as_dataloaders(data):
     assert indices_of(loader) == passes[1]
 
 
+def test_an_iterator_dropped_unused_is_no_pass(data):
+    """As PyTorch Lightning makes one to check that a loader is iterable: it neither moves the next
+    pass to the next epoch nor uses up a loaded state."""
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=1, shuffle=True, seed=8)
+    iter(loader)
+    assert indices_of(loader) == indices_of(loader_at(data, 0))
+    iter(loader)
+    iter(loader)
+    assert indices_of(loader) == indices_of(loader_at(data, 1))
+    loader.set_epoch(0)
+    first = indices_of(loader, stop_after=4)
+    state = loader.state_dict()
+    loader.load_state_dict(state)
+    iter(loader)
+    assert loader.state_dict() == state, "nothing of the loaded state used yet"
+    assert first + indices_of(loader) == indices_of(loader_at(data, 0))
+
+
+def test_a_loaded_finished_epoch_is_the_state_until_the_next_epoch_delivers(data):
+    """A save right after a load (Accelerate's save_state at an epoch's end, say) saves the loaded
+    state again, not the state of a loader that has delivered nothing."""
+    loader = loader_at(data, 2)
+    indices_of(loader)
+    finished = loader.state_dict()
+    assert finished["epoch"] == 2 and finished["epoch_finished"] is True
+    other = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, shuffle=True, seed=8)
+    other.load_state_dict(finished)
+    assert other.state_dict() == finished
+    other.set_epoch(3)  # the epoch the state says is next: still the state
+    assert other.state_dict() == finished
+    assert indices_of(other) == indices_of(loader_at(data, 3))
+    assert other.state_dict()["epoch"] == 3
+    other.load_state_dict(finished)
+    other.set_epoch(7)  # elsewhere: the state is dropped
+    assert other.state_dict() != finished
+
+
 def test_a_sharded_loader_changes_its_epoch_by_set_epoch_alone(data):
     kwargs = dict(batch_size=10, num_workers=1, shuffle=True, seed=8, shard=(0, 2))
     loader = stoker.Loader(data["fixed"], **kwargs)

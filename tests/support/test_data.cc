@@ -211,7 +211,7 @@ void H5Builder::group(const std::string& name) {
 void H5Builder::text_attribute(const std::string& where, const std::string& name, const std::string& value, Text form,
                                std::size_t padding) {
   const hid_t type = H5Tcopy(H5T_C_S1);
-  if (form == Text::variable) {
+  if (form != Text::fixed) {
     H5Tset_size(type, H5T_VARIABLE);
     H5Tset_cset(type, H5T_CSET_UTF8);
   } else {
@@ -222,8 +222,8 @@ void H5Builder::text_attribute(const std::string& where, const std::string& name
   const hid_t object = H5Oopen(file_, where.c_str(), H5P_DEFAULT);
   const hid_t a = H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
   herr_t written;
-  if (form == Text::variable) {
-    const char* text = value.c_str();
+  if (form != Text::fixed) {
+    const char* text = form == Text::null ? nullptr : value.c_str();
     written = H5Awrite(a, type, &text);
   } else {
     std::string padded = value;

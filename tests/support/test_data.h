@@ -76,7 +76,7 @@ class H5Builder {
   // A scalar string attribute `name` of the object at `where` ("/" or a group): variable-length as
   // h5py writes a str, or fixed-length (NUL-padded to `value`'s size plus `padding`) as it writes
   // numpy's bytes_.
-  enum class Text { variable, fixed };
+  enum class Text { variable, fixed, null };  // null: a variable-length string written from NULL
   void text_attribute(const std::string& where, const std::string& name, const std::string& value,
                       Text form = Text::variable, std::size_t padding = 0);
   // A scalar i64 attribute.

@@ -166,6 +166,7 @@ TEST(H5ToLmdb, SelectedFieldsKeepTheirOrder) {
 // but the file's digest and what would take the name of one of the database's own records.
 TEST(H5ToLmdb, TheFilesMetadataGoesAlong) {
   TempDir tmp;
+  const std::string big(2u << 20, 'm');  // more than the map the conversion starts with
   {
     H5Builder b(tmp.path("in.h5"));
     const std::vector<std::int64_t> values{5, 6, 7};
@@ -174,11 +175,16 @@ TEST(H5ToLmdb, TheFilesMetadataGoesAlong) {
     b.text_attribute("/", "content_digest", "0123456789abcdef");
     b.text_attribute("/", "schema", "not the database's");
     b.text_attribute("/", "progress", "not the conversion's");
+    b.text_attribute("/", "notes", big);
+    b.text_attribute("/", std::string(600, 'n'), "a name longer than an LMDB key");
   }
-  RunResult r = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--quiet"});
+  // A map of 64 KiB: the commit that holds the metadata grows it, and is retried with it.
+  RunResult r = convert({tmp.path("in.h5"), tmp.path("out.lmdb"), "--quiet", "--map-size", "65536"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("is not carried: its name is longer than the 511 bytes of an LMDB key"));
   formats::LmdbReader out(tmp.path("out.lmdb"), {});
-  EXPECT_EQ(out.metadata(), (std::map<std::string, std::string>{{"labels", R"({"label": ["a", "b", "c"]})"}}));
+  EXPECT_EQ(out.metadata(),
+            (std::map<std::string, std::string>{{"labels", R"({"label": ["a", "b", "c"]})"}, {"notes", big}}));
   EXPECT_EQ(out.schema().fields.at(0).name, "label");
 }
 

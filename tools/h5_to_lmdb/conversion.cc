@@ -48,6 +48,7 @@ using stoker::Error;
 constexpr std::uint64_t kBlockBytes = 16u << 20;
 constexpr std::uint64_t kCommitBytes = 32u << 20;
 constexpr std::string_view kProgressKey = formats::kConversionProgressKey;
+constexpr std::size_t kLmdbMaxKeyBytes = 511;  // mdb_env_get_maxkeysize() of LMDB as built by default
 // What makes two runs the same conversion: the source file as it was, and the fields.
 json fingerprint(const std::string& input, const stoker::Schema& schema) {
   struct stat st;
@@ -280,16 +281,32 @@ void convert(const Args& a) {
   wo.commit_bytes = kCommitBytes;
   stoker::formats::LmdbWriter* writer_ptr = nullptr;
   // What the file stores beside its samples (stoker-pack's class names, say) goes along, but its
-  // digest (of all its fields: the database records its own) and anything of the name of one of
-  // the database's own records.
-  std::map<std::string, std::string> carried = h5.metadata();
-  std::erase_if(carried, [](const auto& kv) {
+  // digest (of all its fields: the database records its own), anything of the name of one of the
+  // database's own records, and a name longer than an LMDB key may be (said).
+  std::map<std::string, std::string> carried;
+  try {
+    carried = h5.metadata();
+  } catch (const stoker::Error& e) {  // the samples do not depend on it
+    std::cerr << fmt::format("h5-to-lmdb: the file's metadata is not carried: {}\n", e.what());
+  }
+  std::erase_if(carried, [&](const auto& kv) {
+    if (kv.first.size() > kLmdbMaxKeyBytes) {
+      std::cerr << fmt::format(
+          "h5-to-lmdb: attribute '{}...' of {} is not carried: its name is longer than the {} "
+          "bytes of an LMDB key\n",
+          stoker::printable(kv.first.substr(0, 40)), stoker::printable(a.input), kLmdbMaxKeyBytes);
+      return true;
+    }
     return kv.first == "content_digest" || stoker::formats::is_private_meta_key(kv.first);
   });
   // The resume point commits in the same transaction as the records it counts.
   wo.on_commit = [&](const auto& put) {
     if (!writer_ptr) return;  // the writer's own first commit, before any sample
-    for (const auto& [key, value] : std::exchange(carried, {})) put(key, value);
+    // With the commits that hold the last sample (one retried after the map grew redoes its puts):
+    // once the samples are all there, whatever was resumed.
+    if (writer_ptr->next_index() == schema.num_samples) {
+      for (const auto& [key, value] : carried) put(key, value);
+    }
     json p = {{"fingerprint", fp}, {"next_sample", writer_ptr->next_index()}, {"digest", digest.hex()}};
     put(kProgressKey, p.dump());
   };
