@@ -273,8 +273,8 @@ class Loader:
         return _Pass(epoch, self, state)
 
     def _delivered(self, state) -> None:
-        """A pass's first batch: the next pass is the epoch after this one; the loaded state it
-        resumed (`state`, or None) is used."""
+        """A pass's first batch, or its end without one: the next pass is the epoch after this
+        one; the loaded state it resumed (`state`, or None) is used."""
         with self._lock:
             self._advance = True
             self._finished = None
@@ -345,7 +345,8 @@ class Loader:
     def metadata(self) -> dict:
         """What the dataset stores beside its samples, read when the Loader was built: an HDF5
         file's string attributes, an LMDB's records beside its schema, a shard set's first shard's.
-        A value that is a JSON object or array is decoded, any other is the text itself. A dataset
+        A value that is a JSON object or array is decoded, any other is the text itself (decoded
+        once: the same dict each time, to copy before changing it). A dataset
         packed by stoker-pack holds "labels", each label field's value names (class names)::
 
             classes = loader.metadata["labels"]["label"]  # ["cat", "dog"]: label 0 is "cat"
@@ -395,7 +396,8 @@ class Loader:
         with self._lock:  # the epoch the next pass loads
             advance = self._advance and self._pending is None and not self._sharded
             epoch = self._epoch + 1 if advance else self._epoch
-        return (_rebuild, (self._config, epoch, self._pending))
+            pending, finished = self._pending, self._finished
+        return (_rebuild, (self._config, epoch, pending, finished))
 
     def __repr__(self):
         c = self._config
@@ -407,7 +409,8 @@ class Loader:
 
 class _Pass:
     """One pass over a Loader: its epoch's batches, in order (indices and skipped: the core
-    epoch's). It tells the Loader when it delivers its first batch (Loader._delivered)."""
+    epoch's). It tells the Loader when it delivers its first batch, or ends without one
+    (Loader._delivered)."""
 
     __slots__ = ("_epoch", "_loader", "_state")
 
@@ -418,11 +421,18 @@ class _Pass:
         return self
 
     def __next__(self):
-        batch = self._epoch.__next__()
+        try:
+            batch = self._epoch.__next__()
+        except StopIteration:  # a pass with no batch (a resumed remainder, say) is used up too
+            self._deliver()
+            raise
+        self._deliver()
+        return batch
+
+    def _deliver(self):
         if self._loader is not None:
             loader, self._loader = self._loader, None
             loader._delivered(self._state)
-        return batch
 
     @property
     def indices(self):
@@ -468,10 +478,11 @@ def _rss(pid):
     return 0
 
 
-def _rebuild(config, epoch, pending):
+def _rebuild(config, epoch, pending, finished=None):
     loader = Loader(**config)
     loader._epoch = epoch
     loader._pending = pending
+    loader._finished = finished
     return loader
 
 

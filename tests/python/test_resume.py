@@ -142,6 +142,31 @@ def test_a_loaded_finished_epoch_is_the_state_until_the_next_epoch_delivers(data
     assert other.state_dict() != finished
 
 
+def test_a_resumed_remainder_without_a_batch_is_a_pass_all_the_same(data):
+    """200 of 203 samples consumed, resumed with batches of 100 and drop_last: no batch is left.
+    That pass uses up the state, and the next is the next epoch, as after any pass."""
+    loader = stoker.Loader(data["fixed"], batch_size=50, num_workers=1, shuffle=True, seed=8)
+    indices_of(loader, stop_after=4)
+    state = loader.state_dict()
+    other = stoker.Loader(data["fixed"], batch_size=100, drop_last=True, num_workers=1, shuffle=True, seed=8)
+    other.load_state_dict(state)
+    assert indices_of(other) == []
+    want = stoker.Loader(data["fixed"], batch_size=100, drop_last=True, num_workers=1, shuffle=True, seed=8)
+    want.set_epoch(1)
+    assert indices_of(other) == indices_of(want)
+
+
+def test_a_pickled_loader_keeps_a_loaded_finished_state(data):
+    loader = loader_at(data, 2)
+    indices_of(loader)
+    finished = loader.state_dict()
+    other = stoker.Loader(data["fixed"], batch_size=10, num_workers=2, shuffle=True, seed=8)
+    other.load_state_dict(finished)
+    copy = pickle.loads(pickle.dumps(other))
+    assert copy.state_dict() == finished
+    assert indices_of(copy) == indices_of(loader_at(data, 3))
+
+
 def test_a_sharded_loader_changes_its_epoch_by_set_epoch_alone(data):
     kwargs = dict(batch_size=10, num_workers=1, shuffle=True, seed=8, shard=(0, 2))
     loader = stoker.Loader(data["fixed"], **kwargs)

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -46,7 +47,12 @@ def check(ok, what, detail=""):
 
 
 def run(args, **kwargs):
-    return subprocess.run(args, capture_output=True, text=True, timeout=1200, **kwargs)
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=1200, **kwargs)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or ""
+        err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or ""
+        return subprocess.CompletedProcess(args, 124, out, err + f"\n(ended after {e.timeout} s)")
 
 
 # Where the system keeps the libraries (Debian's multiarch directory), and those of stoker's
@@ -80,8 +86,10 @@ def allowed_libraries(tag):
 
 shutil.rmtree(SCRATCH, ignore_errors=True)
 os.makedirs(SCRATCH)
-if run(["unshare", "-m", "true"]).returncode != 0:
-    print("wheel_check: cannot make a mount namespace here (unshare -m needs root): skipped")
+probe = os.path.join(SCRATCH, "probe")
+open(probe, "w").close()
+if run(["unshare", "-m", "--propagation", "private", "mount", "--bind", "/dev/null", probe]).returncode != 0:
+    print("wheel_check: cannot bind-mount in a mount namespace here (unshare -m needs root): skipped")
     sys.exit(77)
 
 # (1) The wheel.
@@ -180,10 +188,10 @@ elves += sorted(glob.glob(os.path.join(site, "stoker.libs", "*")))
 script = "\n".join(
     [
         "set -e",
-        *(f"mount --bind {empty} {path}" for path in hidden),
-        *(f"echo '== {e}'; ldd {e}" for e in elves),
-        f"echo '== load'; {python} load.py",
-        f"echo '== loop'; {python} loop.py",
+        *(f"mount --bind {shlex.quote(empty)} {shlex.quote(path)}" for path in hidden),
+        *(f"echo '== {e}'; ldd {shlex.quote(e)}" for e in elves),
+        f"echo '== load'; {shlex.quote(python)} load.py",
+        f"echo '== loop'; {shlex.quote(python)} loop.py",
     ]
 )
 inside = run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=SCRATCH)
