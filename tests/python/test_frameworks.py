@@ -49,6 +49,21 @@ def check_epochs(full):
     assert orders[0] != orders[1], "each epoch is drawn anew"
 
 
+def check_stopped_and_resumed(tmp_path):
+    """The runs recorded as full, stop (9 steps) and resume: each epoch of the full run as
+    check_epochs wants it, and on each rank the stopped run and its resumption train on exactly
+    the full run's batches. Returns the full run's records per rank."""
+    full = [records(tmp_path / "full", r) for r in (0, 1)]
+    check_epochs(full)
+    for r in (0, 1):
+        stopped, resumed = records(tmp_path / "stop", r), records(tmp_path / "resume", r)
+        assert len(full[r]) == 12 and len(stopped) == 9, (len(full[r]), len(stopped))
+        assert stopped + resumed == full[r], (
+            f"rank {r}: the stopped run and its resumption train on the full run's batches"
+        )
+    return full
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,14 +78,7 @@ def test_lightning_ddp_trains_two_epochs_and_resumes_mid_epoch_exactly(tmp_path)
     ckpt = str(tmp_path / "mid.ckpt")
     for mode in ("full", "stop", "resume"):
         run([sys.executable, driver, data, str(tmp_path / mode), mode, ckpt], cwd=tmp_path)
-    full = [records(tmp_path / "full", r) for r in (0, 1)]
-    check_epochs(full)
-    for r in (0, 1):
-        stopped, resumed = records(tmp_path / "stop", r), records(tmp_path / "resume", r)
-        assert len(full[r]) == 12 and len(stopped) == 9, (len(full[r]), len(stopped))
-        assert stopped + resumed == full[r], (
-            f"rank {r}: the stopped run and its resumption train on the full run's batches"
-        )
+    check_stopped_and_resumed(tmp_path)
 
 
 def test_accelerate_launch_trains_two_processes_and_resumes_mid_epoch_exactly(tmp_path):
@@ -92,14 +100,8 @@ def test_accelerate_launch_trains_two_processes_and_resumes_mid_epoch_exactly(tm
     # Saved at the end of epoch 0: the resumed run trains epoch 1 only.
     launch("first", "--epochs", "1", "--save", epoch_end)
     launch("second", "--epochs", "2", "--resume", epoch_end)
-    full = [records(tmp_path / "full", r) for r in (0, 1)]
-    check_epochs(full)
+    full = check_stopped_and_resumed(tmp_path)
     for r in (0, 1):
-        stopped, resumed = records(tmp_path / "stop", r), records(tmp_path / "resume", r)
-        assert len(full[r]) == 12 and len(stopped) == 9, (len(full[r]), len(stopped))
-        assert stopped + resumed == full[r], (
-            f"rank {r}: the stopped run and its resumption train on the full run's batches"
-        )
         first, second = records(tmp_path / "first", r), records(tmp_path / "second", r)
         assert first + second == full[r], f"rank {r}: a run resumed from the end of epoch 0 trains epoch 1 only"
     with open(tmp_path / "full.params") as f:
