@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 
 #include "base/posix_error.h"
@@ -85,10 +86,9 @@ std::optional<std::string> attribute_text(const H5::Attribute& a, const H5::StrT
   if (type.isVariableStr()) {
     char* text = nullptr;
     if (H5Aread(a.getId(), type.getId(), &text) < 0) throw H5::AttributeIException("H5Aread");
+    const std::unique_ptr<char, decltype(&H5free_memory)> owned(text, &H5free_memory);  // HDF5's allocation
     if (text == nullptr) return std::nullopt;
-    std::string value(text);
-    H5free_memory(text);
-    return value;
+    return std::string(text);
   }
   std::string value(type.getSize(), '\0');
   a.read(type, value.data());
