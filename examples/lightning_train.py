@@ -84,6 +84,14 @@ def main():
     t = trainer(args.devices, max_epochs=args.epochs)
     t.fit(Classifier(math.prod(shape), classes), datamodule=data, ckpt_path=args.ckpt)
     t.save_checkpoint("last.ckpt")
+    end_process_group()
+
+
+def end_process_group():
+    """Ends DDP's process group before the interpreter does: torch's gloo threads torn down at
+    exit, in whichever order, can abort a rank that has finished its work."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
-from lightning_train import Classifier, StokerDataModule, trainer  # noqa: E402
+from lightning_train import Classifier, StokerDataModule, end_process_group, trainer  # noqa: E402
 
 
 class Recording(Classifier):
@@ -45,3 +45,4 @@ elif mode == "one":
 else:
     t = trainer(2, "cpu", max_epochs=2, **quiet)
     t.fit(Recording(record), datamodule=module, ckpt_path=ckpt if mode == "resume" else None)
+end_process_group()
