@@ -24,7 +24,6 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -60,29 +59,6 @@ void write_demo_dataset(const std::string& path) {
   H5Fclose(file);
 }
 
-const stoker::Field* find_field(const stoker::Schema& schema, const std::string& name) {
-  for (const stoker::Field& f : schema.fields) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
-
-std::string describe(const stoker::Schema& schema) {
-  std::ostringstream out;
-  for (const stoker::Field& f : schema.fields) {
-    out << (out.tellp() > 0 ? ", " : "") << f.name << " (" << stoker::dtype_name(f.dtype);
-    if (f.kind == stoker::FieldKind::bytes) {
-      out << ", bytes";
-    } else {
-      out << " [";
-      for (std::size_t d = 0; d < f.shape.size(); ++d) out << (d ? "," : "") << f.shape[d];
-      out << "]";
-    }
-    out << ")";
-  }
-  return out.str();
-}
-
 // The model's input size: the elements of one image. Throws, saying what the example expects,
 // when the dataset's fields do not fit the model.
 std::int64_t check_fields_fit(const stoker::Loader& loader) {
@@ -90,9 +66,9 @@ std::int64_t check_fields_fit(const stoker::Loader& loader) {
   const std::string what =
       "this example trains on 'image' (u8 or f32, one shape for every sample, e.g. [3, 32, 32]) and 'label' "
       "(one integer per sample); " +
-      loader.options().source + " delivers: " + describe(schema);
-  const stoker::Field* image = find_field(schema, "image");
-  const stoker::Field* label = find_field(schema, "label");
+      loader.options().source + " delivers: " + schema.describe_fields();
+  const stoker::Field* image = schema.find("image");
+  const stoker::Field* label = schema.find("label");
   if (!image || !label) throw std::runtime_error(what);
   if (image->kind == stoker::FieldKind::bytes) {
     throw std::runtime_error(what +
@@ -105,9 +81,7 @@ std::int64_t check_fields_fit(const stoker::Loader& loader) {
                        label->dtype == stoker::DType::u8 || label->dtype == stoker::DType::u16;
   const bool scalar = label->shape.empty() || (label->shape.size() == 1 && label->shape[0] == 1);
   if (label->kind != stoker::FieldKind::fixed || !integer || !scalar) throw std::runtime_error(what);
-  std::int64_t elements = 1;
-  for (const std::int64_t d : image->shape) elements *= d;
-  return elements;
+  return static_cast<std::int64_t>(image->elements_per_sample());
 }
 
 // --classes, else the number of class names the dataset stores for 'label', else kClasses.
@@ -220,8 +194,9 @@ int main(int argc, char** argv) {
         auto t = stoker::to_tensors(std::move(batch));  // zero-copy, on `dev`, ready on torch's stream
         const torch::Tensor labels = t["label"].reshape({-1}).to(torch::kLong);
         if (epoch == 0) check_labels(labels, classes, batches);  // a sync per batch, in the first epoch only
-        const torch::Tensor image = t["image"].to(torch::kFloat);
-        auto logits = model->forward(t["image"].scalar_type() == torch::kByte ? image.div(255) : image);
+        torch::Tensor image = t["image"].to(torch::kFloat);      // u8: a copy of its own to scale; f32: itself
+        if (t["image"].scalar_type() == torch::kByte) image.div_(255);
+        auto logits = model->forward(image);
         auto loss = torch::nn::functional::cross_entropy(logits, labels);
         optimizer.zero_grad();
         loss.backward();

@@ -46,7 +46,7 @@ with h5py.File(other, "w") as f:
     f["label"] = np.zeros(16, dtype=np.int64)
 p = train("--data", other)
 check(
-    p.returncode == 1 and "this example trains on 'image'" in p.stderr and "pixels (u8 [3,4,4])" in p.stderr,
+    p.returncode == 1 and "this example trains on 'image'" in p.stderr and "pixels: u8[3,4,4]" in p.stderr,
     "a dataset without 'image' is named with its fields beside what the example expects",
     p.stderr,
 )
