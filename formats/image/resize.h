@@ -1,10 +1,13 @@
 // Antialiased bilinear resizing of HWC images, as PIL's Image.resize(BILINEAR) (and so
 // torchvision's Resize/RandomResizedCrop on PIL images) defines it: a triangle filter whose support
 // widens with the downscaling factor, applied separably (rows, then columns). Accumulates in float;
-// u8 output is rounded to nearest. The coefficient tables and the sums are kept between calls: a
-// warm Resizer does not allocate. Its memory is that of the output and one input row (4 bytes a
-// value), not the input's: scratch_bytes() <= 4 * (out_h * out_w * c + (in_w + out_w) * c + 2) plus
-// the tables, about 4 * (2 * (in/out) + 3) bytes per output row and column.
+// u8 output is rounded to nearest. The output may be written as planes (CHW) and mirrored, as
+// to_chw and flip would make it, in the same pass. The coefficient tables and the sums are kept
+// between calls: a warm Resizer does not allocate. Its memory is that of the output and two rows
+// (4 bytes a value), not the input's: scratch_bytes() <= 4 * (out_h * (out_w * c + 1) + (in_w + 2 *
+// out_w) * c + 3) + out_w * c plus the tables, about 4 * (2 * (in/out) + 3) bytes per output row
+// and column. Where the CPU has AVX2 (checked at run time) the sums are taken eight at a time: the
+// same multiplications and additions in the same order (never fused), so the same results.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +37,16 @@ class STOKER_TOOLS_API Resizer {
            int out_w, const Window& window);
   void run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w,
            const Window& window);
+  // How the output is laid out: interleaved (HWC, the default) or as planes (CHW: channel ch's
+  // value of pixel (y, x) at (ch * height + y) * width + x), and each row mirrored left to right.
+  struct Layout {
+    bool planar = false;
+    bool mirrored = false;
+  };
+  void run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
+           int out_w, const Window& window, Layout layout);
+  void run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w,
+           const Window& window, Layout layout);
   // The memory kept between calls (a test of the bound above).
   std::size_t scratch_bytes() const noexcept;
 
@@ -48,12 +61,23 @@ class STOKER_TOOLS_API Resizer {
   static void compute(int in, int out, int first_out, int n, Taps& t);
   template <class T>
   void run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w,
-                const Window& window);
+                const Window& window, Layout layout);
+  // The horizontal weights laid out two pixels to a vector for the AVX2 sums, or nullptr where
+  // those are not used (no AVX2, other channel counts, many taps).
+  const float* pair_weights(int c);
+  static constexpr int kMostPairTaps = 9;
+  // Output row y of the window (out_row floats, interleaved) into dst as `layout` says.
+  template <class T>
+  void store(const float* row, T* dst, int y, int out_h, int out_w, int c, Layout layout);
 
   Taps horizontal_, vertical_;
-  std::vector<float> acc_;   // every output row's sum: out_h x out_w x c
-  std::vector<float> row_;   // one input row resized horizontally: out_w x c, + 1 float of slack
-  std::vector<float> line_;  // one input row, as floats, + 1 float of slack (0)
+  std::vector<float> acc_;           // every output row's sum: out_h x out_w x c (when taller taps than out_h)
+  std::vector<float> ring_;          // or the last rows resized horizontally, as many as a row's taps
+  std::vector<float> sum_;           // one output row's sums: out_w x c
+  std::vector<std::uint8_t> bytes_;  // one output row as u8, before it is split into planes
+  std::vector<float> pairs_;         // pair_weights()
+  std::vector<float> row_;           // one input row resized horizontally: out_w x c, + 1 float of slack
+  std::vector<float> line_;          // one input row, as floats, + 1 float of slack (0)
 };
 
 }  // namespace stoker::formats

@@ -152,17 +152,27 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
       }
       texts.push_back(op_text.text);
     }
-    for (std::size_t i = 0; i < bound.size(); ++i) {
-      if (i + 1 < bound.size()) {
-        if (auto both = fuse(bound[i], bound[i + 1], outputs[i + 1])) {
-          chain->ops.push_back(std::move(both));
-          chain->op_names.push_back(texts[i] + "+" + texts[i + 1]);
-          ++i;
-          continue;
+    // Adjacent pairs that run as one pass are fused, again and again until none is left (a fused
+    // pair may fuse with the next one).
+    std::vector<std::string> names = texts;
+    std::vector<Spec> made = outputs;  // what each operation of `bound` makes
+    for (bool fused = true; fused;) {
+      fused = false;
+      for (std::size_t i = 0; i + 1 < bound.size(); ++i) {
+        if (auto both = fuse(bound[i], bound[i + 1], made[i + 1])) {
+          bound[i] = std::move(both);
+          names[i] += "+" + names[i + 1];
+          made[i] = made[i + 1];
+          bound.erase(bound.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+          names.erase(names.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+          made.erase(made.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+          fused = true;
         }
       }
+    }
+    for (std::size_t i = 0; i < bound.size(); ++i) {
       chain->ops.push_back(std::move(bound[i]));
-      chain->op_names.push_back(texts[i]);
+      chain->op_names.push_back(names[i]);
     }
     chain->first_stage = stage_ns_.size();
     stage_ns_.resize(stage_ns_.size() + chain->ops.size(), 0);
@@ -227,11 +237,15 @@ std::string SamplePipelines::describe() const {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+SampleRandom sample_random(std::uint64_t seed, std::uint64_t epoch, std::uint64_t index, std::size_t f) {
+  const std::uint64_t key[4] = {seed, epoch, index, f};
+  return SampleRandom(XXH64(key, sizeof key, 0));
+}
+
 void SamplePipelines::run(std::size_t f, std::span<const std::byte> in, std::uint64_t epoch, std::uint64_t index,
                           std::byte* dst) {
   Chain& c = *by_field_[f];
-  const std::uint64_t key[4] = {seed_, epoch, index, f};
-  SampleRandom random(XXH64(key, sizeof key, 0));
+  SampleRandom random = sample_random(seed_, epoch, index, f);
   const Field& field = output_.fields[f];
   SampleIn current{c.input.bytes, c.input.dtype, c.input.shape, in};
   SampleOut* out = &c.a;

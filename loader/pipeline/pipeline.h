@@ -26,6 +26,10 @@ struct FieldPipelineText {
 // Parses "FIELD=op,op(args),...; FIELD=..."; throws stoker::Error naming what is malformed.
 std::vector<FieldPipelineText> parse_pipeline(std::string_view text);
 
+// The random draws of field f's pipeline on sample `index` of `epoch`: a function of these alone, so
+// any worker makes the same.
+SampleRandom sample_random(std::uint64_t seed, std::uint64_t epoch, std::uint64_t index, std::size_t f);
+
 class SamplePipelines {
  public:
   SamplePipelines();  // none: every field as read

@@ -11,6 +11,7 @@
 
 #include "base/scratch.h"
 #include "formats/image/image_decode.h"
+#include "formats/image/planes.h"
 #include "formats/image/resize.h"
 #include "loader/pipeline/ops/color_jitter.h"
 #include "loader/pipeline/ops/normalize.h"
@@ -25,6 +26,30 @@ using formats::ImageInfo;
 using formats::plan_decode;
 using formats::Region;
 using formats::Resizer;
+
+Region random_resized_crop_region(int h, int w, SampleRandom& random) {
+  const double area = static_cast<double>(h) * w;
+  const double log_lo = std::log(3.0 / 4.0), log_hi = std::log(4.0 / 3.0);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * random.uniform(0.08, 1.0);
+    const double aspect = std::exp(random.uniform(log_lo, log_hi));
+    const int cw = static_cast<int>(std::nearbyint(std::sqrt(target * aspect)));
+    const int ch = static_cast<int>(std::nearbyint(std::sqrt(target / aspect)));
+    if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+      const int y = static_cast<int>(random.integer(0, h - ch));
+      const int x = static_cast<int>(random.integer(0, w - cw));
+      return {x, y, cw, ch};
+    }
+  }
+  const double in_ratio = static_cast<double>(w) / h;
+  int cw = w, ch = h;
+  if (in_ratio < 3.0 / 4.0) {
+    ch = static_cast<int>(std::nearbyint(w / (3.0 / 4.0)));
+  } else if (in_ratio > 4.0 / 3.0) {
+    cw = static_cast<int>(std::nearbyint(h * (4.0 / 3.0)));
+  }
+  return {(w - cw) / 2, (h - ch) / 2, cw, ch};
+}
 
 namespace {
 
@@ -46,6 +71,12 @@ class CropOp : public Op {
   virtual Region choose(int h, int w, SampleRandom& random) const = 0;
   // Writes the output from the region's pixels (u8 HWC, rh x rw; the part inside the image).
   virtual void finish(const std::uint8_t* region, int rh, int rw, int c, const Region& wanted, SampleOut& out) = 0;
+  // Whether finish_planes() is there: the output as planes (CHW), mirrored or not, in the same
+  // pass (flip and to_chw after the crop).
+  virtual bool writes_planes() const { return false; }
+  virtual void finish_planes(const std::uint8_t*, int, int, int, bool, SampleOut&) {
+    throw Error(ErrorCode::internal, "internal error: a crop asked for planes it does not write");
+  }
   int out_h = 0, out_w = 0;
 };
 
@@ -68,21 +99,24 @@ class DecodeOp final : public Op {
   }
   void set_limits(const OpLimits& limits) override { max_pixels_ = limits.max_image_pixels; }
   void run(const SampleIn& in, SampleOut& out, SampleRandom&) override {
-    const ImageInfo info = image_info(in.data, max_pixels_);
-    check_kind(info);
-    check_size(info);
+    const ImageInfo info = checked_info(in);
     // Straight into the output: the image is in memory once.
     const Region whole{0, 0, info.width, info.height};
     const DecodePlan plan = plan_decode(info, whole, 0, 0);
     std::byte* o = out.resize(DType::u8, {plan.height, plan.width, 3});
     decode_region(in.data, info, whole, plan, o, scratch_);
   }
-  // Decodes only what `crop` takes, at the smallest scale that still covers its output size.
-  void run_cropped(const SampleIn& in, CropOp& crop, SampleOut& out, SampleRandom& random) {
+  // The image's header, checked as run() checks it.
+  ImageInfo checked_info(const SampleIn& in) const {
     const ImageInfo info = image_info(in.data, max_pixels_);
     check_kind(info);
     check_size(info);
-    const Region wanted = crop.choose(info.height, info.width, random);
+    return info;
+  }
+  // Decodes only `wanted` (the crop's choice), at the smallest scale that still covers the crop's
+  // output size, and has the crop finish: interleaved, or with `mirrored`, as planes mirrored or not.
+  void run_cropped(const SampleIn& in, const ImageInfo& info, CropOp& crop, const Region& wanted, SampleOut& out,
+                   const bool* mirrored) {
     Region inside{std::max(wanted.x, 0), std::max(wanted.y, 0), 0, 0};
     inside.width = std::min(wanted.x + wanted.width, info.width) - inside.x;
     inside.height = std::min(wanted.y + wanted.height, info.height) - inside.y;
@@ -90,7 +124,12 @@ class DecodeOp final : public Op {
     const DecodePlan plan = plan_decode(info, inside, scalable ? crop.out_w : 0, scalable ? crop.out_h : 0);
     fit_scratch(pixels_, static_cast<std::size_t>(plan.width) * static_cast<std::size_t>(plan.height) * 3);
     decode_region(in.data, info, inside, plan, pixels_.data(), scratch_);
-    crop.finish(reinterpret_cast<const std::uint8_t*>(pixels_.data()), plan.height, plan.width, 3, wanted, out);
+    const auto* region = reinterpret_cast<const std::uint8_t*>(pixels_.data());
+    if (mirrored) {
+      crop.finish_planes(region, plan.height, plan.width, 3, *mirrored, out);
+    } else {
+      crop.finish(region, plan.height, plan.width, 3, wanted, out);
+    }
   }
   bool declares_size() const { return h_ > 0; }
 
@@ -129,33 +168,16 @@ void place(const std::byte* src, int rh, int rw, std::size_t px, const Region& w
 class RandomResizedCropOp final : public CropOp {
  public:
   using CropOp::CropOp;
-  // torchvision.transforms.RandomResizedCrop.get_params with scale (0.08, 1) and ratio (3/4, 4/3).
-  Region choose(int h, int w, SampleRandom& random) const override {
-    const double area = static_cast<double>(h) * w;
-    const double log_lo = std::log(3.0 / 4.0), log_hi = std::log(4.0 / 3.0);
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      const double target = area * random.uniform(0.08, 1.0);
-      const double aspect = std::exp(random.uniform(log_lo, log_hi));
-      const int cw = static_cast<int>(std::nearbyint(std::sqrt(target * aspect)));
-      const int ch = static_cast<int>(std::nearbyint(std::sqrt(target / aspect)));
-      if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
-        const int y = static_cast<int>(random.integer(0, h - ch));
-        const int x = static_cast<int>(random.integer(0, w - cw));
-        return {x, y, cw, ch};
-      }
-    }
-    const double in_ratio = static_cast<double>(w) / h;
-    int cw = w, ch = h;
-    if (in_ratio < 3.0 / 4.0) {
-      ch = static_cast<int>(std::nearbyint(w / (3.0 / 4.0)));
-    } else if (in_ratio > 4.0 / 3.0) {
-      cw = static_cast<int>(std::nearbyint(h * (4.0 / 3.0)));
-    }
-    return {(w - cw) / 2, (h - ch) / 2, cw, ch};
-  }
+  Region choose(int h, int w, SampleRandom& random) const override { return random_resized_crop_region(h, w, random); }
   void finish(const std::uint8_t* region, int rh, int rw, int c, const Region&, SampleOut& out) override {
     auto* o = reinterpret_cast<std::uint8_t*>(out.resize(DType::u8, {out_h, out_w, c}));
     resizer_.run(region, rh, rw, c, static_cast<std::size_t>(rw) * c, o, out_h, out_w);
+  }
+  bool writes_planes() const override { return true; }
+  void finish_planes(const std::uint8_t* region, int rh, int rw, int c, bool mirrored, SampleOut& out) override {
+    auto* o = reinterpret_cast<std::uint8_t*>(out.resize(DType::u8, {c, out_h, out_w}));
+    resizer_.run(region, rh, rw, c, static_cast<std::size_t>(rw) * c, o, out_h, out_w,
+                 Resizer::Window{0, 0, out_h, out_w}, Resizer::Layout{true, mirrored});
   }
   void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
     const int h = static_cast<int>(in.shape[0]), w = static_cast<int>(in.shape[1]), c = static_cast<int>(in.shape[2]);
@@ -350,27 +372,12 @@ class ToChwOp final : public Op {
     const std::size_t el = dtype_size(in.dtype);
     std::byte* o = out.resize(in.dtype, {c, h, w});
     if (el == 1 && c == 3) {
-      // One pass over the pixels, three planes out.
+      // One pass over the pixels, three planes out, a row at a time.
       const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
-      auto* r = reinterpret_cast<std::uint8_t*>(o);
-      auto* g = r + h * w;
-      auto* b = g + h * w;
+      auto* dst = reinterpret_cast<std::uint8_t*>(o);
       for (std::int64_t y = 0; y < h; ++y) {
-        const std::uint8_t* s = src + y * w * 3;
-        const std::int64_t row = y * w;
-        if (flipped) {
-          for (std::int64_t x = 0; x < w; ++x) {
-            r[row + w - 1 - x] = s[x * 3];
-            g[row + w - 1 - x] = s[x * 3 + 1];
-            b[row + w - 1 - x] = s[x * 3 + 2];
-          }
-        } else {
-          for (std::int64_t x = 0; x < w; ++x) {
-            r[row + x] = s[x * 3];
-            g[row + x] = s[x * 3 + 1];
-            b[row + x] = s[x * 3 + 2];
-          }
-        }
+        std::uint8_t* planes[3] = {dst + y * w, dst + (h + y) * w, dst + (2 * h + y) * w};
+        formats::row_to_planes(src + y * w * 3, static_cast<int>(w), 3, planes, flipped);
       }
       return;
     }
@@ -403,12 +410,18 @@ class DecodeThenCrop final : public Op {
       : Op(decode->text()), decode_(std::move(decode)), crop_(std::move(crop)), out_(std::move(out)) {}
   Spec bind(const Spec&) override { return out_; }  // bound as its two parts were
   void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
-    auto& decode = static_cast<DecodeOp&>(*decode_);
-    auto& crop = static_cast<CropOp&>(*crop_);
-    if (!decode.declares_size()) return decode.run_cropped(in, crop, out, random);
-    decode.run(in, middle_, random);
-    crop.run(SampleIn{false, middle_.dtype(), middle_.shape(), std::as_const(middle_).data()}, out, random);
+    if (!decode().declares_size()) {
+      const ImageInfo info = decode().checked_info(in);
+      const Region wanted = crop().choose(info.height, info.width, random);
+      return decode().run_cropped(in, info, crop(), wanted, out, nullptr);
+    }
+    decode().run(in, middle_, random);
+    crop().run(SampleIn{false, middle_.dtype(), middle_.shape(), std::as_const(middle_).data()}, out, random);
   }
+  DecodeOp& decode() { return static_cast<DecodeOp&>(*decode_); }
+  CropOp& crop() { return static_cast<CropOp&>(*crop_); }
+  // Whether flip and to_chw after it can be written by the crop in its pass.
+  bool writes_planes() { return !decode().declares_size() && crop().writes_planes(); }
 
  private:
   std::unique_ptr<Op> decode_, crop_;
@@ -454,12 +467,33 @@ class FlipThenChw final : public Op {
       : Op(flip->text()), flip_(std::move(flip)), chw_(std::move(chw)), out_(std::move(out)) {}
   Spec bind(const Spec&) override { return out_; }  // bound as its two parts were
   void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
-    const bool flipped = static_cast<FlipOp&>(*flip_).draw(random);
-    static_cast<ToChwOp&>(*chw_).run(in, out, flipped);
+    static_cast<ToChwOp&>(*chw_).run(in, out, flip().draw(random));
   }
+  const FlipOp& flip() const { return static_cast<const FlipOp&>(*flip_); }
 
  private:
   std::unique_ptr<Op> flip_, chw_;
+  Spec out_;
+};
+
+// decode and a crop that writes planes, followed by flip and to_chw: the region is decoded,
+// resized, mirrored or not and split into planes in one pass, the draws in the order of the four
+// operations run one by one (the crop's region, then the flip), so the same output.
+class DecodeCropToPlanes final : public Op {
+ public:
+  DecodeCropToPlanes(std::unique_ptr<Op> crop, std::unique_ptr<Op> planes, Spec out)
+      : Op(crop->text()), crop_(std::move(crop)), planes_(std::move(planes)), out_(std::move(out)) {}
+  Spec bind(const Spec&) override { return out_; }  // bound as its parts were
+  void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
+    auto& first = static_cast<DecodeThenCrop&>(*crop_);
+    const ImageInfo info = first.decode().checked_info(in);
+    const Region wanted = first.crop().choose(info.height, info.width, random);
+    const bool mirrored = static_cast<FlipThenChw&>(*planes_).flip().draw(random);
+    first.decode().run_cropped(in, info, first.crop(), wanted, out, &mirrored);
+  }
+
+ private:
+  std::unique_ptr<Op> crop_, planes_;
   Spec out_;
 };
 
@@ -487,6 +521,10 @@ std::unique_ptr<Op> fuse(std::unique_ptr<Op>& first, std::unique_ptr<Op>& second
   }
   if (dynamic_cast<ResizeOp*>(first.get()) && dynamic_cast<CenterCropOp*>(second.get())) {
     return std::make_unique<ResizeThenCrop>(std::move(first), std::move(second), second_out);
+  }
+  auto* crop = dynamic_cast<DecodeThenCrop*>(first.get());
+  if (crop && crop->writes_planes() && dynamic_cast<FlipThenChw*>(second.get())) {
+    return std::make_unique<DecodeCropToPlanes>(std::move(first), std::move(second), second_out);
   }
   auto* chw = dynamic_cast<ToChwOp*>(second.get());
   if (dynamic_cast<FlipOp*>(first.get()) && chw && chw->rgb_u8()) {

@@ -1,7 +1,8 @@
 // The resizer against a plain transcription of its definition, PIL's antialiased bilinear resize in
 // float (the triangle filter's weights, normalised; rows, then columns; sums in tap order; u8 rounded
 // half up and clamped): the same numbers in the same order, so the same bytes, whatever vector code
-// the resizer runs.
+// the resizer runs (each test runs the CPU's kernels and the portable ones); its output laid out as
+// planes, mirrored, as the same values rearranged.
 #include "formats/image/resize.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,9 @@
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include "formats/image/cpu_kernels.h"
+#include "formats/image/planes.h"
 
 namespace stoker::formats {
 namespace {
@@ -77,6 +81,15 @@ std::vector<T> reference(const std::vector<T>& src, int in_h, int in_w, int c, i
   return out;
 }
 
+// Every test runs with the CPU's kernels (AVX2 where it has it) and with the portable ones.
+class Resize : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { use_portable_kernels(GetParam()); }
+  void TearDown() override { use_portable_kernels(false); }
+};
+INSTANTIATE_TEST_SUITE_P(Kernels, Resize, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "Portable" : "Cpus"; });
+
 struct Case {
   int in_h, in_w, out_h, out_w;
 };
@@ -85,7 +98,7 @@ struct Case {
 const Case kCases[] = {{448, 448, 224, 224}, {300, 421, 224, 224}, {160, 200, 224, 224}, {37, 53, 19, 7},
                        {5, 3, 17, 23},       {1, 9, 1, 5},         {9, 1, 4, 1},         {64, 64, 63, 65}};
 
-TEST(Resize, U8ImagesEqualPilsFilterComputedPlainlyForEveryChannelCount) {
+TEST_P(Resize, U8ImagesEqualPilsFilterComputedPlainlyForEveryChannelCount) {
   std::mt19937 rng(7);
   Resizer resizer;  // one resizer for every case: its kept buffers must not carry anything over
   for (int c : {1, 3, 4}) {
@@ -100,7 +113,7 @@ TEST(Resize, U8ImagesEqualPilsFilterComputedPlainlyForEveryChannelCount) {
   }
 }
 
-TEST(Resize, FloatImagesEqualPilsFilterComputedPlainly) {
+TEST_P(Resize, FloatImagesEqualPilsFilterComputedPlainly) {
   std::mt19937 rng(11);
   std::normal_distribution<float> value(0.0f, 3.0f);
   Resizer resizer;
@@ -116,7 +129,7 @@ TEST(Resize, FloatImagesEqualPilsFilterComputedPlainly) {
   }
 }
 
-TEST(Resize, ReadsOnlyTheRowsOfItsRegionInALargerImage) {
+TEST_P(Resize, ReadsOnlyTheRowsOfItsRegionInALargerImage) {
   // A region of a wider image (src_row larger than the region's row): the pixels beside it are
   // never read, so changing them changes nothing.
   const int h = 30, w = 40, c = 3, stride_px = 57;
@@ -134,7 +147,7 @@ TEST(Resize, ReadsOnlyTheRowsOfItsRegionInALargerImage) {
   EXPECT_EQ(got, reference(region, h, w, c, 16, 24));
 }
 
-TEST(Resize, AWindowIsTheWholeResizeCroppedValueForValue) {
+TEST_P(Resize, AWindowIsTheWholeResizeCroppedValueForValue) {
   std::mt19937 rng(5);
   Resizer whole, part;
   struct Window {
@@ -168,6 +181,77 @@ TEST(Resize, AWindowIsTheWholeResizeCroppedValueForValue) {
       }
       EXPECT_EQ(got, want) << k.in_h << "x" << k.in_w << "x" << c << " -> " << k.out_h << "x" << k.out_w;
       EXPECT_EQ(fgot, fwant) << k.in_h << "x" << k.in_w << "x" << c << " -> " << k.out_h << "x" << k.out_w;
+    }
+  }
+}
+
+TEST_P(Resize, PlanesAndMirroredRowsAreTheInterleavedOutputRearranged) {
+  std::mt19937 rng(13);
+  Resizer plain, laid_out;
+  const Case cases[] = {{300, 421, 224, 224}, {160, 200, 224, 96}, {37, 53, 19, 7}, {5, 3, 17, 23}, {1, 9, 1, 5}};
+  for (int c : {1, 3, 4}) {
+    for (const Case& k : cases) {
+      std::vector<std::uint8_t> src(static_cast<std::size_t>(k.in_h) * k.in_w * c);
+      for (auto& b : src) b = static_cast<std::uint8_t>(rng());
+      std::vector<float> fsrc(src.begin(), src.end());
+      const std::size_t row = static_cast<std::size_t>(k.in_w) * c, n = static_cast<std::size_t>(k.out_h) * k.out_w * c;
+      std::vector<std::uint8_t> hwc(n);
+      std::vector<float> fhwc(n);
+      plain.run(src.data(), k.in_h, k.in_w, c, row, hwc.data(), k.out_h, k.out_w);
+      plain.run(fsrc.data(), k.in_h, k.in_w, c, row, fhwc.data(), k.out_h, k.out_w);
+      for (bool planar : {false, true}) {
+        for (bool mirrored : {false, true}) {
+          std::vector<std::uint8_t> got(n), want(n);
+          std::vector<float> fgot(n), fwant(n);
+          const Resizer::Window whole{0, 0, k.out_h, k.out_w};
+          laid_out.run(src.data(), k.in_h, k.in_w, c, row, got.data(), k.out_h, k.out_w, whole, {planar, mirrored});
+          laid_out.run(fsrc.data(), k.in_h, k.in_w, c, row, fgot.data(), k.out_h, k.out_w, whole, {planar, mirrored});
+          for (int y = 0; y < k.out_h; ++y) {
+            for (int x = 0; x < k.out_w; ++x) {
+              const int to = mirrored ? k.out_w - 1 - x : x;
+              for (int ch = 0; ch < c; ++ch) {
+                const std::size_t from = (static_cast<std::size_t>(y) * k.out_w + x) * c + ch;
+                const std::size_t at = planar ? (static_cast<std::size_t>(ch) * k.out_h + y) * k.out_w + to
+                                              : (static_cast<std::size_t>(y) * k.out_w + to) * c + ch;
+                want[at] = hwc[from];
+                fwant[at] = fhwc[from];
+              }
+            }
+          }
+          EXPECT_EQ(got, want) << k.in_h << "x" << k.in_w << "x" << c << " planar " << planar << " mirrored "
+                               << mirrored;
+          EXPECT_EQ(fgot, fwant) << k.in_h << "x" << k.in_w << "x" << c << " planar " << planar << " mirrored "
+                                 << mirrored;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Resize, ARowSplitIntoPlanesPutsEachValueInItsPlaneAtItsPlaceOrMirrored) {
+  std::mt19937 rng(17);
+  for (int c : {1, 2, 3, 4}) {
+    for (int w : {0, 1, 15, 16, 17, 31, 32, 33, 50, 224}) {
+      std::vector<std::uint8_t> hwc(static_cast<std::size_t>(w) * c);
+      for (auto& b : hwc) b = static_cast<std::uint8_t>(rng());
+      for (bool mirrored : {false, true}) {
+        // Planes with a guard byte on each side, which must stay as they are.
+        std::vector<std::vector<std::uint8_t>> planes(static_cast<std::size_t>(c),
+                                                      std::vector<std::uint8_t>(static_cast<std::size_t>(w) + 2, 0xA5));
+        std::uint8_t* at[4];
+        for (int ch = 0; ch < c; ++ch) at[ch] = planes[static_cast<std::size_t>(ch)].data() + 1;
+        row_to_planes(hwc.data(), w, c, at, mirrored);
+        for (int ch = 0; ch < c; ++ch) {
+          const auto& plane = planes[static_cast<std::size_t>(ch)];
+          ASSERT_EQ(plane.front(), 0xA5);
+          ASSERT_EQ(plane.back(), 0xA5);
+          for (int x = 0; x < w; ++x) {
+            const int to = mirrored ? w - 1 - x : x;
+            ASSERT_EQ(plane[static_cast<std::size_t>(to) + 1], hwc[static_cast<std::size_t>(x) * c + ch])
+                << "width " << w << " channels " << c << " mirrored " << mirrored << " x " << x;
+          }
+        }
+      }
     }
   }
 }

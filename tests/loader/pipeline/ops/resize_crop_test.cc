@@ -1,7 +1,8 @@
 // resize(S) (torchvision's Resize(S): the shorter side to S) and center_crop (its CenterCrop), alone
 // and together as the validation transform: sizes, offsets and padding as torchvision computes
 // them, the pair run fused equal to the resize run whole and cropped, and resize(S) refused where a
-// batch would need one shape.
+// batch would need one shape; random_resized_crop with flip and to_chw in one pass equal to the four
+// run apart.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "formats/image/resize.h"
+#include "loader/pipeline/ops/image_ops.h"
 #include "loader/pipeline/pipeline.h"
 #include "stoker/error.h"
 #include "tests/support/test_images.h"
@@ -153,6 +155,35 @@ TEST(ResizeShorterSide, ThenCenterCropEqualsTheResizeMadeWholeThenCroppedAsTorch
   const std::span<const std::byte> in = std::as_bytes(std::span(values));
   EXPECT_EQ(run("x=resize(20),center_crop(22,30)", image_field(h, w, DType::f32), in),
             run("x=resize(20),flip(0),center_crop(22,30)", image_field(h, w, DType::f32), in));
+}
+
+TEST(RandomResizedCrop, WithFlipAndToChwItRunsAsOnePassThatEqualsTheFourRunApart) {
+  // PNG images (decoding a region of one is decoding it whole and cutting): decode(H,W) declares
+  // the size, so the four run as two pairs, one after the other; plain decode fuses all four. The
+  // same draws in the same order (the region, then the flip), so the same samples, flipped or not.
+  const int h = 150, w = 200;
+  const std::vector<std::uint8_t> rgb = pattern(h, w);
+  const Bytes png = encode_png(rgb, h, w);
+  const std::string tail = "random_resized_crop(64,48),flip,to_chw";
+  SamplePipelines fused("x=decode," + tail, bytes_field(), 7, {});
+  SamplePipelines apart("x=decode(150,200)," + tail, bytes_field(), 7, {});
+  EXPECT_EQ(fused.stage_names(), std::vector<std::string>{"x: decode+random_resized_crop(64,48)+flip+to_chw"});
+  EXPECT_EQ(apart.stage_names(),
+            (std::vector<std::string>{"x: decode(150,200)+random_resized_crop(64,48)", "x: flip+to_chw"}));
+  const std::size_t bytes = fused.output().fields[0].bytes_per_sample();
+  ASSERT_EQ(bytes, 3u * 64 * 48);
+  int mirrored = 0;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    Bytes a(bytes), b(bytes);
+    fused.run(0, png, 1, i, a.data());
+    apart.run(0, png, 1, i, b.data());
+    ASSERT_EQ(a, b) << "sample " << i;
+    SampleRandom random = detail::sample_random(7, 1, i, 0);
+    (void)detail::random_resized_crop_region(h, w, random);
+    mirrored += random.uniform() < 0.5;
+  }
+  EXPECT_GT(mirrored, 5);  // both ways were compared
+  EXPECT_LT(mirrored, 35);
 }
 
 void expect_error(ErrorCode code, const std::function<void()>& f, const std::string& want) {
