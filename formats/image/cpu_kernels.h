@@ -2,13 +2,11 @@
 // run time), SSE2 otherwise. Every kernel gives the same results; tests run the portable ones too.
 #pragma once
 
-#include "stoker/export.h"
-
 namespace stoker::formats {
 
-STOKER_TOOLS_API bool use_avx2();
-STOKER_TOOLS_API bool use_ssse3();
+bool use_avx2();
+bool use_ssse3();
 // Tests only: the portable kernels from now on (true), or the CPU's again (false). Not synchronised.
-STOKER_TOOLS_API void use_portable_kernels(bool portable);
+void use_portable_kernels(bool portable);
 
 }  // namespace stoker::formats

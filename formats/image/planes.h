@@ -6,13 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "stoker/export.h"
-
 namespace stoker::formats {
 
 // `width` pixels of `channels` u8 values at `hwc` to planes[ch][0 .. width), pixel x at x, or at
 // width - 1 - x when `mirrored`. The planes must not overlap `hwc`.
-STOKER_TOOLS_API void row_to_planes(const std::uint8_t* hwc, int width, int channels, std::uint8_t* const* planes,
-                                    bool mirrored);
+void row_to_planes(const std::uint8_t* hwc, int width, int channels, std::uint8_t* const* planes, bool mirrored);
 
 }  // namespace stoker::formats

@@ -3,18 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "base/scratch.h"
 #include "formats/image/cpu_kernels.h"
+#include "formats/image/float_resample.h"
 #include "formats/image/planes.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 #define STOKER_X86_DISPATCH 1
 #endif
 
@@ -53,228 +51,6 @@ void Resizer::compute(int in, int out, int first_out, int n_out, Taps& t) {
     t.count[static_cast<std::size_t>(i)] = n;
   }
 }
-
-namespace {
-
-// Round half up and clamp: v + 0.5 truncated, once v is within [0, 255].
-// Rounded half up and clamped to 0..255, 16 values at a time with SSE2 where there is SSE2 (GCC
-// does not vectorise the float -> u8 conversion by itself), the rest one by one; the same results.
-void store_row(const float* __restrict acc, std::uint8_t* __restrict out, std::size_t n) {
-  std::size_t i = 0;
-#if defined(__SSE2__)
-  const __m128 zero = _mm_setzero_ps(), top = _mm_set1_ps(255.0f), half = _mm_set1_ps(0.5f);
-  auto four = [&](std::size_t at) {
-    return _mm_cvttps_epi32(_mm_add_ps(_mm_min_ps(_mm_max_ps(_mm_loadu_ps(acc + at), zero), top), half));
-  };
-  for (; i + 16 <= n; i += 16) {
-    const __m128i low = _mm_packs_epi32(four(i), four(i + 4)), high = _mm_packs_epi32(four(i + 8), four(i + 12));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(low, high));
-  }
-#endif
-  for (; i < n; ++i) {
-    const float v = acc[i] < 0.0f ? 0.0f : acc[i] > 255.0f ? 255.0f : acc[i];
-    out[i] =
-        static_cast<std::uint8_t>(static_cast<std::int32_t>(v + 0.5f));  // NOLINT(bugprone-incorrect-roundings): v >= 0
-  }
-}
-void store_row(const float* __restrict acc, float* __restrict out, std::size_t n) { std::copy(acc, acc + n, out); }
-
-// One input row resized horizontally: out[x * C + ch] = sum_k w[x][k] * in[(first[x] + k) * C + ch].
-// C is a compile-time constant for the common channel counts, so the channel loop unrolls.
-template <int C>
-void horizontal_row(const float* in, float* out, int out_w, const int* first, const int* count, const float* weights,
-                    int stride) {
-  for (int x = 0; x < out_w; ++x) {
-    const float* w = weights + static_cast<std::size_t>(x) * stride;
-    const float* p = in + static_cast<std::size_t>(first[x]) * C;
-    float acc[C] = {};
-    for (int k = 0; k < count[x]; ++k) {
-      for (int ch = 0; ch < C; ++ch) acc[ch] += w[k] * p[k * C + ch];
-    }
-    for (int ch = 0; ch < C; ++ch) out[x * C + ch] = acc[ch];
-  }
-}
-
-#if defined(__SSE2__)
-// The same sums for C = 3 or 4, a pixel's channels as one vector: the same multiplications and
-// additions in the same order, so the same results. With C = 3 each pixel is read and written as
-// four floats, the fourth being the next pixel's first channel (written over at the next x): `in`
-// must have one readable float past its end and `out` one writable float.
-template <int C>
-void horizontal_row_sse2(const float* in, float* out, int out_w, const int* first, const int* count,
-                         const float* weights, int stride) {
-  static_assert(C == 3 || C == 4);
-  const auto tap = [&](__m128 acc, int x, int k) {
-    const float w = weights[static_cast<std::size_t>(x) * stride + k];
-    return _mm_add_ps(acc, _mm_mul_ps(_mm_set1_ps(w), _mm_loadu_ps(in + static_cast<std::size_t>(first[x] + k) * C)));
-  };
-  // Four pixels at a time: four independent chains of additions instead of one waiting on itself.
-  constexpr int kLanes = 4;
-  int x = 0;
-  for (; x + kLanes <= out_w; x += kLanes) {
-    __m128 acc[kLanes];
-    int both = count[x];
-    for (int j = 0; j < kLanes; ++j) {
-      acc[j] = _mm_setzero_ps();
-      both = std::min(both, count[x + j]);
-    }
-    for (int k = 0; k < both; ++k) {
-      for (int j = 0; j < kLanes; ++j) acc[j] = tap(acc[j], x + j, k);
-    }
-    for (int j = 0; j < kLanes; ++j) {
-      for (int k = both; k < count[x + j]; ++k) acc[j] = tap(acc[j], x + j, k);
-    }
-    // In order of x: each store writes over the previous pixel's fourth float.
-    for (int j = 0; j < kLanes; ++j) _mm_storeu_ps(out + static_cast<std::size_t>(x + j) * C, acc[j]);
-  }
-  for (; x < out_w; ++x) {
-    __m128 a = _mm_setzero_ps();
-    for (int k = 0; k < count[x]; ++k) a = tap(a, x, k);
-    _mm_storeu_ps(out + static_cast<std::size_t>(x) * C, a);
-  }
-}
-#endif
-
-#if defined(STOKER_X86_DISPATCH)
-// The sums of horizontal_row_sse2, two pixels to a vector (AVX2, no FMA: the same operations on
-// each pixel's lanes in the same order, so the same results). `pairs` holds each pair of pixels'
-// weights as one vector per tap: pixel 2j's weight in lanes 0-3, pixel 2j + 1's in lanes 4-7.
-// Pixel x's tap k, and pixels x and x + 1's tap k in one vector. (Functions, not lambdas: a lambda
-// does not take its caller's target.)
-template <int C>
-__attribute__((target("avx2"), always_inline)) inline __m128 tap_pixel(const float* in, const int* first, int x,
-                                                                       int k) {
-  return _mm_loadu_ps(in + static_cast<std::size_t>(first[x] + k) * C);
-}
-template <int C>
-__attribute__((target("avx2"), always_inline)) inline __m256 tap_pair(const float* in, const int* first, int x, int k) {
-  return _mm256_insertf128_ps(_mm256_castps128_ps256(tap_pixel<C>(in, first, x, k)), tap_pixel<C>(in, first, x + 1, k),
-                              1);
-}
-
-template <int C>
-__attribute__((target("avx2"))) void horizontal_row_avx2(const float* in, float* out, int out_w, const int* first,
-                                                         const int* count, const float* weights, const float* pairs,
-                                                         int stride) {
-  static_assert(C == 3 || C == 4);
-  const std::size_t pair_floats = static_cast<std::size_t>(stride) * 8;
-  int x = 0;
-  // Four pixels at a time, as two pairs: two independent chains of additions.
-  for (; x + 4 <= out_w; x += 4) {
-    const float* wa = pairs + static_cast<std::size_t>(x / 2) * pair_floats;
-    const float* wb = wa + pair_floats;
-    const int both = std::min(std::min(count[x], count[x + 1]), std::min(count[x + 2], count[x + 3]));
-    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
-    for (int k = 0; k < both; ++k) {
-      a = _mm256_add_ps(
-          a, _mm256_mul_ps(_mm256_loadu_ps(wa + static_cast<std::size_t>(k) * 8), tap_pair<C>(in, first, x, k)));
-      b = _mm256_add_ps(
-          b, _mm256_mul_ps(_mm256_loadu_ps(wb + static_cast<std::size_t>(k) * 8), tap_pair<C>(in, first, x + 2, k)));
-    }
-    __m128 acc[4] = {_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(b),
-                     _mm256_extractf128_ps(b, 1)};
-    for (int j = 0; j < 4; ++j) {
-      for (int k = both; k < count[x + j]; ++k) {
-        const float w = weights[static_cast<std::size_t>(x + j) * stride + k];
-        acc[j] = _mm_add_ps(acc[j], _mm_mul_ps(_mm_set1_ps(w), tap_pixel<C>(in, first, x + j, k)));
-      }
-    }
-    // In order of x: each store writes over the previous pixel's fourth float.
-    for (int j = 0; j < 4; ++j) _mm_storeu_ps(out + static_cast<std::size_t>(x + j) * C, acc[j]);
-  }
-  for (; x < out_w; ++x) {
-    __m128 acc = _mm_setzero_ps();
-    for (int k = 0; k < count[x]; ++k) {
-      const float w = weights[static_cast<std::size_t>(x) * stride + k];
-      acc = _mm_add_ps(acc, _mm_mul_ps(_mm_set1_ps(w), tap_pixel<C>(in, first, x, k)));
-    }
-    _mm_storeu_ps(out + static_cast<std::size_t>(x) * C, acc);
-  }
-}
-#endif
-
-// `in` and `out` have one float of slack past their ends (see horizontal_row_sse2); `pairs` as
-// horizontal_row_avx2 takes them (nullptr: no AVX2 sums).
-void horizontal_row(const float* in, float* out, int out_w, int c, const int* first, const int* count,
-                    const float* weights, const float* pairs, int stride) {
-#if defined(STOKER_X86_DISPATCH)
-  if (pairs != nullptr) {
-    if (c == 3) return horizontal_row_avx2<3>(in, out, out_w, first, count, weights, pairs, stride);
-    if (c == 4) return horizontal_row_avx2<4>(in, out, out_w, first, count, weights, pairs, stride);
-  }
-#endif
-  switch (c) {
-    case 1: return horizontal_row<1>(in, out, out_w, first, count, weights, stride);
-#if defined(__SSE2__)
-    case 3: return horizontal_row_sse2<3>(in, out, out_w, first, count, weights, stride);
-    case 4: return horizontal_row_sse2<4>(in, out, out_w, first, count, weights, stride);
-#else
-    case 3: return horizontal_row<3>(in, out, out_w, first, count, weights, stride);
-    case 4: return horizontal_row<4>(in, out, out_w, first, count, weights, stride);
-#endif
-    default: break;
-  }
-  for (int x = 0; x < out_w; ++x) {
-    const float* w = weights + static_cast<std::size_t>(x) * stride;
-    const float* p = in + static_cast<std::size_t>(first[x]) * c;
-    for (int ch = 0; ch < c; ++ch) {
-      float acc = 0;
-      for (int k = 0; k < count[x]; ++k) acc += w[k] * p[k * c + ch];
-      out[x * c + ch] = acc;
-    }
-  }
-}
-
-// One output row from the rows its taps read: out[i] = sum over k of w[k] * rows[k][i], k in
-// increasing order from 0.0f, as the sum kept over rows (acc_) adds them: the same results.
-void vertical_sum(const float* const* rows, const float* w, int count, float* __restrict out, std::size_t n) {
-  std::size_t i = 0;
-#if defined(__SSE2__)
-  for (; i + 4 <= n; i += 4) {
-    __m128 a = _mm_setzero_ps();
-    for (int k = 0; k < count; ++k) a = _mm_add_ps(a, _mm_mul_ps(_mm_set1_ps(w[k]), _mm_loadu_ps(rows[k] + i)));
-    _mm_storeu_ps(out + i, a);
-  }
-#endif
-  for (; i < n; ++i) {
-    float a = 0.0f;
-    for (int k = 0; k < count; ++k) a += w[k] * rows[k][i];
-    out[i] = a;
-  }
-}
-
-#if defined(STOKER_X86_DISPATCH)
-// Eight at a time, multiplications and additions apart (AVX2 without FMA: no fused rounding).
-__attribute__((target("avx2"))) void vertical_sum_avx2(const float* const* rows, const float* w, int count,
-                                                       float* __restrict out, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
-    for (int k = 0; k < count; ++k) {
-      const __m256 wk = _mm256_set1_ps(w[k]);
-      a = _mm256_add_ps(a, _mm256_mul_ps(wk, _mm256_loadu_ps(rows[k] + i)));
-      b = _mm256_add_ps(b, _mm256_mul_ps(wk, _mm256_loadu_ps(rows[k] + i + 8)));
-    }
-    _mm256_storeu_ps(out + i, a);
-    _mm256_storeu_ps(out + i + 8, b);
-  }
-  for (; i < n; ++i) {
-    float a = 0.0f;
-    for (int k = 0; k < count; ++k) a = a + w[k] * rows[k][i];
-    out[i] = a;
-  }
-}
-
-#endif
-
-void vertical_row(const float* const* rows, const float* w, int count, float* out, std::size_t n) {
-#if defined(STOKER_X86_DISPATCH)
-  if (use_avx2()) return vertical_sum_avx2(rows, w, count, out, n);
-#endif
-  vertical_sum(rows, w, count, out, n);
-}
-
-}  // namespace
 
 const float* Resizer::pair_weights(int c) {
 #if defined(STOKER_X86_DISPATCH)
@@ -325,6 +101,123 @@ void Resizer::store(const float* row, T* dst, int y, int out_h, int out_w, int c
   }
 }
 
+void Resizer::store(const std::uint8_t* row, std::uint8_t* dst, int y, int out_h, int out_w, int c, Layout layout) {
+  const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
+  if (layout.planar && c <= 4) {
+    std::uint8_t* planes[4];
+    for (int ch = 0; ch < c; ++ch) {
+      planes[ch] = dst + (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w);
+    }
+    return row_to_planes(row, out_w, c, planes, layout.mirrored);
+  }
+  if (!layout.planar && !layout.mirrored) {
+    std::memcpy(dst + static_cast<std::size_t>(y) * out_row, row, out_row);
+    return;
+  }
+  for (int x = 0; x < out_w; ++x) {
+    const int to = layout.mirrored ? out_w - 1 - x : x;
+    for (int ch = 0; ch < c; ++ch) {
+      const std::size_t at = layout.planar
+                                 ? (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w) + to
+                                 : static_cast<std::size_t>(y) * out_row + static_cast<std::size_t>(to) * c + ch;
+      dst[at] = row[static_cast<std::size_t>(x) * c + ch];
+    }
+  }
+}
+
+float Resizer::heaviest(int in, int out, const Taps& taps, int first_out, int n) {
+  // The precision is the whole pass's, so that a window's values are the whole resize's: where
+  // the window is a part of the pass, the pass's other positions' weights are computed too (a
+  // scan, kept nowhere but `others_`).
+  const Taps* all = &taps;
+  if (first_out != 0 || n != out) {
+    compute(in, out, 0, out, others_);
+    all = &others_;
+  }
+  float most = 0;
+  for (std::size_t i = 0; i < all->count.size(); ++i) {
+    for (int k = 0; k < all->count[i]; ++k)
+      most = std::max(most, all->weights[i * static_cast<std::size_t>(all->stride) + k]);
+  }
+  return most;
+}
+
+void Resizer::run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst,
+                        int full_h, int full_w, const Window& window, Layout layout) {
+  const int out_h = window.height, out_w = window.width;
+  quantize_taps(out_w, horizontal_.first.data(), horizontal_.count.data(), horizontal_.weights.data(),
+                horizontal_.stride, fixed_precision(heaviest(in_w, full_w, horizontal_, window.x, out_w)), fixed_h_);
+  quantize_taps(out_h, vertical_.first.data(), vertical_.count.data(), vertical_.weights.data(), vertical_.stride,
+                fixed_precision(heaviest(in_h, full_h, vertical_, window.y, out_h)), fixed_v_);
+  prepare_rows(fixed_h_, c);
+  const std::size_t out_row = static_cast<std::size_t>(out_w) * c, in_row = static_cast<std::size_t>(in_w) * c;
+  const std::size_t row_bytes = out_row + kFixedSlack;  // a horizontally resized row and its slack
+  // The row's columns the taps read, copied beside a slack of zeros that the vector kernels may
+  // read (weighted by zero) past the row's end.
+  fit_scratch(line8_, in_row + row_slack(fixed_h_, c));
+  std::fill(line8_.begin() + static_cast<std::ptrdiff_t>(in_row), line8_.end(), std::uint8_t{0});
+  const std::size_t cols_from = static_cast<std::size_t>(horizontal_.first.front()) * c;
+  const std::size_t cols_to = static_cast<std::size_t>(horizontal_.first.back() + horizontal_.count.back()) * c;
+  const auto resize_row = [&](int r, std::uint8_t* out) {
+    std::memcpy(line8_.data() + cols_from, src + static_cast<std::size_t>(r) * src_row + cols_from,
+                cols_to - cols_from);
+    horizontal_fixed(line8_.data(), c, fixed_h_, out);
+  };
+  fit_scratch(bytes_, row_bytes);
+  const std::size_t per = static_cast<std::size_t>(2 * fixed_v_.most_pairs);
+  const int taps = std::max(*std::max_element(vertical_.count.begin(), vertical_.count.end()), 1);
+  if (taps <= out_h) {
+    // As the float resize's ring (run_impl).
+    fit_scratch(ring8_, static_cast<std::size_t>(taps) * row_bytes);
+    const std::uint8_t* rows[64];
+    std::vector<const std::uint8_t*> many;
+    const std::uint8_t** tap_rows = rows;
+    if (taps > 64) {
+      many.resize(static_cast<std::size_t>(taps));
+      tap_rows = many.data();
+    }
+    int next = 0;
+    for (int y = 0; y < out_h; ++y) {
+      const int first = vertical_.first[static_cast<std::size_t>(y)],
+                count = vertical_.count[static_cast<std::size_t>(y)];
+      next = std::max(next, first);
+      for (; next < first + count; ++next) resize_row(next, &ring8_[static_cast<std::size_t>(next % taps) * row_bytes]);
+      for (int k = 0; k < count; ++k) tap_rows[k] = &ring8_[static_cast<std::size_t>((first + k) % taps) * row_bytes];
+      vertical_fixed(tap_rows, &fixed_v_.coef[static_cast<std::size_t>(y) * per], count, fixed_v_.precision,
+                     bytes_.data(), out_row);
+      store(bytes_.data(), dst, y, out_h, out_w, c, layout);
+    }
+    return;
+  }
+  // Taps taller than the output: the sums over all rows, one input row at a time (as run_impl).
+  // Integer sums are exact in any order: the same bytes as the ring's.
+  fit_scratch(ring8_, row_bytes);
+  fit_scratch(acc32_, static_cast<std::size_t>(out_h) * out_row);
+  std::fill(acc32_.begin(), acc32_.end(), std::int32_t{1} << (fixed_v_.precision - 1));
+  int open = 0;
+  for (int r = vertical_.first.front(); r < in_h && open < out_h; ++r) {
+    while (open < out_h && vertical_.first[open] + vertical_.count[open] <= r) ++open;
+    if (open == out_h || vertical_.first[open] > r) continue;  // a row no output reads
+    resize_row(r, ring8_.data());
+    const std::uint8_t* __restrict resized = ring8_.data();
+    for (int y = open; y < out_h && vertical_.first[y] <= r; ++y) {
+      const int k = r - vertical_.first[y];
+      if (k >= vertical_.count[y]) continue;
+      const std::int32_t wk = fixed_v_.coef[static_cast<std::size_t>(y) * per + k];
+      std::int32_t* __restrict acc = &acc32_[static_cast<std::size_t>(y) * out_row];
+      for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * resized[i];
+    }
+  }
+  for (int y = 0; y < out_h; ++y) {
+    const std::int32_t* acc = &acc32_[static_cast<std::size_t>(y) * out_row];
+    for (std::size_t i = 0; i < out_row; ++i) {
+      const std::int32_t v = acc[i] >> fixed_v_.precision;
+      bytes_[i] = static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+    store(bytes_.data(), dst, y, out_h, out_w, c, layout);
+  }
+}
+
 template <class T>
 void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int full_h, int full_w,
                        const Window& window, Layout layout) {
@@ -334,6 +227,9 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
   compute(in_w, full_w, window.x, window.width, horizontal_);
   compute(in_h, full_h, window.y, window.height, vertical_);
   const int out_h = window.height, out_w = window.width;
+  if constexpr (std::is_same_v<T, std::uint8_t>) {
+    return run_fixed(src, in_h, in_w, c, src_row, dst, full_h, full_w, window, layout);
+  }
   const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
   const std::size_t in_row = static_cast<std::size_t>(in_w) * c;
   fit_scratch(row_, out_row + 1);  // + horizontal_row's slack
@@ -418,7 +314,11 @@ std::size_t Resizer::scratch_bytes() const noexcept {
          (acc_.capacity() + ring_.capacity() + sum_.capacity() + row_.capacity() + line_.capacity() +
           pairs_.capacity()) *
              sizeof(float) +
-         bytes_.capacity();
+         bytes_.capacity() + line8_.capacity() + ring8_.capacity() + acc32_.capacity() * sizeof(std::int32_t) +
+         (fixed_h_.first.capacity() + fixed_h_.pairs.capacity() + fixed_v_.first.capacity() +
+          fixed_v_.pairs.capacity()) *
+             sizeof(int) +
+         (fixed_h_.coef.capacity() + fixed_v_.coef.capacity()) * sizeof(std::int16_t);
 }
 
 void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "formats/image/fixed_resample.h"
 #include "stoker/export.h"
 
 namespace stoker::formats {
@@ -69,15 +70,27 @@ class STOKER_TOOLS_API Resizer {
   // Output row y of the window (out_row floats, interleaved) into dst as `layout` says.
   template <class T>
   void store(const float* row, T* dst, int y, int out_h, int out_w, int c, Layout layout);
+  // The same for a row of u8 values.
+  void store(const std::uint8_t* row, std::uint8_t* dst, int y, int out_h, int out_w, int c, Layout layout);
+  // The u8 resize, in fixed point (fixed_resample.h), once the taps are computed.
+  void run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int full_h,
+                 int full_w, const Window& window, Layout layout);
+  // The heaviest weight of the in -> out pass, of which `taps` are positions [first_out, first_out + n).
+  float heaviest(int in, int out, const Taps& taps, int first_out, int n);
 
-  Taps horizontal_, vertical_;
+  Taps horizontal_, vertical_, others_;
   std::vector<float> acc_;           // every output row's sum: out_h x out_w x c (when taller taps than out_h)
   std::vector<float> ring_;          // or the last rows resized horizontally, as many as a row's taps
   std::vector<float> sum_;           // one output row's sums: out_w x c
   std::vector<std::uint8_t> bytes_;  // one output row as u8, before it is split into planes
   std::vector<float> pairs_;         // pair_weights()
-  std::vector<float> row_;           // one input row resized horizontally: out_w x c, + 1 float of slack
-  std::vector<float> line_;          // one input row, as floats, + 1 float of slack (0)
+  // The u8 resize: both passes' weights in fixed point, a row of input (with slack), the rows
+  // resized horizontally (a ring, or one row when the sums over all rows are kept) and those sums.
+  FixedTaps fixed_h_, fixed_v_;
+  std::vector<std::uint8_t> line8_, ring8_;
+  std::vector<std::int32_t> acc32_;
+  std::vector<float> row_;   // one input row resized horizontally: out_w x c, + 1 float of slack
+  std::vector<float> line_;  // one input row, as floats, + 1 float of slack (0)
 };
 
 }  // namespace stoker::formats

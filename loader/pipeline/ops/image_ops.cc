@@ -11,9 +11,9 @@
 
 #include "base/scratch.h"
 #include "formats/image/image_decode.h"
-#include "formats/image/planes.h"
 #include "formats/image/resize.h"
 #include "loader/pipeline/ops/color_jitter.h"
+#include "loader/pipeline/ops/layout_ops.h"
 #include "loader/pipeline/ops/normalize.h"
 #include "stoker/error.h"
 
@@ -300,107 +300,6 @@ class ResizeOp final : public Op {
   Resizer resizer_;
 };
 
-class FlipOp final : public Op {
- public:
-  explicit FlipOp(OpText t) : Op(std::move(t)) {
-    expect_args(text_, {0, 1}, "no arguments, or the probability p of a flip (default 0.5)");
-    if (!text_.args.empty()) {
-      p_ = text_.args[0];
-      if (p_ < 0 || p_ > 1)
-        throw Error(ErrorCode::invalid_option, fmt::format("'{}': the probability must be within [0, 1]", text_.text));
-    }
-  }
-  Spec bind(const Spec& in) override {
-    expect_image(in, text_, true);
-    chw_ = in.chw;
-    return in;
-  }
-  // torchvision's RandomHorizontalFlip: flip when a uniform draw is below p.
-  bool draw(SampleRandom& random) const { return random.uniform() < p_; }
-  void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
-    std::byte* o = out.resize(in.dtype, in.shape);
-    if (!draw(random)) {
-      std::memcpy(o, in.data.data(), in.data.size());
-      return;
-    }
-    const std::size_t el = dtype_size(in.dtype);
-    if (!chw_ && el == 1 && in.shape[2] == 3) {
-      const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
-      auto* dst = reinterpret_cast<std::uint8_t*>(o);
-      const std::int64_t h = in.shape[0], w = in.shape[1];
-      for (std::int64_t y = 0; y < h; ++y) {
-        const std::uint8_t* s = src + y * w * 3;
-        std::uint8_t* d = dst + y * w * 3;
-        for (std::int64_t x = 0; x < w; ++x) {
-          d[x * 3] = s[(w - 1 - x) * 3];
-          d[x * 3 + 1] = s[(w - 1 - x) * 3 + 1];
-          d[x * 3 + 2] = s[(w - 1 - x) * 3 + 2];
-        }
-      }
-      return;
-    }
-    // Rows of `w` pixels of `px` bytes each, reversed pixel by pixel.
-    const std::size_t rows =
-        chw_ ? static_cast<std::size_t>(in.shape[0] * in.shape[1]) : static_cast<std::size_t>(in.shape[0]);
-    const std::size_t w = static_cast<std::size_t>(chw_ ? in.shape[2] : in.shape[1]);
-    const std::size_t px = chw_ ? el : el * static_cast<std::size_t>(in.shape[2]);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const std::byte* src = in.data.data() + r * w * px;
-      std::byte* dst = o + r * w * px;
-      for (std::size_t x = 0; x < w; ++x) std::memcpy(dst + x * px, src + (w - 1 - x) * px, px);
-    }
-  }
-
- private:
-  double p_ = 0.5;
-  bool chw_ = false;
-};
-
-class ToChwOp final : public Op {
- public:
-  explicit ToChwOp(OpText t) : Op(std::move(t)) { expect_args(text_, {0}, "no arguments"); }
-  Spec bind(const Spec& in) override {
-    expect_image(in, text_);
-    rgb_u8_ = in.dtype == DType::u8 && in.shape[2] == 3;
-    return Spec{false, in.dtype, {in.shape[2], in.shape[0], in.shape[1]}, true};
-  }
-  bool rgb_u8() const { return rgb_u8_; }
-  void run(const SampleIn& in, SampleOut& out, SampleRandom&) override { run(in, out, false); }
-  // `flipped`: also mirror each row (flip followed by to_chw, in one pass).
-  void run(const SampleIn& in, SampleOut& out, bool flipped) {
-    const std::int64_t h = in.shape[0], w = in.shape[1], c = in.shape[2];
-    const std::size_t el = dtype_size(in.dtype);
-    std::byte* o = out.resize(in.dtype, {c, h, w});
-    if (el == 1 && c == 3) {
-      // One pass over the pixels, three planes out, a row at a time.
-      const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
-      auto* dst = reinterpret_cast<std::uint8_t*>(o);
-      for (std::int64_t y = 0; y < h; ++y) {
-        std::uint8_t* planes[3] = {dst + y * w, dst + (h + y) * w, dst + (2 * h + y) * w};
-        formats::row_to_planes(src + y * w * 3, static_cast<int>(w), 3, planes, flipped);
-      }
-      return;
-    }
-    if (flipped) throw Error(ErrorCode::internal, "internal error: flip and to_chw fused on other than u8 RGB");
-    if (el == 1) {
-      const auto* src = reinterpret_cast<const std::uint8_t*>(in.data.data());
-      auto* dst = reinterpret_cast<std::uint8_t*>(o);
-      for (std::int64_t ch = 0; ch < c; ++ch) {
-        for (std::int64_t i = 0; i < h * w; ++i) dst[ch * h * w + i] = src[i * c + ch];
-      }
-      return;
-    }
-    for (std::int64_t ch = 0; ch < c; ++ch) {
-      for (std::int64_t i = 0; i < h * w; ++i) {
-        std::memcpy(o + (ch * h * w + i) * el, in.data.data() + (i * c + ch) * el, el);
-      }
-    }
-  }
-
- private:
-  bool rgb_u8_ = false;
-};
-
 // decode followed by a crop: only the crop's region is decoded (docs/pipeline.md, "What decode
 // reads"). With decode(H,W), whose size is checked on the whole image, the two run one after the
 // other.
@@ -458,22 +357,6 @@ class ResizeThenCrop final : public Op {
   std::unique_ptr<Op> resize_, crop_;
   Spec out_;
   std::vector<std::byte> middle_;
-};
-
-// flip followed by to_chw on u8 RGB: the planes are written mirrored, in one pass.
-class FlipThenChw final : public Op {
- public:
-  FlipThenChw(std::unique_ptr<Op> flip, std::unique_ptr<Op> chw, Spec out)
-      : Op(flip->text()), flip_(std::move(flip)), chw_(std::move(chw)), out_(std::move(out)) {}
-  Spec bind(const Spec&) override { return out_; }  // bound as its two parts were
-  void run(const SampleIn& in, SampleOut& out, SampleRandom& random) override {
-    static_cast<ToChwOp&>(*chw_).run(in, out, flip().draw(random));
-  }
-  const FlipOp& flip() const { return static_cast<const FlipOp&>(*flip_); }
-
- private:
-  std::unique_ptr<Op> flip_, chw_;
-  Spec out_;
 };
 
 // decode and a crop that writes planes, followed by flip and to_chw: the region is decoded,
