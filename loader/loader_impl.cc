@@ -88,7 +88,8 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
   // Threads (ours, and the CUDA driver's) start only now, after the fork server.
   if (opt_.device.staged()) {
     try {
-      feeder_ = std::make_unique<DeviceFeeder>(opt_, schema_, *this);
+      if (trace_) device_trace_ = std::make_unique<DeviceTraceTracks>(*trace_);
+      feeder_ = std::make_unique<DeviceFeeder>(opt_, schema_, *this, device_trace_.get());
     } catch (...) {
       source_->stop(opt_.shutdown_grace);  // no destructor runs for a throwing constructor
       throw;

@@ -151,11 +151,12 @@ class LoaderImpl final : public HostSource {
   // A batch of plan_ taken whose warning threw (an on_warning callback's exception): the next call
   // delivers it (host_mu_).
   std::optional<Batch> undelivered_;
-  Stats stats_;                                 // stats_mu_
-  std::unique_ptr<TraceWriter> trace_;          // Options::trace; its own lock
-  TimeReport times_;                            // stats_mu_; writes into trace_
-  const unsigned usable_cpus_ = usable_cpus();  // for the verdict: read once (the cgroup's files)
-  void came_back() {                            // the consumer asks for a batch: its step ended
+  Stats stats_;                                      // stats_mu_
+  std::unique_ptr<TraceWriter> trace_;               // Options::trace; its own lock
+  std::unique_ptr<DeviceTraceTracks> device_trace_;  // its device tracks, for feeder_
+  TimeReport times_;                                 // stats_mu_; writes into trace_
+  const unsigned usable_cpus_ = usable_cpus();       // for the verdict: read once (the cgroup's files)
+  void came_back() {                                 // the consumer asks for a batch: its step ended
     std::lock_guard lock(stats_mu_);
     times_.came_back(std::chrono::steady_clock::now());
   }

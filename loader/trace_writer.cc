@@ -47,10 +47,19 @@ TraceWriter::TraceWriter(const std::string& path, int pid, std::uint32_t workers
 }
 
 void TraceWriter::name_track(std::uint32_t track) {
-  if (track < named_.size() && named_[track]) return;
-  if (track >= named_.size()) named_.resize(track + 1, false);
-  named_[track] = true;
-  const std::string name = track == 0 ? "consumer" : fmt::format("worker {}", track - 1);
+  std::string name;
+  if (track >= kDeviceTracks) {
+    bool& named = device_named_[track - kDeviceTracks];
+    if (named) return;
+    named = true;
+    static constexpr const char* kNames[] = {"staging", "device: copies", "device: idle"};
+    name = kNames[track - kDeviceTracks];
+  } else {
+    if (track < named_.size() && named_[track]) return;
+    if (track >= named_.size()) named_.resize(track + 1, false);
+    named_[track] = true;
+    name = track == 0 ? "consumer" : fmt::format("worker {}", track - 1);
+  }
   event(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid_, track,
                     json_text(name)));
   event(fmt::format(R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})", pid_,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "loader/device/device_trace.h"
 
 namespace stoker::detail {
 
@@ -31,8 +32,12 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Track 0 is the consumer, track 1 + w worker w.
+  // Track 0 is the consumer, track 1 + w worker w; with a staged device, three more (DeviceTrace's)
+  // from device_track(staging) on, after the workers however many the tuner starts.
   static std::uint32_t worker_track(std::uint32_t w) noexcept { return 1 + w; }
+  static std::uint32_t device_track(DeviceTrace::Track t) noexcept {
+    return kDeviceTracks + static_cast<std::uint32_t>(t);
+  }
 
   // A span [from, from + duration) on `track`, with `args` a JSON object's members ("" for none).
   void span(std::uint32_t track, std::string_view name, Clock::time_point from, Clock::duration duration,
@@ -57,9 +62,24 @@ class TraceWriter {
   int pid_;
   Clock::time_point origin_;
   std::uint64_t events_ = 0, dropped_ = 0;
-  Clock::time_point written_;            // the last write
+  Clock::time_point written_;  // the last write
+  static constexpr std::uint32_t kDeviceTracks = 1u << 20;
   std::vector<bool> named_;              // per track: its name event written
+  bool device_named_[3] = {};            // the same for the device's tracks
   void name_track(std::uint32_t track);  // REQUIRES: mu_
+};
+
+// The device pipeline's spans on the trace's device tracks.
+class DeviceTraceTracks final : public DeviceTrace {
+ public:
+  explicit DeviceTraceTracks(TraceWriter& trace) : trace_(trace) {}
+  void span(Track track, std::string_view name, Clock::time_point from, Clock::duration duration,
+            std::string_view args) override {
+    trace_.span(TraceWriter::device_track(track), name, from, duration, args);
+  }
+
+ private:
+  TraceWriter& trace_;
 };
 
 // `text` as a JSON string, quoted, its bytes that are not UTF-8 replaced (a field name from a file).

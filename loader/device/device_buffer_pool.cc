@@ -1,5 +1,7 @@
 #include "loader/device/device_buffer_pool.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iostream>
 #include <utility>
@@ -44,6 +46,7 @@ DeviceBufferPool::~DeviceBufferPool() { destroy(); }
 void DeviceBufferPool::destroy() noexcept {
   DeviceBackend& be = *backend_;
   meter_.reset();
+  timeline_.reset();
   for (Buffer& b : buffers_) {
     for (EventHandle e : b.release_events) be.destroy_event(e);
     b.release_events.clear();
@@ -94,9 +97,7 @@ void DeviceBufferPool::begin_copy(std::uint32_t id) {
   {
     std::lock_guard lock(mu_);
     release_events.swap(b.release_events);
-    if (b.copy_timed && backend_->query(b.copy_end)) {
-      copies_.seconds += backend_->elapsed_seconds(b.copy_start, b.copy_end);
-    }
+    harvest_copy(b);
     b.copy_timed = false;
   }
   // The copy stream waits, on the device, for the work the user queued on this buffer.
@@ -107,13 +108,39 @@ void DeviceBufferPool::begin_copy(std::uint32_t id) {
   backend_->record(b.copy_start, copy_stream_);
 }
 
-void DeviceBufferPool::end_copy(std::uint32_t id, std::uint64_t bytes) {
+void DeviceBufferPool::end_copy(std::uint32_t id, std::uint64_t bytes, std::uint64_t index) {
   Buffer& b = buffers_[id];
   backend_->record(b.ready, copy_stream_);
   backend_->record(b.copy_end, copy_stream_);
   std::lock_guard lock(mu_);
   b.copy_timed = true;
+  b.copied_batch = index;
+  b.copied_bytes = bytes;
   copies_.bytes += bytes;
+}
+
+void DeviceBufferPool::harvest_copy(Buffer& b) {
+  if (!b.copy_timed || !backend_->query(b.copy_end)) return;
+  const double seconds = backend_->elapsed_seconds(b.copy_start, b.copy_end);
+  copies_.seconds += seconds;
+  b.copy_timed = false;
+  if (trace_) {
+    trace_->span(DeviceTrace::Track::copies, fmt::format("copy: batch {}", b.copied_batch), timeline_->at(b.copy_start),
+                 std::chrono::duration_cast<DeviceTrace::Clock::duration>(std::chrono::duration<double>(seconds)),
+                 fmt::format(R"("batch":{},"bytes":{})", b.copied_batch, b.copied_bytes));
+  }
+}
+
+void DeviceBufferPool::set_trace(DeviceTrace* trace) {
+  if (trace && !timeline_) timeline_ = std::make_unique<DeviceTimeline>(*backend_, copy_stream_);
+  {
+    std::lock_guard lock(mu_);
+    if (!trace) {
+      for (Buffer& b : buffers_) harvest_copy(b);
+    }
+    trace_ = trace;
+  }
+  meter_->set_trace(trace, timeline_.get());
 }
 
 Batch DeviceBufferPool::make_batch(std::uint32_t id, std::uint64_t epoch, std::uint64_t index,

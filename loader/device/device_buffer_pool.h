@@ -21,6 +21,8 @@
 
 #include "loader/batch/batch_owner.h"
 #include "loader/device/device_backend.h"
+#include "loader/device/device_timeline.h"
+#include "loader/device/device_trace.h"
 #include "loader/device/gpu_idle_meter.h"
 #include "stoker/batch.h"
 #include "stoker/schema.h"
@@ -57,9 +59,14 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
   // Staging thread. Before copying into buffer `id`: makes the copy stream wait for the work its
   // previous users queued on it, and starts timing the copy.
   void begin_copy(std::uint32_t id);
-  // After the copy of `bytes` into buffer `id` was queued: the batch is ready when the copy stream
-  // gets here.
-  void end_copy(std::uint32_t id, std::uint64_t bytes);
+  // After the copy of `bytes` (batch `index`) into buffer `id` was queued: the batch is ready when
+  // the copy stream gets here.
+  void end_copy(std::uint32_t id, std::uint64_t bytes, std::uint64_t index);
+  // From now on (staging thread, before any copy), each copy timed and each gap the idle meter
+  // measures is also a span on `trace`, placed on the host's clock by a DeviceTimeline; nullptr
+  // (once the staging thread is done): the copies that have landed are traced, then no more.
+  // `trace` outlives its use here.
+  void set_trace(DeviceTrace* trace);
   // The device Batch for buffer `id`, after end_copy. `host_fields` describe the copied fields.
   Batch make_batch(std::uint32_t id, std::uint64_t epoch, std::uint64_t index, std::span<const std::uint64_t> indices,
                    std::span<const FieldView> host_fields, std::span<const std::uint32_t> skipped = {});
@@ -83,6 +90,7 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
     EventHandle ready = nullptr;                           // the copy into it landed
     EventHandle copy_start = nullptr, copy_end = nullptr;  // timing of that copy
     bool copy_timed = false;                               // start/end recorded, not yet harvested
+    std::uint64_t copied_batch = 0, copied_bytes = 0;      // what that copy held (the trace)
     std::vector<StreamHandle> streams;                     // used on while held
     std::vector<EventHandle> release_events;               // recorded on those streams at release
     std::vector<std::uint64_t> indices;
@@ -90,6 +98,8 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
     bool free = true;
   };
   void destroy() noexcept;
+  // Folds buffer b's timed copy into the totals (and the trace) if it has landed. REQUIRES: mu_
+  void harvest_copy(Buffer& b);
 
   std::unique_ptr<DeviceBackend> backend_;
   std::unique_ptr<GpuIdleMeter> meter_;
@@ -104,6 +114,8 @@ class DeviceBufferPool final : public BatchOwner, public std::enable_shared_from
   std::vector<std::uint32_t> free_list_;
   std::size_t held_ = 0;
   CopyTotals copies_;
+  DeviceTrace* trace_ = nullptr;              // Options::trace's device tracks, while staging
+  std::unique_ptr<DeviceTimeline> timeline_;  // made with the first trace; before backend_ goes
 };
 
 }  // namespace stoker::detail

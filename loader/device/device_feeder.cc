@@ -1,6 +1,9 @@
 #include "loader/device/device_feeder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "loader/device/device_backend.h"
@@ -11,7 +14,8 @@
 
 namespace stoker::detail {
 
-DeviceFeeder::DeviceFeeder(const Options& options, const Schema& schema, HostSource& source) : source_(source) {
+DeviceFeeder::DeviceFeeder(const Options& options, const Schema& schema, HostSource& source, DeviceTrace* trace)
+    : source_(source), trace_(trace) {
   if (options.prefetch_to_device == 0)
     throw Error(ErrorCode::invalid_option, "options: prefetch_to_device is 0; it must be at least 1");
   // The queue, plus the batches in the user's hands: at least the one being used while the next is
@@ -31,6 +35,7 @@ DeviceFeeder::DeviceFeeder(const Options& options, const Schema& schema, HostSou
     }
   };
   stager_ = make_stager(options.staging, *pool_, source.slot_memory(), source.slot_memory_bytes(), warn);
+  if (trace_) pool_->set_trace(trace_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -41,7 +46,8 @@ DeviceFeeder::~DeviceFeeder() {
   std::deque<StagedQueue::Item> queued;
   queue_->request(0, 0, 0, queued);  // takes what is still queued, to be released here
   queued.clear();
-  stager_.reset();  // waits for its copies, releases its slots
+  stager_.reset();                        // waits for its copies, releases its slots
+  if (trace_) pool_->set_trace(nullptr);  // batches may outlive the trace
 }
 
 void DeviceFeeder::run() noexcept {
@@ -101,9 +107,14 @@ Batch DeviceFeeder::stage(Batch host, std::uint32_t id) {
   const std::vector<std::uint64_t> indices(host.indices().begin(), host.indices().end());
   const std::vector<std::uint32_t> skipped(host.skipped().begin(), host.skipped().end());
   const std::uint64_t epoch = host.epoch(), index = host.index();
+  const auto from = std::chrono::steady_clock::now();
   pool_->begin_copy(id);
   stager_->copy(std::move(host), id);
-  pool_->end_copy(id, bytes);
+  pool_->end_copy(id, bytes, index);
+  if (trace_) {
+    trace_->span(DeviceTrace::Track::staging, fmt::format("stage: batch {}", index), from,
+                 std::chrono::steady_clock::now() - from, fmt::format(R"("batch":{},"bytes":{})", index, bytes));
+  }
   return pool_->make_batch(id, epoch, index, indices, fields, skipped);
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "loader/device/device_trace.h"
 #include "stoker/batch.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
@@ -42,8 +43,9 @@ class Stager;
 class DeviceFeeder {
  public:
   // Creates the device backend (throws for a missing driver or device), the buffers, the stager
-  // and the staging thread.
-  DeviceFeeder(const Options& options, const Schema& schema, HostSource& source);
+  // and the staging thread. With `trace` (outliving the feeder), the staging thread's batches, the
+  // copies and the device's idle gaps go to it.
+  DeviceFeeder(const Options& options, const Schema& schema, HostSource& source, DeviceTrace* trace = nullptr);
   ~DeviceFeeder();
   DeviceFeeder(const DeviceFeeder&) = delete;
   DeviceFeeder& operator=(const DeviceFeeder&) = delete;
@@ -61,6 +63,7 @@ class DeviceFeeder {
   Batch stage(Batch host, std::uint32_t buffer);
 
   HostSource& source_;
+  DeviceTrace* trace_;
   std::shared_ptr<DeviceBufferPool> pool_;  // shared with the device batches
   std::shared_ptr<StagedQueue> queue_;      // the pool notifies it through a weak reference
   std::unique_ptr<Stager> stager_;          // staging thread only

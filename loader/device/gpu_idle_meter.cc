@@ -44,7 +44,13 @@ void GpuIdleMeter::harvest() {
   while (!marks_.empty() && backend_.query(marks_.front().after)) {
     StepMark m = marks_.front();
     marks_.pop_front();
-    totals_.wait_seconds += std::max(0.0, backend_.elapsed_seconds(m.from ? m.from : m.before, m.after));
+    const EventHandle gap_from = m.from ? m.from : m.before;
+    const double gap = std::max(0.0, backend_.elapsed_seconds(gap_from, m.after));
+    totals_.wait_seconds += gap;
+    if (trace_ && gap > 0) {
+      trace_->span(DeviceTrace::Track::idle, "waits for data", timeline_->at(gap_from),
+                   std::chrono::duration_cast<DeviceTrace::Clock::duration>(std::chrono::duration<double>(gap)), "");
+    }
     if (m.from) backend_.destroy_event(m.from);
     ++totals_.steps;
     if (!first_before_) {
@@ -56,6 +62,12 @@ void GpuIdleMeter::harvest() {
     last_after_ = m.after;
     totals_.span_seconds = backend_.elapsed_seconds(first_before_, last_after_);
   }
+}
+
+void GpuIdleMeter::set_trace(DeviceTrace* trace, DeviceTimeline* timeline) {
+  std::lock_guard lock(mu_);
+  trace_ = trace;
+  timeline_ = timeline;
 }
 
 GpuIdleMeter::Totals GpuIdleMeter::totals() {

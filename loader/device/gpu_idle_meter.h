@@ -14,6 +14,8 @@
 #include <mutex>
 
 #include "loader/device/device_backend.h"
+#include "loader/device/device_timeline.h"
+#include "loader/device/device_trace.h"
 
 namespace stoker::detail {
 
@@ -36,6 +38,9 @@ class GpuIdleMeter {
   };
   // Folds completed measurements in and returns the totals.
   Totals totals();
+  // From now on, each gap folded in is also a span on `trace`'s idle track, placed by `timeline`
+  // (both outlive the meter, or are unset first; nullptr: none).
+  void set_trace(DeviceTrace* trace, DeviceTimeline* timeline);
 
  private:
   struct StepMark {
@@ -49,6 +54,8 @@ class GpuIdleMeter {
   std::map<StreamHandle, EventHandle> release_marks_;  // the last release on each stream, not yet used
   EventHandle first_before_ = nullptr, last_after_ = nullptr;
   Totals totals_;
+  DeviceTrace* trace_ = nullptr;
+  DeviceTimeline* timeline_ = nullptr;
 };
 
 }  // namespace stoker::detail

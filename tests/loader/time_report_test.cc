@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "loader/trace_writer.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
 #include "stoker/pipeline.h"
@@ -249,6 +250,61 @@ TEST_F(TimeReport, TheTraceHasATrackPerWorkerABatchSpanPerBatchItsStagesInsideAn
   EXPECT_EQ(steps, batches) << "from each batch handed out to the next call";
   EXPECT_EQ(trace.back()["name"], "stoker_dropped_events");
   EXPECT_EQ(trace.back()["args"]["dropped"], 0);
+}
+
+// A staged device's three tracks: the staging thread's batches, the copies as the device ran them
+// (each placed on the host's clock through a device event waited for once) and the gaps in which
+// the compute stream waited for data. Data is made late (spin), so the stream waits.
+TEST_F(TimeReport, AStagedDeviceHasItsStagingCopiesAndIdleGapsOnTracksOfTheirOwn) {
+  const std::string path = tmp_.path("device.json");
+  Options o = options(2);
+  o.pipeline = "label=spin(0.2)";
+  o.device = Device::emulated();
+  o.trace = path;
+  std::vector<std::uint64_t> delivered;
+  {
+    Loader l(o);
+    for (Batch& b : l.epoch(0)) {
+      b.ready_on(nullptr);  // the emulated device's null stream: the idle meter's step
+      delivered.push_back(b.index());
+    }
+  }
+  const nlohmann::json trace = read_trace(path);
+  std::map<int, std::string> tracks;
+  for (const auto& e : trace) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks[e["tid"].get<int>()] = e["args"]["name"];
+  }
+  const int staging = static_cast<int>(detail::TraceWriter::device_track(detail::DeviceTrace::Track::staging));
+  const int copies = static_cast<int>(detail::TraceWriter::device_track(detail::DeviceTrace::Track::copies));
+  const int idle = static_cast<int>(detail::TraceWriter::device_track(detail::DeviceTrace::Track::idle));
+  EXPECT_EQ(tracks[staging], "staging");
+  EXPECT_EQ(tracks[copies], "device: copies");
+  EXPECT_EQ(tracks[idle], "device: idle");
+  const std::uint64_t batch_bytes = 10 * small_schema(1).bytes_per_sample();
+  // Every batch delivered was staged and copied, once (copies are traced as they are found landed,
+  // not in order); a batch staged ahead of the loop may be there too.
+  std::map<int, std::map<std::uint64_t, nlohmann::json>> by_batch;
+  for (const int track : {staging, copies}) {
+    for (const auto& e : events_of(trace, "X", track)) {
+      const auto batch = e["args"]["batch"].get<std::uint64_t>();
+      EXPECT_TRUE(by_batch[track].emplace(batch, e).second) << "twice: " << e;
+      EXPECT_EQ(e["args"]["bytes"].get<std::uint64_t>(), batch_bytes) << e;
+      EXPECT_GE(e["dur"].get<double>(), 0) << e;
+    }
+  }
+  for (const std::uint64_t batch : delivered) {
+    ASSERT_TRUE(by_batch[staging].count(batch)) << "batch " << batch << " staged";
+    ASSERT_TRUE(by_batch[copies].count(batch)) << "batch " << batch << " copied";
+    // The copy ran after its staging began (the host queued it); 50 us for the timeline's error.
+    EXPECT_GE(by_batch[copies][batch]["ts"].get<double>() + 50, by_batch[staging][batch]["ts"].get<double>())
+        << by_batch[copies][batch];
+  }
+  const auto gaps = events_of(trace, "X", idle);
+  EXPECT_FALSE(gaps.empty()) << "the stream waited for late data";
+  for (const auto& e : gaps) {
+    EXPECT_EQ(e["name"], "waits for data");
+    EXPECT_GT(e["dur"].get<double>(), 0);
+  }
 }
 
 TEST_F(TimeReport, ARunKilledMidwayLeavesATraceThatStillLoads) {
