@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/option_spelling.h"
+#include "loader/nvtx.h"
 #include "loader/producers/auto_tuner.h"
 #include "loader/worker/stage_times.h"
 
@@ -47,11 +48,19 @@ void TimeReport::delivered(Clock::time_point now, std::uint64_t index) {
   if (std::exchange(first_of_epoch_, false) && asked_since_)
     first_wait_seconds_ += std::chrono::duration<double>(now - *asked_since_).count();
   if (trace_ && asked_since_) trace_->span(0, fmt::format("wait: batch {}", index), *asked_since_, now - *asked_since_);
+  end_wait();
+}
+
+void TimeReport::end_wait() noexcept {
+  if (asked_since_) nvtx_range_end(nvtx_wait_);
   asked_since_.reset();
 }
 
 void TimeReport::came_back(Clock::time_point now) {
-  if (!asked_since_) asked_since_ = now;
+  if (!asked_since_) {
+    asked_since_ = now;
+    nvtx_wait_ = nvtx_range_start("stoker.wait");
+  }
   if (!out_since_) return;
   step_seconds_ += std::chrono::duration<double>(now - *out_since_).count();
   if (trace_) trace_->span(0, "step", *out_since_, now - *out_since_);
@@ -59,7 +68,7 @@ void TimeReport::came_back(Clock::time_point now) {
 }
 
 void TimeReport::epoch_ended() {
-  asked_since_.reset();
+  end_wait();
   first_of_epoch_ = true;
   if (trace_) trace_->flush(true);
 }

@@ -38,6 +38,7 @@ class TimeReport {
   void fill(Stats& s) const;
 
  private:
+  void end_wait() noexcept;  // the consumer's wait is over (its NVTX range ends)
   std::vector<std::string> names_;
   std::vector<std::uint64_t> ns_;
   double step_seconds_ = 0;
@@ -46,6 +47,7 @@ class TimeReport {
   bool first_of_epoch_ = true;                    // the next batch delivered is its epoch's first
   double first_wait_seconds_ = 0;
   TraceWriter* trace_ = nullptr;
+  std::uint64_t nvtx_wait_ = 0;  // the NVTX range of the wait since asked_since_ (loader/nvtx.h)
 };
 
 // What the verdict knows beside Stats.
