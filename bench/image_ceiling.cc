@@ -14,6 +14,7 @@
 // flipped are written there as JSON, for a peer to crop the same.
 // Prints one JSON object.
 #include <lmdb.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,22 +168,29 @@ int main(int argc, char** argv) {
       if (::pipe(fds) != 0) throw std::runtime_error("pipe");
       const auto start = std::chrono::steady_clock::now();
       for (int p = 0; p < procs; ++p) {
-        if (::fork() == 0) {
-          ceiling_pass(images, size, seed, pixels, scratch);
-          const double rate = n / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          (void)!::write(fds[1], &rate, sizeof rate);
-          ::_exit(0);
+        const pid_t child = ::fork();
+        if (child < 0) throw std::runtime_error("fork");
+        if (child == 0) {
+          int status = 0;
+          try {
+            ceiling_pass(images, size, seed, pixels, scratch);
+            const double rate = n / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            (void)!::write(fds[1], &rate, sizeof rate);
+          } catch (const std::exception& e) {
+            std::cerr << "stoker-image-ceiling: a decoding process: " << e.what() << std::endl;
+            status = 1;
+          }
+          ::_exit(status);
         }
       }
+      ::close(fds[1]);  // a child that ends without writing ends the reads below
       double total = 0;
-      for (int p = 0; p < procs; ++p) {
-        double rate = 0;
-        if (::read(fds[0], &rate, sizeof rate) == sizeof rate) total += rate;
-      }
+      int reported = 0;
+      for (double rate = 0; ::read(fds[0], &rate, sizeof rate) == sizeof rate; ++reported) total += rate;
       while (::wait(nullptr) > 0) {
       }
       ::close(fds[0]);
-      ::close(fds[1]);
+      if (reported != procs) throw std::runtime_error("a decoding process failed");
       out["ceiling_procs"] = procs;
       out["ceiling_samples_per_s"] = total;
     }

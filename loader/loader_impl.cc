@@ -190,7 +190,8 @@ LoaderImpl::~LoaderImpl() {
     // have; what this copy holds of them is let go without a word.
     if (source_) source_->disown();
     (void)feeder_.release();
-    (void)trace_.release();  // the owner's file, which it goes on writing
+    (void)device_trace_.release();  // the released feeder's pool may still point at it
+    (void)trace_.release();         // the owner's file, which it goes on writing
     return;
   }
   feeder_.reset();  // its thread draws from the workers
@@ -263,10 +264,18 @@ std::optional<Batch> LoaderImpl::next(std::uint64_t generation) {
   std::lock_guard consumer(consumer_mu_);
   came_back();
   std::optional<Batch> b;
+  const auto wait_failed = [&] {
+    std::lock_guard lock(stats_mu_);
+    times_.wait_failed();
+  };
   try {
     b = feeder_ ? feeder_->next(generation) : next_host(generation);
   } catch (const Error&) {
+    wait_failed();
     check_process();  // destroyed meanwhile: that is the error, not the interruption it caused
+    throw;
+  } catch (...) {
+    wait_failed();
     throw;
   }
   std::lock_guard lock(stats_mu_);

@@ -19,6 +19,10 @@ namespace stoker::detail {
 class TimeReport {
  public:
   using Clock = std::chrono::steady_clock;
+  TimeReport() = default;
+  ~TimeReport() { end_wait(); }  // a wait still open (the consumer stopped, or was interrupted)
+  TimeReport(const TimeReport&) = delete;
+  TimeReport& operator=(const TimeReport&) = delete;
 
   // The workers' stages, as the slots hold them (worker_stage_names()).
   void set_stage_names(std::vector<std::string> names);
@@ -32,7 +36,12 @@ class TimeReport {
   void came_back(Clock::time_point now);
   // An epoch starts (its first batch's wait is its start's: Stats::first_wait_seconds) / the
   // consumer reached its end (the trace is written out).
-  void epoch_started() noexcept { first_of_epoch_ = true; }
+  void epoch_started() noexcept {
+    end_wait();  // a wait for the epoch before is over
+    first_of_epoch_ = true;
+  }
+  // The consumer's call for a batch failed: its wait is over (the next call's is a new one).
+  void wait_failed() noexcept { end_wait(); }
   void epoch_ended();
   // Sets s.stages (every named stage, in order) and s.step_seconds.
   void fill(Stats& s) const;

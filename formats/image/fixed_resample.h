@@ -1,9 +1,12 @@
 // The u8 resize in fixed point, as PIL resamples 8-bit images: each pass's sums are integers (the
 // weights times 2^precision, rounded), rounded back to u8 after the rows' pass and again after the
 // columns'. As in pillow-simd, the weights are 16-bit, with the highest precision that keeps every
-// weight below 2^15, so that two taps take one 16-bit multiply-add (SSSE3 / AVX2, checked at run
-// time): the values are within 1 of PIL's, whose weights have 22 bits. Integer sums are exact in
-// any order: every kernel gives the same bytes.
+// weight below 2^15, so that two taps take one 16-bit multiply-add. Kernels: the rows' pass with
+// AVX2 (checked at run time) for 3 and 4 channels where each pair of adjacent pixels' taps lies
+// within 16 bytes (shrinking up to about 3x), one value at a time otherwise; the columns' pass with
+// AVX2, or SSE2. The values are within 1 of PIL's, whose weights have 22 bits (tests/tools/
+// image_check.py checks photographs against PIL). Integer sums are exact in any order: every
+// kernel gives the same bytes.
 #pragma once
 
 #include <cstddef>

@@ -20,35 +20,57 @@ namespace stoker::formats {
 
 using detail::fit_scratch;
 
+namespace {
+
+// PIL's bilinear filter for an in -> out pass.
+struct Filter {
+  double scale, filter_scale, support;
+  int stride;  // the most taps a position has
+};
+Filter filter_of(int in, int out) {
+  Filter f;
+  f.scale = static_cast<double>(in) / out;
+  f.filter_scale = std::max(f.scale, 1.0);
+  f.support = 1.0 * f.filter_scale;  // the bilinear (triangle) filter's support is 1
+  f.stride = static_cast<int>(std::ceil(f.support)) * 2 + 1;
+  return f;
+}
+
+// Output position i's taps: its weights into w (f.stride floats; those past its count are not
+// written), its first input position into `first` and their count into `count`.
+void position_taps(const Filter& f, int in, int i, float* w, int& first, int& count) {
+  const double center = (i + 0.5) * f.scale;
+  // PIL's own rounding, truncation toward zero of x + 0.5 (also below zero), which the filter
+  // must reproduce byte for byte: not lround.
+  const int lo = std::max(static_cast<int>(center - f.support + 0.5), 0);   // NOLINT(bugprone-incorrect-roundings)
+  const int hi = std::min(static_cast<int>(center + f.support + 0.5), in);  // NOLINT(bugprone-incorrect-roundings)
+  const int n = std::min(hi - lo, f.stride);
+  double total = 0;
+  for (int k = 0; k < n; ++k) {
+    const double x = (lo + k - center + 0.5) / f.filter_scale;
+    const double v = std::max(0.0, 1.0 - std::abs(x));
+    w[k] = static_cast<float>(v);
+    total += v;
+  }
+  if (total > 0) {
+    for (int k = 0; k < n; ++k) w[k] = static_cast<float>(w[k] / total);
+  }
+  first = lo;
+  count = n;
+}
+
+}  // namespace
+
 void Resizer::compute(int in, int out, int first_out, int n_out, Taps& t) {
-  const double scale = static_cast<double>(in) / out;
-  const double filter_scale = std::max(scale, 1.0);
-  const double support = 1.0 * filter_scale;  // the bilinear (triangle) filter's support is 1
-  t.stride = static_cast<int>(std::ceil(support)) * 2 + 1;
+  const Filter f = filter_of(in, out);
+  t.stride = f.stride;
   fit_scratch(t.first, static_cast<std::size_t>(n_out));
   fit_scratch(t.count, static_cast<std::size_t>(n_out));
   fit_scratch(t.weights, static_cast<std::size_t>(n_out) * t.stride);
   std::fill(t.weights.begin(), t.weights.end(), 0.0f);
   for (int i = 0; i < n_out; ++i) {
-    const double center = (first_out + i + 0.5) * scale;
-    // PIL's own rounding, truncation toward zero of x + 0.5 (also below zero), which the filter
-    // must reproduce byte for byte: not lround.
-    const int lo = std::max(static_cast<int>(center - support + 0.5), 0);   // NOLINT(bugprone-incorrect-roundings)
-    const int hi = std::min(static_cast<int>(center + support + 0.5), in);  // NOLINT(bugprone-incorrect-roundings)
-    const int n = std::min(hi - lo, t.stride);
-    double total = 0;
-    float* w = &t.weights[static_cast<std::size_t>(i) * t.stride];
-    for (int k = 0; k < n; ++k) {
-      const double x = (lo + k - center + 0.5) / filter_scale;
-      const double v = std::max(0.0, 1.0 - std::abs(x));
-      w[k] = static_cast<float>(v);
-      total += v;
-    }
-    if (total > 0) {
-      for (int k = 0; k < n; ++k) w[k] = static_cast<float>(w[k] / total);
-    }
-    t.first[static_cast<std::size_t>(i)] = lo;
-    t.count[static_cast<std::size_t>(i)] = n;
+    position_taps(f, in, first_out + i, &t.weights[static_cast<std::size_t>(i) * t.stride],
+                  t.first[static_cast<std::size_t>(i)], t.count[static_cast<std::size_t>(i)]);
   }
 }
 
@@ -126,20 +148,26 @@ void Resizer::store(const std::uint8_t* row, std::uint8_t* dst, int y, int out_h
 }
 
 float Resizer::heaviest(int in, int out, const Taps& taps, int first_out, int n) {
-  // The precision is the whole pass's, so that a window's values are the whole resize's: where
-  // the window is a part of the pass, the pass's other positions' weights are computed too (a
-  // scan, kept nowhere but `others_`).
-  const Taps* all = &taps;
+  const auto most = [](const float* w, int count) { return count > 0 ? *std::max_element(w, w + count) : 0.0f; };
+  float heaviest = 0;
+  for (std::size_t i = 0; i < taps.count.size(); ++i) {
+    heaviest = std::max(heaviest, most(&taps.weights[i * static_cast<std::size_t>(taps.stride)], taps.count[i]));
+  }
+  // The precision is the whole pass's, so that a window's values are the whole resize's: where the
+  // window is a part of the pass, the other positions' weights are computed too, one at a time
+  // (their time, about 10 ns a position, not their memory).
   if (first_out != 0 || n != out) {
-    compute(in, out, 0, out, others_);
-    all = &others_;
+    const Filter f = filter_of(in, out);
+    fit_scratch(one_position_, static_cast<std::size_t>(f.stride));
+    for (int i = 0; i < out; ++i) {
+      if (i == first_out) i += n;  // the window's, already counted
+      if (i >= out) break;
+      int first = 0, count = 0;
+      position_taps(f, in, i, one_position_.data(), first, count);
+      heaviest = std::max(heaviest, most(one_position_.data(), count));
+    }
   }
-  float most = 0;
-  for (std::size_t i = 0; i < all->count.size(); ++i) {
-    for (int k = 0; k < all->count[i]; ++k)
-      most = std::max(most, all->weights[i * static_cast<std::size_t>(all->stride) + k]);
-  }
-  return most;
+  return heaviest;
 }
 
 void Resizer::run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst,
@@ -169,13 +197,8 @@ void Resizer::run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std:
   if (taps <= out_h) {
     // As the float resize's ring (run_impl).
     fit_scratch(ring8_, static_cast<std::size_t>(taps) * row_bytes);
-    const std::uint8_t* rows[64];
-    std::vector<const std::uint8_t*> many;
-    const std::uint8_t** tap_rows = rows;
-    if (taps > 64) {
-      many.resize(static_cast<std::size_t>(taps));
-      tap_rows = many.data();
-    }
+    fit_scratch(tap_rows8_, static_cast<std::size_t>(taps));
+    const std::uint8_t** tap_rows = tap_rows8_.data();
     int next = 0;
     for (int y = 0; y < out_h; ++y) {
       const int first = vertical_.first[static_cast<std::size_t>(y)],
@@ -258,13 +281,8 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
     // in the ring, the rows before them are read by no later output row.
     const std::size_t ring_row = out_row + 1;
     fit_scratch(ring_, static_cast<std::size_t>(taps) * ring_row);
-    const float* rows[64];
-    std::vector<const float*> many;
-    const float** tap_rows = rows;
-    if (taps > 64) {
-      many.resize(static_cast<std::size_t>(taps));
-      tap_rows = many.data();
-    }
+    fit_scratch(tap_rows_, static_cast<std::size_t>(taps));
+    const float** tap_rows = tap_rows_.data();
     int next = 0;  // the next input row to resize
     for (int y = 0; y < out_h; ++y) {
       const int first = vertical_.first[static_cast<std::size_t>(y)],
@@ -310,15 +328,16 @@ std::size_t Resizer::scratch_bytes() const noexcept {
   const auto taps = [](const Taps& t) {
     return t.first.capacity() * sizeof(int) + t.count.capacity() * sizeof(int) + t.weights.capacity() * sizeof(float);
   };
-  return taps(horizontal_) + taps(vertical_) +
+  const auto fixed = [](const FixedTaps& t) {
+    return (t.first.capacity() + t.pairs.capacity()) * sizeof(int) +
+           (t.coef.capacity() + t.vectors.capacity()) * sizeof(std::int16_t) + t.shuffles.capacity();
+  };
+  return taps(horizontal_) + taps(vertical_) + fixed(fixed_h_) + fixed(fixed_v_) +
          (acc_.capacity() + ring_.capacity() + sum_.capacity() + row_.capacity() + line_.capacity() +
-          pairs_.capacity()) *
+          pairs_.capacity() + one_position_.capacity()) *
              sizeof(float) +
          bytes_.capacity() + line8_.capacity() + ring8_.capacity() + acc32_.capacity() * sizeof(std::int32_t) +
-         (fixed_h_.first.capacity() + fixed_h_.pairs.capacity() + fixed_v_.first.capacity() +
-          fixed_v_.pairs.capacity()) *
-             sizeof(int) +
-         (fixed_h_.coef.capacity() + fixed_v_.coef.capacity()) * sizeof(std::int16_t);
+         (tap_rows_.capacity() + tap_rows8_.capacity()) * sizeof(void*);
 }
 
 void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,

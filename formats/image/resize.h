@@ -1,13 +1,17 @@
 // Antialiased bilinear resizing of HWC images, as PIL's Image.resize(BILINEAR) (and so
 // torchvision's Resize/RandomResizedCrop on PIL images) defines it: a triangle filter whose support
-// widens with the downscaling factor, applied separably (rows, then columns). Accumulates in float;
-// u8 output is rounded to nearest. The output may be written as planes (CHW) and mirrored, as
-// to_chw and flip would make it, in the same pass. The coefficient tables and the sums are kept
-// between calls: a warm Resizer does not allocate. Its memory is that of the output and two rows
-// (4 bytes a value), not the input's: scratch_bytes() <= 4 * (out_h * (out_w * c + 1) + (in_w + 2 *
-// out_w) * c + 3) + out_w * c plus the tables, about 4 * (2 * (in/out) + 3) bytes per output row
-// and column. Where the CPU has AVX2 (checked at run time) the sums are taken eight at a time: the
-// same multiplications and additions in the same order (never fused), so the same results.
+// widens with the downscaling factor, applied separably (rows, then columns).
+//   - u8 images in fixed point, as PIL resamples 8-bit images (formats/image/fixed_resample.h):
+//     within 1 of PIL's values;
+//   - f32 images in float (formats/image/float_resample.h): the same multiplications and additions
+//     in the same order on every CPU, never fused, so the same values.
+// The output may be written as planes (CHW) and mirrored, as to_chw and flip would make it, in the
+// same pass. The coefficient tables and the sums are kept between calls: a warm Resizer does not
+// allocate. Its memory (scratch_bytes()) is that of the output's rows, not the input's: the rows
+// an output row reads (a ring as tall as the filter, 4 bytes a value for f32, 1 for u8) and one
+// input row, or, where the filter is taller than the output (a strip shrunk a hundredfold), the
+// output's sums (4 bytes a value), plus the tables, about 4 * (2 * (in/out) + 3) bytes per output
+// row and column (more for the AVX2 kernels' copies).
 #pragma once
 
 #include <cstddef>
@@ -31,9 +35,9 @@ class STOKER_TOOLS_API Resizer {
     int y = 0, x = 0, height = 0, width = 0;
   };
   // Only `window` of the out_h x out_w resize, into dst (window.height x window.width x c,
-  // contiguous): the values that resizing whole and cropping gives, float for float, at the cost
-  // (time, sums and tables) of the window. A crop of a resize costs the crop, however long the
-  // resize's other side.
+  // contiguous): the values that resizing whole and cropping gives, value for value, at the cost
+  // (sums, tables, memory) of the window; for u8, the fixed-point precision is the whole resize's,
+  // found by scanning its weights one position at a time (about 10 ns a position, no memory).
   void run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
            int out_w, const Window& window);
   void run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w,
@@ -78,7 +82,8 @@ class STOKER_TOOLS_API Resizer {
   // The heaviest weight of the in -> out pass, of which `taps` are positions [first_out, first_out + n).
   float heaviest(int in, int out, const Taps& taps, int first_out, int n);
 
-  Taps horizontal_, vertical_, others_;
+  Taps horizontal_, vertical_;
+  std::vector<float> one_position_;  // heaviest(): one position's weights at a time
   std::vector<float> acc_;           // every output row's sum: out_h x out_w x c (when taller taps than out_h)
   std::vector<float> ring_;          // or the last rows resized horizontally, as many as a row's taps
   std::vector<float> sum_;           // one output row's sums: out_w x c
@@ -89,8 +94,10 @@ class STOKER_TOOLS_API Resizer {
   FixedTaps fixed_h_, fixed_v_;
   std::vector<std::uint8_t> line8_, ring8_;
   std::vector<std::int32_t> acc32_;
-  std::vector<float> row_;   // one input row resized horizontally: out_w x c, + 1 float of slack
-  std::vector<float> line_;  // one input row, as floats, + 1 float of slack (0)
+  std::vector<const float*> tap_rows_;          // the ring's rows an output row reads
+  std::vector<const std::uint8_t*> tap_rows8_;  // the same, u8
+  std::vector<float> row_;                      // one input row resized horizontally: out_w x c, + 1 float of slack
+  std::vector<float> line_;                     // one input row, as floats, + 1 float of slack (0)
 };
 
 }  // namespace stoker::formats

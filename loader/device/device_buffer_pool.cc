@@ -93,6 +93,8 @@ bool DeviceBufferPool::all_held() const {
 
 void DeviceBufferPool::begin_copy(std::uint32_t id) {
   Buffer& b = buffers_[id];
+  // Before the copy stream waits for the user's work: a new origin waits only for queued copies.
+  if (timeline_) timeline_->refresh(copy_stream_);
   std::vector<EventHandle> release_events;
   {
     std::lock_guard lock(mu_);
@@ -133,6 +135,16 @@ void DeviceBufferPool::harvest_copy(Buffer& b) {
 
 void DeviceBufferPool::set_trace(DeviceTrace* trace) {
   if (trace && !timeline_) timeline_ = std::make_unique<DeviceTimeline>(*backend_, copy_stream_);
+  if (!trace) {
+    // The staging thread is done: its last copies are waited for, so that each is traced.
+    for (Buffer& b : buffers_) {
+      try {
+        if (b.copy_timed) backend_->synchronize(b.copy_end);
+      } catch (const std::exception& e) {
+        std::cerr << "stoker: warning: " << e.what() << std::endl;
+      }
+    }
+  }
   {
     std::lock_guard lock(mu_);
     if (!trace) {

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -54,6 +55,35 @@ TEST(Nvtx, EachWaitOfTheConsumerIsOneRangeNamedStokerWait) {
   EXPECT_EQ(c.open, 0u);
   EXPECT_EQ(c.unknown_ends, 0u);
   EXPECT_EQ(c.other_names, 0u) << "every range is named stoker.wait";
+}
+
+TEST(Nvtx, AWaitCutShortEndsItsRange) {
+  if (std::getenv("NVTX_INJECTION64_PATH") == nullptr) GTEST_SKIP() << "run by ctest, with the stand-in tool";
+  TempDir tmp;
+  write_lmdb(tmp.path("d.lmdb"), small_schema(100));
+  Options o;
+  o.source = tmp.path("d.lmdb");
+  o.batch_size = 10;
+  o.num_workers = 1;
+  const Counts before = tool_counts();
+  {
+    Loader loader(o);
+    {
+      auto abandoned = loader.epoch(0);
+      auto b = abandoned.begin();
+      ++b;  // two batches taken, the rest of the epoch left
+    }
+    auto next = loader.epoch(1);  // a wait of the abandoned epoch would end here, had there been one
+    for (auto b = next.begin(); b != next.end(); ++b) {
+    }
+    auto last = loader.epoch(2);
+    (void)last.wait(std::chrono::milliseconds(1));  // asked for a batch, never taken it
+  }                                                 // the Loader gone, the wait with it
+  const Counts c = tool_counts();
+  EXPECT_EQ(c.started - before.started, 2u + 11u + 1u);
+  EXPECT_EQ(c.ended - before.ended, c.started - before.started);
+  EXPECT_EQ(c.open, 0u);
+  EXPECT_EQ(c.unknown_ends, 0u);
 }
 
 }  // namespace

@@ -148,9 +148,12 @@ struct Case {
   int in_h, in_w, out_h, out_w;
 };
 // Shrinking (many taps, the vector path's four pixels at a time and its tail), enlarging (2-3
-// taps), widths that are not a multiple of four, one-pixel rows and columns.
+// taps), widths that are not a multiple of four, one-pixel rows and columns; shrinking threefold
+// (four pairs of taps: the general AVX2 kernel) and fourfold (pixels too far apart for one load:
+// one value at a time).
 const Case kCases[] = {{448, 448, 224, 224}, {300, 421, 224, 224}, {160, 200, 224, 224}, {37, 53, 19, 7},
-                       {5, 3, 17, 23},       {1, 9, 1, 5},         {9, 1, 4, 1},         {64, 64, 63, 65}};
+                       {5, 3, 17, 23},       {1, 9, 1, 5},         {9, 1, 4, 1},         {64, 64, 63, 65},
+                       {300, 300, 100, 100}, {120, 401, 30, 100}};
 
 TEST_P(Resize, U8ImagesArePilsFixedPointResizeAndWithinOneOfItsFilterInFloat) {
   std::mt19937 rng(7);
