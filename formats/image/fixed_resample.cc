@@ -51,8 +51,9 @@ void horizontal_plain(const std::uint8_t* in, int c, const FixedTaps& t, std::ui
 void pair_shuffle(int c, int from, std::int8_t* m) {
   for (int lane = 0; lane < 8; ++lane) {
     const int ch = lane / 2, tap = lane % 2;
-    m[2 * lane] = ch < c ? static_cast<std::int8_t>(from + tap * c + ch) : std::int8_t{-128};
-    m[2 * lane + 1] = std::int8_t{-128};
+    const std::size_t at = 2 * static_cast<std::size_t>(lane);
+    m[at] = ch < c ? static_cast<std::int8_t>(from + tap * c + ch) : std::int8_t{-128};
+    m[at + 1] = std::int8_t{-128};
   }
 }
 // Four pixels' 32-bit sums ([ch0, ch1, ch2, ch3] each) to their C * 4 bytes, packed from the first.
@@ -82,12 +83,13 @@ __attribute__((target("avx2"))) void horizontal_avx2(const std::uint8_t* in, con
     __m256i sums[4];
     for (int j = 0; j < 4; ++j) {
       const int pair = x / 2 + j;
-      const std::uint8_t* base = in + static_cast<std::size_t>(t.first[static_cast<std::size_t>(x + 2 * j)]) * C;
+      const std::uint8_t* base =
+          in + static_cast<std::size_t>(t.first[static_cast<std::size_t>(x) + 2 * static_cast<std::size_t>(j)]) * C;
       const __m256i shuffle = _mm256_loadu_si256(shuffles + pair);
       __m256i acc = half;
       for (int k = 0; k < pairs; ++k) {
-        const __m256i px =
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + 2 * k * C)));
+        const __m256i px = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<std::size_t>(2 * C) * k)));
         acc = _mm256_add_epi32(
             acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, shuffle),
                                    _mm256_loadu_si256(vectors + static_cast<std::size_t>(pair) * pairs + k)));
@@ -133,7 +135,7 @@ void quantize_taps(int n, const int* first, const int* count, const float* weigh
   for (int i = 0; i < n; ++i) most = std::max(most, count[i]);
   out.precision = precision;
   out.most_pairs = (most + 1) / 2;
-  const std::size_t per = static_cast<std::size_t>(2 * out.most_pairs);
+  const std::size_t per = 2 * static_cast<std::size_t>(out.most_pairs);
   fit_scratch(out.first, static_cast<std::size_t>(padded));
   fit_scratch(out.pairs, static_cast<std::size_t>(padded));
   fit_scratch(out.coef, static_cast<std::size_t>(padded) * per);
@@ -150,6 +152,7 @@ void quantize_taps(int n, const int* first, const int* count, const float* weigh
     for (int k = 0; k < count[i]; ++k) {
       // PIL's rounding of a weight: half away from zero (weights are >= 0).
       const double w = weights[static_cast<std::size_t>(i) * stride + k];
+      // NOLINTNEXTLINE(bugprone-incorrect-roundings): PIL's rounding, half up, of a weight >= 0
       out.coef[static_cast<std::size_t>(i) * per + k] = static_cast<std::int16_t>(static_cast<int>(0.5 + w * scale));
     }
   }
@@ -159,7 +162,7 @@ void prepare_rows(FixedTaps& t, int c) {
   t.channels = 0;
 #if defined(STOKER_X86_DISPATCH)
   if ((c != 3 && c != 4) || !use_avx2()) return;
-  const std::size_t positions = t.first.size(), pairs = positions / 2, per = static_cast<std::size_t>(2 * t.most_pairs);
+  const std::size_t positions = t.first.size(), pairs = positions / 2, per = 2 * static_cast<std::size_t>(t.most_pairs);
   // Both pixels of a pair, each pair of taps, within one 16-byte load from the first's.
   for (std::size_t p = 0; p < pairs; ++p) {
     if ((t.first[2 * p + 1] - t.first[2 * p] + 2) * c > 16) return;
@@ -190,7 +193,7 @@ void prepare_rows(FixedTaps& t, int c) {
 std::size_t row_slack(const FixedTaps& t, int c) {
   // The vector kernel reads pairs of taps up to most_pairs from each position's first (weighted by
   // zero past its own), 16 bytes at a time.
-  return static_cast<std::size_t>(2 * t.most_pairs + 1) * static_cast<std::size_t>(c) + 16;
+  return (2 * static_cast<std::size_t>(t.most_pairs) + 1) * static_cast<std::size_t>(c) + 16;
 }
 
 void horizontal_fixed(const std::uint8_t* in, int c, const FixedTaps& t, std::uint8_t* out) {

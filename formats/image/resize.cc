@@ -192,7 +192,7 @@ void Resizer::run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std:
     horizontal_fixed(line8_.data(), c, fixed_h_, out);
   };
   fit_scratch(bytes_, row_bytes);
-  const std::size_t per = static_cast<std::size_t>(2 * fixed_v_.most_pairs);
+  const std::size_t per = 2 * static_cast<std::size_t>(fixed_v_.most_pairs);
   const int taps = std::max(*std::max_element(vertical_.count.begin(), vertical_.count.end()), 1);
   if (taps <= out_h) {
     // As the float resize's ring (run_impl).

@@ -44,7 +44,7 @@ void GpuIdleMeter::harvest() {
   while (!marks_.empty() && backend_.query(marks_.front().after)) {
     StepMark m = marks_.front();
     marks_.pop_front();
-    const EventHandle gap_from = m.from ? m.from : m.before;
+    EventHandle gap_from = m.from ? m.from : m.before;
     const double gap = std::max(0.0, backend_.elapsed_seconds(gap_from, m.after));
     totals_.wait_seconds += gap;
     if (trace_ && gap > 0) {

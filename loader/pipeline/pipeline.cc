@@ -61,6 +61,26 @@ OpText parse_op(std::string_view text, std::string_view field) {
   return op;
 }
 
+// Adjacent operations that run as one pass are fused, again and again until no pair is left (a
+// fused pair may fuse with the next one); `names` ("a+b") and `made` (what each makes) follow.
+void fuse_adjacent(std::vector<std::unique_ptr<Op>>& ops, std::vector<std::string>& names, std::vector<Spec> made) {
+  for (bool fused = true; fused;) {
+    fused = false;
+    for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+      if (auto both = fuse(ops[i], ops[i + 1], made[i + 1])) {
+        ops[i] = std::move(both);
+        names[i] += "+" + names[i + 1];
+        made[i] = made[i + 1];
+        const auto next = static_cast<std::ptrdiff_t>(i) + 1;
+        ops.erase(ops.begin() + next);
+        names.erase(names.begin() + next);
+        made.erase(made.begin() + next);
+        fused = true;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<FieldPipelineText> parse_pipeline(std::string_view text) {
@@ -152,24 +172,8 @@ SamplePipelines::SamplePipelines(std::string_view text, const Schema& source, st
       }
       texts.push_back(op_text.text);
     }
-    // Adjacent pairs that run as one pass are fused, again and again until none is left (a fused
-    // pair may fuse with the next one).
     std::vector<std::string> names = texts;
-    std::vector<Spec> made = outputs;  // what each operation of `bound` makes
-    for (bool fused = true; fused;) {
-      fused = false;
-      for (std::size_t i = 0; i + 1 < bound.size(); ++i) {
-        if (auto both = fuse(bound[i], bound[i + 1], made[i + 1])) {
-          bound[i] = std::move(both);
-          names[i] += "+" + names[i + 1];
-          made[i] = made[i + 1];
-          bound.erase(bound.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-          names.erase(names.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-          made.erase(made.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-          fused = true;
-        }
-      }
-    }
+    fuse_adjacent(bound, names, outputs);
     for (std::size_t i = 0; i < bound.size(); ++i) {
       chain->ops.push_back(std::move(bound[i]));
       chain->op_names.push_back(names[i]);
