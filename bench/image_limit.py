@@ -28,7 +28,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from image_compare import make_db  # noqa: E402
+from image_compare import make_db, stoker  # noqa: E402
 
 
 def peers_python(data):
@@ -54,28 +54,9 @@ def run_json(cmd):
 
 
 def loader(build, db, workers):
-    out = subprocess.run(
-        [
-            os.path.join(build, "tools", "loader-bench"),
-            "--data",
-            db,
-            "--pipeline",
-            "data=decode,random_resized_crop(224),flip,to_chw",
-            "--workers",
-            str(workers),
-            "--batch-size",
-            "64",
-            "--shuffle",
-            "--epochs",
-            "2",
-            "--json",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    e = json.loads(out.splitlines()[1])
-    return e["samples_per_s"], e["samples"] / (e["worker_cpu_s"] + e["consumer_cpu_s"])
+    """loader-bench's samples/s and samples per CPU-second (its workers' and its consumer's)."""
+    rate, cpu_per_sample = stoker(build, db, workers, 2)
+    return rate, 1 / cpu_per_sample
 
 
 def main():
