@@ -95,6 +95,9 @@ void DeviceBufferPool::begin_copy(std::uint32_t id) {
   Buffer& b = buffers_[id];
   // Before the copy stream waits for the user's work: a new origin waits only for queued copies.
   if (timeline_) timeline_->refresh(copy_stream_);
+  // The buffer's last copy landed before its batch was used (`ready`); the end of its timing,
+  // recorded just after, is waited for (at once, in practice), so that every copy is counted.
+  if (b.copy_timed) backend_->synchronize(b.copy_end);
   std::vector<EventHandle> release_events;
   {
     std::lock_guard lock(mu_);
