@@ -255,11 +255,8 @@ TEST_F(TimeReport, TheTraceHasATrackPerWorkerABatchSpanPerBatchItsStagesInsideAn
 // A staged device's three tracks: the staging thread's batches, the copies as the device ran them
 // (each placed on the host's clock through a device event waited for once) and the gaps in which
 // the compute stream waited for data. Data is made late (spin), so the stream waits.
-TEST_F(TimeReport, AStagedDeviceHasItsStagingCopiesAndIdleGapsOnTracksOfTheirOwn) {
-  const std::string path = tmp_.path("device.json");
-  Options o = options(2);
+void expect_device_tracks(Options o, const std::string& path) {
   o.pipeline = "label=spin(0.2)";
-  o.device = Device::emulated();
   o.trace = path;
   std::vector<std::uint64_t> delivered;
   {
@@ -305,6 +302,30 @@ TEST_F(TimeReport, AStagedDeviceHasItsStagingCopiesAndIdleGapsOnTracksOfTheirOwn
     EXPECT_EQ(e["name"], "waits for data");
     EXPECT_GT(e["dur"].get<double>(), 0);
   }
+}
+
+TEST_F(TimeReport, AStagedDeviceHasItsStagingCopiesAndIdleGapsOnTracksOfTheirOwn) {
+  Options o = options(2);
+  o.device = Device::emulated();
+  expect_device_tracks(o, tmp_.path("device.json"));
+}
+
+// The same on a GPU (tests/gpu/check.sh runs it there): the copy engine's and the compute stream's
+// events placed on the host's clock by the CUDA driver's timings.
+TEST(CudaDevice, TheTraceShowsTheStagingTheCopiesAndTheIdleGaps) {
+  TempDir tmp;
+  write_hdf5(tmp.path("d.h5"), small_schema(400), {formats::Hdf5WriteOptions::Layout::contiguous, 0, 0});
+  Options o;
+  o.source = tmp.path("d.h5");
+  o.batch_size = 10;
+  o.num_workers = 2;
+  o.device = Device::cuda(0);
+  try {
+    Loader probe(o);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no GPU here: " << e.what();
+  }
+  expect_device_tracks(o, tmp.path("device.json"));
 }
 
 TEST_F(TimeReport, ARunKilledMidwayLeavesATraceThatStillLoads) {
