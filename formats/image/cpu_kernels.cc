@@ -5,7 +5,7 @@ namespace {
 
 bool portable = false;
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(STOKER_X86_DISPATCH)
 bool cpu_has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;

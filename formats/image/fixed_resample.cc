@@ -8,14 +8,6 @@
 #include "base/scratch.h"
 #include "formats/image/cpu_kernels.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define STOKER_X86_DISPATCH 1
-#endif
-
 namespace stoker::formats {
 
 using detail::fit_scratch;

@@ -4,38 +4,7 @@
 
 #include "formats/image/cpu_kernels.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define STOKER_X86_DISPATCH 1
-#endif
-
 namespace stoker::formats {
-
-// Round half up and clamp: v + 0.5 truncated, once v is within [0, 255].
-// Rounded half up and clamped to 0..255, 16 values at a time with SSE2 where there is SSE2 (GCC
-// does not vectorise the float -> u8 conversion by itself), the rest one by one; the same results.
-void store_row(const float* __restrict acc, std::uint8_t* __restrict out, std::size_t n) {
-  std::size_t i = 0;
-#if defined(__SSE2__)
-  const __m128 zero = _mm_setzero_ps(), top = _mm_set1_ps(255.0f), half = _mm_set1_ps(0.5f);
-  auto four = [&](std::size_t at) {
-    return _mm_cvttps_epi32(_mm_add_ps(_mm_min_ps(_mm_max_ps(_mm_loadu_ps(acc + at), zero), top), half));
-  };
-  for (; i + 16 <= n; i += 16) {
-    const __m128i low = _mm_packs_epi32(four(i), four(i + 4)), high = _mm_packs_epi32(four(i + 8), four(i + 12));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(low, high));
-  }
-#endif
-  for (; i < n; ++i) {
-    const float v = acc[i] < 0.0f ? 0.0f : acc[i] > 255.0f ? 255.0f : acc[i];
-    out[i] =
-        static_cast<std::uint8_t>(static_cast<std::int32_t>(v + 0.5f));  // NOLINT(bugprone-incorrect-roundings): v >= 0
-  }
-}
-void store_row(const float* __restrict acc, float* __restrict out, std::size_t n) { std::copy(acc, acc + n, out); }
 
 namespace {
 

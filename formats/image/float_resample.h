@@ -1,17 +1,12 @@
 // The f32 resize's kernels (formats/image/resize.h): each pass's sums in float, the same
 // multiplications and additions in the same order on every CPU (SSE2, or AVX2 where the CPU has it,
-// never fused), so the same values; and the float sums rounded to u8.
+// never fused), so the same values.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 namespace stoker::formats {
-
-// `n` sums rounded half up and clamped to 0..255 (v + 0.5 truncated, once v is within [0, 255]),
-// or copied.
-void store_row(const float* __restrict acc, std::uint8_t* __restrict out, std::size_t n);
-void store_row(const float* __restrict acc, float* __restrict out, std::size_t n);
 
 // One row of `c`-channel pixels resized: out[x * c + ch] = sum over k of w[x][k] * in[(first[x] + k)
 // * c + ch], k in increasing order, for x in [0, out_w) (`weights`: `stride` apart). `in` and

@@ -5,11 +5,6 @@
 
 #include "formats/image/cpu_kernels.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define STOKER_X86_DISPATCH 1
-#endif
-
 namespace stoker::formats {
 namespace {
 

@@ -12,10 +12,6 @@
 #include "formats/image/float_resample.h"
 #include "formats/image/planes.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define STOKER_X86_DISPATCH 1
-#endif
-
 namespace stoker::formats {
 
 using detail::fit_scratch;
@@ -59,6 +55,74 @@ void position_taps(const Filter& f, int in, int i, float* w, int& first, int& co
   count = n;
 }
 
+// Output row y (out_w pixels of c values, interleaved) into dst as `layout` says: planes split
+// sixteen pixels at a time for u8 (row_to_planes), else value by value; a plain row copied.
+template <class T>
+void store_row(const T* row, T* dst, int y, int out_h, int out_w, int c, Resizer::Layout layout) {
+  const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
+  if (!layout.planar && !layout.mirrored) {
+    std::copy(row, row + out_row, dst + static_cast<std::size_t>(y) * out_row);
+    return;
+  }
+  if constexpr (std::is_same_v<T, std::uint8_t>) {
+    if (layout.planar && c <= 4) {
+      std::uint8_t* planes[4];
+      for (int ch = 0; ch < c; ++ch) {
+        planes[ch] = dst + (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w);
+      }
+      return row_to_planes(row, out_w, c, planes, layout.mirrored);
+    }
+  }
+  for (int x = 0; x < out_w; ++x) {
+    const int to = layout.mirrored ? out_w - 1 - x : x;
+    for (int ch = 0; ch < c; ++ch) {
+      const std::size_t at = layout.planar
+                                 ? (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w) + to
+                                 : static_cast<std::size_t>(y) * out_row + static_cast<std::size_t>(to) * c + ch;
+      dst[at] = row[static_cast<std::size_t>(x) * c + ch];
+    }
+  }
+}
+
+// The columns' pass over rows the rows' pass made, kept in a ring of `taps` rows of `row_len`
+// values, `taps` at least every output row's count: each output row is summed once, from its rows,
+// by sum_row(y, rows, count). Its first row never decreases with y, so once row y's rows are in
+// the ring, the rows before them are read by no later output row. resize_row(r, out) makes input
+// row r's.
+template <class Row, class ResizeRow, class SumRow>
+void through_ring(const int* first, const int* count, int out_h, int taps, std::size_t row_len, std::vector<Row>& ring,
+                  std::vector<const Row*>& rows, ResizeRow resize_row, SumRow sum_row) {
+  fit_scratch(ring, static_cast<std::size_t>(taps) * row_len);
+  fit_scratch(rows, static_cast<std::size_t>(taps));
+  int next = 0;  // the next input row to resize
+  for (int y = 0; y < out_h; ++y) {
+    next = std::max(next, first[y]);
+    for (; next < first[y] + count[y]; ++next) resize_row(next, &ring[static_cast<std::size_t>(next % taps) * row_len]);
+    for (int k = 0; k < count[y]; ++k) rows[k] = &ring[static_cast<std::size_t>((first[y] + k) % taps) * row_len];
+    sum_row(y, rows.data(), count[y]);
+  }
+}
+
+// The columns' pass where the filter is taller than the output (a strip shrunk a hundredfold):
+// each input row is made once (resize_row(r), returning it) and added to every output row that
+// reads it, add(y, k, row) for its tap k, in increasing r: so memory is the output's sums and one
+// input row, however tall the input. Output rows before `open` have had all their input rows. Both
+// ends of the rows' windows grow with y (their centres do, and every window has the filter's width
+// or is cut by the image's edge), so the rows that read input row r are `open` onwards, while
+// their window starts by r.
+template <class ResizeRow, class Add>
+void over_every_row(const int* first, const int* count, int in_h, int out_h, ResizeRow resize_row, Add add) {
+  int open = 0;
+  for (int r = first[0]; r < in_h && open < out_h; ++r) {
+    while (open < out_h && first[open] + count[open] <= r) ++open;
+    if (open == out_h || first[open] > r) continue;  // a row no output reads
+    const auto* row = resize_row(r);
+    for (int y = open; y < out_h && first[y] <= r; ++y) {
+      if (r - first[y] < count[y]) add(y, r - first[y], row);
+    }
+  }
+}
+
 }  // namespace
 
 void Resizer::compute(int in, int out, int first_out, int n_out, Taps& t) {
@@ -75,7 +139,6 @@ void Resizer::compute(int in, int out, int first_out, int n_out, Taps& t) {
 }
 
 const float* Resizer::pair_weights(int c) {
-#if defined(STOKER_X86_DISPATCH)
   // Only where the table stays small: a few taps per pixel (shrinking up to about 3.5 times).
   if ((c == 3 || c == 4) && horizontal_.stride <= kMostPairTaps && use_avx2()) {
     const Taps& t = horizontal_;
@@ -89,62 +152,7 @@ const float* Resizer::pair_weights(int c) {
     }
     return pairs_.data();
   }
-#endif
-  (void)c;
   return nullptr;
-}
-
-template <class T>
-void Resizer::store(const float* row, T* dst, int y, int out_h, int out_w, int c, Layout layout) {
-  const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
-  if (!layout.planar && !layout.mirrored) return store_row(row, dst + static_cast<std::size_t>(y) * out_row, out_row);
-  if constexpr (std::is_same_v<T, std::uint8_t>) {
-    if (layout.planar) {
-      fit_scratch(bytes_, out_row);
-      store_row(row, bytes_.data(), out_row);
-      std::uint8_t* planes[4];
-      if (c <= 4) {
-        for (int ch = 0; ch < c; ++ch) {
-          planes[ch] = dst + (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w);
-        }
-        return row_to_planes(bytes_.data(), out_w, c, planes, layout.mirrored);
-      }
-    }
-  }
-  // Value by value: floats, other channel counts, and mirrored pixels kept interleaved.
-  for (int x = 0; x < out_w; ++x) {
-    const int to = layout.mirrored ? out_w - 1 - x : x;
-    for (int ch = 0; ch < c; ++ch) {
-      const std::size_t at = layout.planar
-                                 ? (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w) + to
-                                 : static_cast<std::size_t>(y) * out_row + static_cast<std::size_t>(to) * c + ch;
-      store_row(row + static_cast<std::size_t>(x) * c + ch, dst + at, 1);
-    }
-  }
-}
-
-void Resizer::store(const std::uint8_t* row, std::uint8_t* dst, int y, int out_h, int out_w, int c, Layout layout) {
-  const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
-  if (layout.planar && c <= 4) {
-    std::uint8_t* planes[4];
-    for (int ch = 0; ch < c; ++ch) {
-      planes[ch] = dst + (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w);
-    }
-    return row_to_planes(row, out_w, c, planes, layout.mirrored);
-  }
-  if (!layout.planar && !layout.mirrored) {
-    std::memcpy(dst + static_cast<std::size_t>(y) * out_row, row, out_row);
-    return;
-  }
-  for (int x = 0; x < out_w; ++x) {
-    const int to = layout.mirrored ? out_w - 1 - x : x;
-    for (int ch = 0; ch < c; ++ch) {
-      const std::size_t at = layout.planar
-                                 ? (static_cast<std::size_t>(ch) * out_h + y) * static_cast<std::size_t>(out_w) + to
-                                 : static_cast<std::size_t>(y) * out_row + static_cast<std::size_t>(to) * c + ch;
-      dst[at] = row[static_cast<std::size_t>(x) * c + ch];
-    }
-  }
 }
 
 float Resizer::heaviest(int in, int out, const Taps& taps, int first_out, int n) {
@@ -172,6 +180,11 @@ float Resizer::heaviest(int in, int out, const Taps& taps, int first_out, int n)
 
 void Resizer::run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst,
                         int full_h, int full_w, const Window& window, Layout layout) {
+  if (window.height <= 0 || window.width <= 0) return;
+  // From here on the output is the window: its taps are those of the window's rows and columns in
+  // the full resize, at the full resize's precision.
+  compute(in_w, full_w, window.x, window.width, horizontal_);
+  compute(in_h, full_h, window.y, window.height, vertical_);
   const int out_h = window.height, out_w = window.width;
   quantize_taps(out_w, horizontal_.first.data(), horizontal_.count.data(), horizontal_.weights.data(),
                 horizontal_.stride, fixed_precision(heaviest(in_w, full_w, horizontal_, window.x, out_w)), fixed_h_);
@@ -193,66 +206,49 @@ void Resizer::run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std:
   };
   fit_scratch(bytes_, row_bytes);
   const std::size_t per = 2 * static_cast<std::size_t>(fixed_v_.most_pairs);
-  const int taps = std::max(*std::max_element(vertical_.count.begin(), vertical_.count.end()), 1);
+  const int* first = vertical_.first.data();
+  const int* count = vertical_.count.data();
+  const int taps = std::max(*std::max_element(count, count + out_h), 1);
   if (taps <= out_h) {
-    // As the float resize's ring (run_impl).
-    fit_scratch(ring8_, static_cast<std::size_t>(taps) * row_bytes);
-    fit_scratch(tap_rows8_, static_cast<std::size_t>(taps));
-    const std::uint8_t** tap_rows = tap_rows8_.data();
-    int next = 0;
-    for (int y = 0; y < out_h; ++y) {
-      const int first = vertical_.first[static_cast<std::size_t>(y)],
-                count = vertical_.count[static_cast<std::size_t>(y)];
-      next = std::max(next, first);
-      for (; next < first + count; ++next) resize_row(next, &ring8_[static_cast<std::size_t>(next % taps) * row_bytes]);
-      for (int k = 0; k < count; ++k) tap_rows[k] = &ring8_[static_cast<std::size_t>((first + k) % taps) * row_bytes];
-      vertical_fixed(tap_rows, &fixed_v_.coef[static_cast<std::size_t>(y) * per], count, fixed_v_.precision,
-                     bytes_.data(), out_row);
-      store(bytes_.data(), dst, y, out_h, out_w, c, layout);
-    }
+    through_ring(first, count, out_h, taps, row_bytes, ring8_, tap_rows8_, resize_row,
+                 [&](int y, const std::uint8_t* const* rows, int n) {
+                   vertical_fixed(rows, &fixed_v_.coef[static_cast<std::size_t>(y) * per], n, fixed_v_.precision,
+                                  bytes_.data(), out_row);
+                   store_row(bytes_.data(), dst, y, out_h, out_w, c, layout);
+                 });
     return;
   }
-  // Taps taller than the output: the sums over all rows, one input row at a time (as run_impl).
   // Integer sums are exact in any order: the same bytes as the ring's.
   fit_scratch(ring8_, row_bytes);
   fit_scratch(acc32_, static_cast<std::size_t>(out_h) * out_row);
   std::fill(acc32_.begin(), acc32_.end(), std::int32_t{1} << (fixed_v_.precision - 1));
-  int open = 0;
-  for (int r = vertical_.first.front(); r < in_h && open < out_h; ++r) {
-    while (open < out_h && vertical_.first[open] + vertical_.count[open] <= r) ++open;
-    if (open == out_h || vertical_.first[open] > r) continue;  // a row no output reads
-    resize_row(r, ring8_.data());
-    const std::uint8_t* __restrict resized = ring8_.data();
-    for (int y = open; y < out_h && vertical_.first[y] <= r; ++y) {
-      const int k = r - vertical_.first[y];
-      if (k >= vertical_.count[y]) continue;
-      const std::int32_t wk = fixed_v_.coef[static_cast<std::size_t>(y) * per + k];
-      std::int32_t* __restrict acc = &acc32_[static_cast<std::size_t>(y) * out_row];
-      for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * resized[i];
-    }
-  }
+  over_every_row(
+      first, count, in_h, out_h,
+      [&](int r) {
+        resize_row(r, ring8_.data());
+        return static_cast<const std::uint8_t*>(ring8_.data());
+      },
+      [&](int y, int k, const std::uint8_t* __restrict row) {
+        const std::int32_t wk = fixed_v_.coef[static_cast<std::size_t>(y) * per + static_cast<std::size_t>(k)];
+        std::int32_t* __restrict acc = &acc32_[static_cast<std::size_t>(y) * out_row];
+        for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * row[i];
+      });
   for (int y = 0; y < out_h; ++y) {
     const std::int32_t* acc = &acc32_[static_cast<std::size_t>(y) * out_row];
     for (std::size_t i = 0; i < out_row; ++i) {
       const std::int32_t v = acc[i] >> fixed_v_.precision;
       bytes_[i] = static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
     }
-    store(bytes_.data(), dst, y, out_h, out_w, c, layout);
+    store_row(bytes_.data(), dst, y, out_h, out_w, c, layout);
   }
 }
 
-template <class T>
-void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int full_h, int full_w,
-                       const Window& window, Layout layout) {
+void Resizer::run_float(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int full_h,
+                        int full_w, const Window& window, Layout layout) {
   if (window.height <= 0 || window.width <= 0) return;
-  // From here on the output is the window: its taps are those of the window's rows and columns
-  // in the full resize.
   compute(in_w, full_w, window.x, window.width, horizontal_);
   compute(in_h, full_h, window.y, window.height, vertical_);
   const int out_h = window.height, out_w = window.width;
-  if constexpr (std::is_same_v<T, std::uint8_t>) {
-    return run_fixed(src, in_h, in_w, c, src_row, dst, full_h, full_w, window, layout);
-  }
   const std::size_t out_row = static_cast<std::size_t>(out_w) * c;
   const std::size_t in_row = static_cast<std::size_t>(in_w) * c;
   fit_scratch(row_, out_row + 1);  // + horizontal_row's slack
@@ -263,65 +259,47 @@ void Resizer::run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_
   const std::size_t cols_from = static_cast<std::size_t>(horizontal_.first.front()) * c;
   const std::size_t cols_to = static_cast<std::size_t>(horizontal_.first.back() + horizontal_.count.back()) * c;
   const float* pairs = pair_weights(c);
-  // Input row r, resized horizontally, into `out` (out_row floats + 1 of slack). The row as floats
-  // first (one vectorised conversion instead of one per tap). The floats beside the columns read
-  // keep what an earlier row left there: the vector code may load one past a pixel, into a lane it
-  // then drops.
+  // Input row r, resized horizontally, into `out` (out_row floats + 1 of slack). The floats beside
+  // the columns read keep what an earlier row left there: the vector code may load one past a
+  // pixel, into a lane it then drops.
   const auto resize_row = [&](int r, float* out) {
-    const T* __restrict in = src + static_cast<std::size_t>(r) * src_row;
-    float* __restrict line = line_.data();
-    for (std::size_t i = cols_from; i < cols_to; ++i) line[i] = static_cast<float>(in[i]);
+    std::copy(src + static_cast<std::size_t>(r) * src_row + cols_from,
+              src + static_cast<std::size_t>(r) * src_row + cols_to, line_.data() + cols_from);
     horizontal_row(line_.data(), out, out_w, c, horizontal_.first.data(), horizontal_.count.data(),
                    horizontal_.weights.data(), pairs, horizontal_.stride);
   };
-  const int taps = std::max(*std::max_element(vertical_.count.begin(), vertical_.count.end()), 1);
+  const int* first = vertical_.first.data();
+  const int* count = vertical_.count.data();
+  const int taps = std::max(*std::max_element(count, count + out_h), 1);
   if (taps <= out_h) {
-    // The rows an output row reads, in a ring of `taps` rows: each output row is summed once, from
-    // its taps, and stored at once. Its first row never decreases with y, so once row y's rows are
-    // in the ring, the rows before them are read by no later output row.
-    const std::size_t ring_row = out_row + 1;
-    fit_scratch(ring_, static_cast<std::size_t>(taps) * ring_row);
-    fit_scratch(tap_rows_, static_cast<std::size_t>(taps));
-    const float** tap_rows = tap_rows_.data();
-    int next = 0;  // the next input row to resize
-    for (int y = 0; y < out_h; ++y) {
-      const int first = vertical_.first[static_cast<std::size_t>(y)],
-                count = vertical_.count[static_cast<std::size_t>(y)];
-      next = std::max(next, first);
-      for (; next < first + count; ++next) resize_row(next, &ring_[static_cast<std::size_t>(next % taps) * ring_row]);
-      for (int k = 0; k < count; ++k) tap_rows[k] = &ring_[static_cast<std::size_t>((first + k) % taps) * ring_row];
-      vertical_row(tap_rows, &vertical_.weights[static_cast<std::size_t>(y) * vertical_.stride], count, sum_.data(),
-                   out_row);
-      store(sum_.data(), dst, y, out_h, out_w, c, layout);
-    }
+    through_ring(first, count, out_h, taps, out_row + 1, ring_, tap_rows_, resize_row,
+                 [&](int y, const float* const* rows, int n) {
+                   vertical_row(rows, &vertical_.weights[static_cast<std::size_t>(y) * vertical_.stride], n,
+                                sum_.data(), out_row);
+                   store_row(sum_.data(), dst, y, out_h, out_w, c, layout);
+                 });
     return;
   }
-  // Taps taller than the output (a strip shrunk a hundredfold): each output row's sum is built up
-  // one input row at a time, so that memory is the output's (as floats) and one input row, however
-  // tall the input: a 1 x 10^6 strip resized to 224 x 224 needs 600 KB, not the 2.7 GB that keeping
-  // every horizontally resized row took. Output row y adds input rows first[y] .. first[y] +
-  // count[y] - 1 in increasing order, the order of the ring's sums: the same results, float for float.
+  // Output row y adds input rows first[y] .. first[y] + count[y] - 1 in increasing order, the order
+  // of the ring's sums: the same results, float for float. A 1 x 10^6 strip resized to 224 x 224
+  // needs 600 KB of sums here, not the 2.7 GB that keeping every resized row would take.
   fit_scratch(acc_, static_cast<std::size_t>(out_h) * out_row);
   std::fill(acc_.begin(), acc_.end(), 0.0f);
-  // Output rows before `open` have had all their input rows. Both ends of the rows' windows grow
-  // with y (their centres do, and every window has the filter's width or is cut by the image's
-  // edge), so the rows that read input row r are `open` onwards, while their window starts by r.
-  int open = 0;
-  for (int r = vertical_.first.front(); r < in_h && open < out_h; ++r) {
-    while (open < out_h && vertical_.first[open] + vertical_.count[open] <= r) ++open;
-    if (open == out_h || vertical_.first[open] > r) continue;  // a row no output reads
-    resize_row(r, row_.data());
-    const float* __restrict resized = row_.data();
-    for (int y = open; y < out_h && vertical_.first[y] <= r; ++y) {
-      const int k = r - vertical_.first[y];
-      if (k >= vertical_.count[y]) continue;
-      const float wk = vertical_.weights[static_cast<std::size_t>(y) * vertical_.stride + k];
-      // Over contiguous memory, so that it vectorises.
-      float* __restrict acc = &acc_[static_cast<std::size_t>(y) * out_row];
-      for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * resized[i];
-    }
-  }
-  for (int y = 0; y < out_h; ++y) store(&acc_[static_cast<std::size_t>(y) * out_row], dst, y, out_h, out_w, c, layout);
+  over_every_row(
+      first, count, in_h, out_h,
+      [&](int r) {
+        resize_row(r, row_.data());
+        return static_cast<const float*>(row_.data());
+      },
+      [&](int y, int k, const float* __restrict row) {
+        const float wk =
+            vertical_.weights[static_cast<std::size_t>(y) * vertical_.stride + static_cast<std::size_t>(k)];
+        // Over contiguous memory, so that it vectorises.
+        float* __restrict acc = &acc_[static_cast<std::size_t>(y) * out_row];
+        for (std::size_t i = 0; i < out_row; ++i) acc[i] += wk * row[i];
+      });
+  for (int y = 0; y < out_h; ++y)
+    store_row(&acc_[static_cast<std::size_t>(y) * out_row], dst, y, out_h, out_w, c, layout);
 }
 
 std::size_t Resizer::scratch_bytes() const noexcept {
@@ -342,31 +320,31 @@ std::size_t Resizer::scratch_bytes() const noexcept {
 
 void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
                   int out_w) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, Window{0, 0, out_h, out_w}, Layout{});
+  run_fixed(src, in_h, in_w, c, src_row, dst, out_h, out_w, Window{0, 0, out_h, out_w}, Layout{});
 }
 
 void Resizer::run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, Window{0, 0, out_h, out_w}, Layout{});
+  run_float(src, in_h, in_w, c, src_row, dst, out_h, out_w, Window{0, 0, out_h, out_w}, Layout{});
 }
 
 void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
                   int out_w, const Window& window) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, Layout{});
+  run_fixed(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, Layout{});
 }
 
 void Resizer::run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w,
                   const Window& window) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, Layout{});
+  run_float(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, Layout{});
 }
 
 void Resizer::run(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int out_h,
                   int out_w, const Window& window, Layout layout) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, layout);
+  run_fixed(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, layout);
 }
 
 void Resizer::run(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int out_h, int out_w,
                   const Window& window, Layout layout) {
-  run_impl(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, layout);
+  run_float(src, in_h, in_w, c, src_row, dst, out_h, out_w, window, layout);
 }
 
 }  // namespace stoker::formats

@@ -64,21 +64,16 @@ class STOKER_TOOLS_API Resizer {
   };
   // The taps of output positions [first_out, first_out + n) of an in -> out resize.
   static void compute(int in, int out, int first_out, int n, Taps& t);
-  template <class T>
-  void run_impl(const T* src, int in_h, int in_w, int c, std::size_t src_row, T* dst, int out_h, int out_w,
-                const Window& window, Layout layout);
   // The horizontal weights laid out two pixels to a vector for the AVX2 sums, or nullptr where
   // those are not used (no AVX2, other channel counts, many taps).
   const float* pair_weights(int c);
   static constexpr int kMostPairTaps = 9;
-  // Output row y of the window (out_row floats, interleaved) into dst as `layout` says.
-  template <class T>
-  void store(const float* row, T* dst, int y, int out_h, int out_w, int c, Layout layout);
-  // The same for a row of u8 values.
-  void store(const std::uint8_t* row, std::uint8_t* dst, int y, int out_h, int out_w, int c, Layout layout);
-  // The u8 resize, in fixed point (fixed_resample.h), once the taps are computed.
+  // `window` of the full_h x full_w resize: u8 in fixed point (fixed_resample.h), f32 in float
+  // (float_resample.h).
   void run_fixed(const std::uint8_t* src, int in_h, int in_w, int c, std::size_t src_row, std::uint8_t* dst, int full_h,
                  int full_w, const Window& window, Layout layout);
+  void run_float(const float* src, int in_h, int in_w, int c, std::size_t src_row, float* dst, int full_h, int full_w,
+                 const Window& window, Layout layout);
   // The heaviest weight of the in -> out pass, of which `taps` are positions [first_out, first_out + n).
   float heaviest(int in, int out, const Taps& taps, int first_out, int n);
 
@@ -87,7 +82,7 @@ class STOKER_TOOLS_API Resizer {
   std::vector<float> acc_;           // every output row's sum: out_h x out_w x c (when taller taps than out_h)
   std::vector<float> ring_;          // or the last rows resized horizontally, as many as a row's taps
   std::vector<float> sum_;           // one output row's sums: out_w x c
-  std::vector<std::uint8_t> bytes_;  // one output row as u8, before it is split into planes
+  std::vector<std::uint8_t> bytes_;  // one u8 output row, before it is stored as `layout` says
   std::vector<float> pairs_;         // pair_weights()
   // The u8 resize: both passes' weights in fixed point, a row of input (with slack), the rows
   // resized horizontally (a ring, or one row when the sums over all rows are kept) and those sums.
