@@ -30,14 +30,20 @@ Counts tool_counts() {
   return {c[0], c[1], c[2], c[3], c[4]};
 }
 
-TEST(Nvtx, EachWaitOfTheConsumerIsOneRangeNamedStokerWait) {
-  if (std::getenv("NVTX_INJECTION64_PATH") == nullptr) GTEST_SKIP() << "run by ctest, with the stand-in tool";
-  TempDir tmp;
+// A Loader of 10 batches an epoch over an LMDB database made in `tmp`.
+Options ten_batches(TempDir& tmp, std::size_t workers) {
   write_lmdb(tmp.path("d.lmdb"), small_schema(100));
   Options o;
   o.source = tmp.path("d.lmdb");
   o.batch_size = 10;
-  o.num_workers = 2;
+  o.num_workers = workers;
+  return o;
+}
+
+TEST(Nvtx, EachWaitOfTheConsumerIsOneRangeNamedStokerWait) {
+  if (std::getenv("NVTX_INJECTION64_PATH") == nullptr) GTEST_SKIP() << "run by ctest, with the stand-in tool";
+  TempDir tmp;
+  const Options o = ten_batches(tmp, 2);
   std::uint64_t calls = 0;
   {
     Loader loader(o);
@@ -60,11 +66,7 @@ TEST(Nvtx, EachWaitOfTheConsumerIsOneRangeNamedStokerWait) {
 TEST(Nvtx, AWaitCutShortEndsItsRange) {
   if (std::getenv("NVTX_INJECTION64_PATH") == nullptr) GTEST_SKIP() << "run by ctest, with the stand-in tool";
   TempDir tmp;
-  write_lmdb(tmp.path("d.lmdb"), small_schema(100));
-  Options o;
-  o.source = tmp.path("d.lmdb");
-  o.batch_size = 10;
-  o.num_workers = 1;
+  const Options o = ten_batches(tmp, 1);
   const Counts before = tool_counts();
   {
     Loader loader(o);
