@@ -34,17 +34,20 @@ from image_compare import make_db, stoker  # noqa: E402
 def peers_python(data):
     venv = os.path.join(data, "peers-venv")
     python = os.path.join(venv, "bin", "python")
+    # pillow-simd's versions are Pillow's with a .postN suffix: plain Pillow is not the peer.
     probe = "import lmdb, numpy, simplejpeg, PIL; assert 'post' in PIL.__version__"
-    if subprocess.run([python, "-c", probe], capture_output=True).returncode == 0 if os.path.exists(python) else False:
+    if os.path.exists(python) and subprocess.run([python, "-c", probe], capture_output=True).returncode == 0:
         return python
     print("image_limit: making the peers' venv (pillow-simd with AVX2, simplejpeg)", file=sys.stderr)
-    subprocess.run(["/usr/bin/python3", "-m", "venv", venv], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "numpy", "lmdb", "simplejpeg"], check=True)
-    subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--no-binary", "pillow-simd", "pillow-simd"],
-        check=True,
-        env={**os.environ, "CC": "cc -mavx2"},
-    )
+    steps = [
+        (["/usr/bin/python3", "-m", "venv", venv], None),
+        ([python, "-m", "pip", "install", "-q", "numpy", "lmdb", "simplejpeg"], None),
+        # From source, for AVX2: it needs libjpeg's and zlib's headers (tools/install-deps.sh).
+        ([python, "-m", "pip", "install", "-q", "--no-binary", "pillow-simd", "pillow-simd"], {"CC": "cc -mavx2"}),
+    ]
+    for cmd, env in steps:
+        if subprocess.run(cmd, env={**os.environ, **(env or {})}).returncode != 0:
+            sys.exit(f"image_limit: {' '.join(cmd)} failed; remove {venv} and run again once that is fixed")
     return python
 
 
