@@ -21,9 +21,10 @@ std::uint8_t clamp_u8(std::int32_t sum, int precision) {
   return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-void horizontal_plain(const std::uint8_t* in, int c, const FixedTaps& t, std::uint8_t* out, int from) {
+// One value at a time. Reads each position's taps rounded up to a pair (the last weight zero).
+void horizontal_plain(const std::uint8_t* in, int c, const FixedTaps& t, std::uint8_t* out) {
   const std::int32_t half = std::int32_t{1} << (t.precision - 1);
-  for (int x = from; x < t.n; ++x) {
+  for (int x = 0; x < t.n; ++x) {
     const std::int16_t* w = &t.coef[static_cast<std::size_t>(x) * 2 * t.most_pairs];
     const std::uint8_t* p = in + static_cast<std::size_t>(t.first[x]) * c;
     for (int ch = 0; ch < c; ++ch) {
@@ -195,7 +196,7 @@ void horizontal_fixed(const std::uint8_t* in, int c, const FixedTaps& t, std::ui
     if (c == 4) return horizontal_avx2_for<4>(in, t, out);
   }
 #endif
-  horizontal_plain(in, c, t, out, 0);
+  horizontal_plain(in, c, t, out);
 }
 
 #if defined(STOKER_X86_DISPATCH)
