@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/plan/mix_order.h"
 #include "loader/plan/quasi_random.h"
 #include "loader/plan/shuffle.h"
 #include "stoker/options.h"
@@ -22,9 +23,12 @@ class EpochOrder {
   EpochOrder() = default;  // sequential
   explicit EpochOrder(FeistelPermutation random) noexcept : order_(Order::random), random_(random) {}
   explicit EpochOrder(QuasiRandomOrder quasi) noexcept : order_(Order::quasi_random), quasi_(std::move(quasi)) {}
+  // A mix's epoch: N is its draws per epoch, and its values index the sources' concatenation.
+  explicit EpochOrder(MixOrder mix) noexcept : mixed_(true), mix_(std::move(mix)) {}
 
   // REQUIRES: pos < N.
   std::uint64_t operator()(std::uint64_t pos) const noexcept {
+    if (mixed_) return mix_(pos);
     switch (order_) {
       case Order::random: return random_(pos);
       case Order::quasi_random: return quasi_(pos);
@@ -34,6 +38,10 @@ class EpochOrder {
   }
   // v[k] = (*this)(v[k]) for k < count.
   void apply(std::uint64_t* v, std::size_t count) const noexcept {
+    if (mixed_) {
+      for (std::size_t k = 0; k < count; ++k) v[k] = mix_(v[k]);
+      return;
+    }
     switch (order_) {
       case Order::random: return random_.apply(v, count);
       case Order::quasi_random:
@@ -47,6 +55,8 @@ class EpochOrder {
   Order order_ = Order::sequential;
   FeistelPermutation random_;
   QuasiRandomOrder quasi_;
+  bool mixed_ = false;
+  MixOrder mix_;
 };
 
 struct EpochPlan {

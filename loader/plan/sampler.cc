@@ -13,12 +13,14 @@
 namespace stoker::detail {
 
 Sampler::Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
-                 bool drop_last, std::uint64_t group, std::vector<std::uint64_t> shard_samples)
+                 bool drop_last, std::uint64_t group, std::vector<std::uint64_t> shard_samples,
+                 std::shared_ptr<const MixTable> mix)
     : num_samples_(num_samples),
       batch_size_(batch_size),
       order_(order),
       group_(std::max<std::uint64_t>(group, 1)),
       shard_samples_(shard_samples.size() > 1 ? std::move(shard_samples) : std::vector<std::uint64_t>{}),
+      mix_(std::move(mix)),
       seed_(seed),
       shard_(shard),
       drop_last_(drop_last) {
@@ -55,6 +57,7 @@ std::uint64_t Sampler::consumed_after(std::uint64_t skip, std::uint64_t batches)
 }
 
 std::string Sampler::order_description() const {
+  if (mix_) return fmt::format("mix({})", mix_->describe());
   const std::string_view order = name(order_);
   if (order_ != Order::quasi_random) return std::string(order);
   // A shard set's groups start at each shard, and its shards are interleaved: another order than
@@ -67,6 +70,7 @@ std::string Sampler::order_description() const {
 }
 
 EpochOrder Sampler::global_order(std::uint64_t epoch) const {
+  if (mix_) return EpochOrder(MixOrder(mix_, num_samples_, epoch));
   switch (order_) {
     case Order::random: return EpochOrder(FeistelPermutation(num_samples_, seed_, epoch));
     case Order::quasi_random:
@@ -74,6 +78,11 @@ EpochOrder Sampler::global_order(std::uint64_t epoch) const {
     case Order::sequential: break;
   }
   return EpochOrder();
+}
+
+std::vector<std::uint64_t> Sampler::mix_drawn(std::uint64_t epoch, std::uint64_t consumed) const {
+  if (!mix_) return {};
+  return mix_->drawn(epoch * num_samples_ + consumed);
 }
 
 EpochPlan Sampler::plan(std::uint64_t epoch, std::uint64_t skip) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,12 @@ class Sampler {
  public:
   // Throws stoker::Error for batch_size 0 or a malformed shard.
   // `group`: consecutive samples stored together, for Order::quasi_random; `shard_samples`: the
-  // samples of each shard of a shard set (empty for one file), whose groups it keeps apart.
+  // samples of each shard of a shard set (empty for one file), whose groups it keeps apart. With
+  // `mix` (order random or sequential), `num_samples` is the mix's draws per epoch, each epoch
+  // the mix's next draws (loader/plan/mix_order.h).
   Sampler(std::uint64_t num_samples, std::size_t batch_size, Order order, std::uint64_t seed, Shard shard,
-          bool drop_last, std::uint64_t group = 1, std::vector<std::uint64_t> shard_samples = {});
+          bool drop_last, std::uint64_t group = 1, std::vector<std::uint64_t> shard_samples = {},
+          std::shared_ptr<const MixTable> mix = nullptr);
 
   // For an epoch that starts at position `skip` of its global order (0, or a resumed
   // LoaderState::consumed): this rank's samples after drop_last, and its batches.
@@ -41,10 +45,12 @@ class Sampler {
   Order order() const noexcept { return order_; }
   std::uint64_t group() const noexcept { return group_; }
   // "sequential", "random", "quasi_random(group=256,window=4)" ("...,interleave=8)" for a shard
-  // set): what the order depends on.
+  // set), "mix(random;3:1200,1:800)": what the order depends on.
   std::string order_description() const;
   // The epoch's global order of all samples (before sharding), per position.
   EpochOrder global_order(std::uint64_t epoch) const;
+  // With a mix: the draws of each source before position `consumed` of `epoch`; else empty.
+  std::vector<std::uint64_t> mix_drawn(std::uint64_t epoch, std::uint64_t consumed) const;
 
  private:
   std::uint64_t num_samples_;
@@ -52,6 +58,7 @@ class Sampler {
   Order order_;
   std::uint64_t group_;
   std::vector<std::uint64_t> shard_samples_;
+  std::shared_ptr<const MixTable> mix_;
   std::uint64_t seed_;
   Shard shard_;
   bool drop_last_;
