@@ -26,7 +26,7 @@ std::string option_name(std::string_view option) {
       std::replace(flag.begin(), flag.end(), '_', '-');
       return flag;
     }
-    case OptionSpelling::python: return std::string(option);
+    case OptionSpelling::python: return std::string(option == "mix" ? "sources" : option);
     case OptionSpelling::cpp: break;
   }
   return fmt::format("Options::{}", option);

@@ -13,7 +13,8 @@ namespace stoker::detail {
 
 OptionSpelling option_spelling() noexcept;
 
-// "Options::shm_budget", "--shm-budget", "shm_budget".
+// "Options::shm_budget", "--shm-budget", "shm_budget". Options::mix is the Python package's
+// sources=[stoker.Source(...), ...].
 std::string option_name(std::string_view option);
 // The option set to a value: "Device::cpu()" with "cpp", "--device cpu", "device='cpu'".
 // `cpp` is the C++ expression; `text`, the value as the tools and the Python package write it.

@@ -18,6 +18,7 @@
 #include "loader/child_reads/probe.h"
 #include "loader/children/child_hygiene.h"
 #include "loader/delivery.h"
+#include "loader/mix_sources.h"
 #include "loader/options_check.h"
 #include "loader/pipeline/op_library.h"
 #include "loader/plan/launcher_env.h"
@@ -132,13 +133,19 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   check_fields_fit_device(schema_, opt_);
   dataset_ = std::make_shared<const DatasetSpec>(
       dataset_spec(opt_, design_.reader_options, source_schema, identity, delivery));
-  sampler_ = Sampler(schema_.num_samples, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
-                     probe.locality_rows, probe.shard_samples);
+  std::shared_ptr<const MixTable> mix;
+  std::uint64_t per_epoch = schema_.num_samples;
+  if (!opt_.mix.empty()) {
+    mix = make_mix_table(opt_.mix, probe.shard_samples, schema_.num_samples, design_.order, opt_.seed);
+    per_epoch = opt_.samples_per_epoch != 0 ? opt_.samples_per_epoch : schema_.num_samples;
+  }
+  sampler_ = Sampler(per_epoch, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
+                     probe.locality_rows, probe.shard_samples, std::move(mix));
   if (sampler_.batches_per_epoch() == 0) {
     throw Error(
         ErrorCode::invalid_option,
         fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)",
-                    formats::source_name(opt_.source), schema_.num_samples, opt_.batch_size, opt_.shard.world_size));
+                    formats::source_name(opt_.source), sampler_.num_samples(), opt_.batch_size, opt_.shard.world_size));
   }
   return s;
 }
@@ -342,9 +349,10 @@ LoaderState LoaderImpl::state_locked() const {
   s.epoch_finished = user_generation_ != 0 && (progress_.ended || progress_.next_batch == progress_.num_batches);
   s.seed = opt_.seed;
   s.order = sampler_.order_description();
-  s.num_samples = schema_.num_samples;
+  s.num_samples = sampler_.num_samples();
   s.fields = schema_.describe_fields();
   s.shards = shards_identity_;
+  s.drawn = sampler_.mix_drawn(s.epoch, s.consumed);
   return s;
 }
 
@@ -352,6 +360,13 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
   check_process();
   std::lock_guard consumer(consumer_mu_);
   check_resumable(state, this->state());
+  if (state.drawn != sampler_.mix_drawn(state.epoch, state.consumed)) {
+    throw Error(
+        ErrorCode::state_mismatch,
+        fmt::format("stoker: the loader state's draws per source ({}) are not this mix's at its position ({}): "
+                    "it would resume another order",
+                    fmt::join(state.drawn, ", "), fmt::join(sampler_.mix_drawn(state.epoch, state.consumed), ", ")));
+  }
   return start_epoch_locked(state.epoch, 0, state.consumed);
 }
 
@@ -435,7 +450,8 @@ Stats LoaderImpl::stats() const {
   }
   if (feeder_) feeder_->add_stats(s);
   source_->add_stats(s);
-  s.verdict = verdict(s, {usable_cpus_, design_.order == Order::quasi_random, opt_.device.staged()});
+  s.verdict =
+      verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(), opt_.device.staged()});
   return s;
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/option_spelling.h"
 #include "formats/shard_set.h"
+#include "loader/plan/mix_order.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -28,6 +29,8 @@ void check_texts(const Options& o) {
   // The Python package takes a list of shards as `source`.
   const std::string sources = option_spelling() == OptionSpelling::python ? "source" : option_name("sources");
   for (std::size_t k = 0; k < o.sources.size(); ++k) check_no_nul(o.sources[k], fmt::format("{}[{}]", sources, k));
+  for (std::size_t k = 0; k < o.mix.size(); ++k)
+    check_no_nul(o.mix[k].path, fmt::format("{}[{}]", option_name("mix"), k));
   for (std::size_t k = 0; k < o.fields.size(); ++k)
     check_no_nul(o.fields[k], fmt::format("{}[{}]", option_name("fields"), k));
   check_no_nul(o.group, option_name("group"));
@@ -38,9 +41,37 @@ void check_texts(const Options& o) {
 
 }  // namespace
 
+// A mix replaces the source; its weights are numbers above 0, its order a shuffle or sequential.
+void check_mix(const Options& o) {
+  if (o.mix.empty()) {
+    if (o.samples_per_epoch != 0) {
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("options: {} is {}, but there is no mix ({}): an epoch of one dataset is all its "
+                              "samples",
+                              option_name("samples_per_epoch"), o.samples_per_epoch, option_name("mix")));
+    }
+    return;
+  }
+  if (!o.source.empty() || !o.sources.empty()) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("options: both {} ({} entries) and {} are set; a mix names its datasets itself: set one",
+                            option_name("mix"), o.mix.size(),
+                            option_spelling() == OptionSpelling::python || !o.source.empty() ? option_name("source")
+                                                                                             : option_name("sources")));
+  }
+  (void)mix_weights(o.mix);  // throws for a bad weight, naming it
+  if (o.order == Order::quasi_random) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("options: {} is quasi_random, which a mix does not offer (its sources are drawn in "
+                            "passes of a random or sequential order): use {}",
+                            option_name("order"), option_setting("order", "Order::random", "random")));
+  }
+}
+
 void check_options(const Options& o) {
   check_texts(o);
-  if (o.source.empty() && o.sources.empty()) {
+  check_mix(o);
+  if (o.mix.empty() && o.source.empty() && o.sources.empty()) {
     throw Error(
         ErrorCode::invalid_option,
         "options: source is empty; set it to an HDF5 file or an LMDB database (or sources to a list of shards)");
@@ -117,6 +148,16 @@ void check_delivered_names(const Schema& delivered, const std::string& source, O
 
 Options checked_and_resolved(Options o) {
   check_options(o);
+  if (!o.mix.empty()) {
+    // Each source resolved on its own; the mix reads their shards as one set, source after source.
+    std::vector<std::string> shards;
+    for (Source& s : o.mix) {
+      s.path = formats::resolve_source({s.path});
+      for (std::string& path : formats::shard_paths(s.path)) shards.push_back(std::move(path));
+    }
+    o.source = formats::resolve_source(shards);
+    return o;
+  }
   o.source = formats::resolve_source(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources);
   o.sources.clear();
   return o;

@@ -1,6 +1,7 @@
 #include "stoker/state.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <xxhash.h>
 
 #include <nlohmann/json.hpp>
@@ -18,12 +19,28 @@ namespace {
 constexpr int kStateVersion = 2;
 
 // XXH64 (seed 0) of the canonical line "v2|epoch|consumed|finished|seed|order|num_samples|fields",
-// followed by "|shards" for a shard set (a state of one file reads as it did before shard sets).
+// followed by "|shards" for a shard set (a state of one file reads as it did before shard sets)
+// and "|drawn=a,b,..." for a mix.
 std::string fingerprint(const LoaderState& s) {
   std::string canonical = fmt::format("v{}|{}|{}|{}|{}|{}|{}|{}", kStateVersion, s.epoch, s.consumed,
                                       s.epoch_finished ? 1 : 0, s.seed, s.order, s.num_samples, s.fields);
   if (!s.shards.empty()) canonical += "|" + s.shards;
+  if (!s.drawn.empty()) canonical += fmt::format("|drawn={}", fmt::join(s.drawn, ","));
   return fmt::format("{:016x}", XXH64(canonical.data(), canonical.size(), 0));
+}
+
+// A mix's draws per source: a list of whole numbers.
+void get_drawn(const nlohmann::json& list, std::vector<std::uint64_t>& out) {
+  if (!list.is_array())
+    throw Error(ErrorCode::state_mismatch,
+                fmt::format("loader state: 'drawn' is {}, not a list of numbers", detail::show_json(list)));
+  for (const auto& v : list) {
+    const auto n = detail::json_integer<std::uint64_t>(v);
+    if (!n)
+      throw Error(ErrorCode::state_mismatch,
+                  fmt::format("loader state: 'drawn' holds {}, not a whole number in range", detail::show_json(v)));
+    out.push_back(*n);
+  }
 }
 
 }  // namespace
@@ -33,6 +50,7 @@ std::string LoaderState::to_json() const {
                       {"epoch_finished", epoch_finished}, {"seed", seed},     {"order", order},
                       {"num_samples", num_samples},       {"fields", fields}, {"shards", shards},
                       {"fingerprint", fingerprint(*this)}};
+  if (!drawn.empty()) j["drawn"] = drawn;
   return j.dump();
 }
 
@@ -85,7 +103,8 @@ LoaderState LoaderState::from_json(std::string_view text) {
   get("order", s.order);
   get("num_samples", s.num_samples);
   get("fields", s.fields);
-  if (j.contains("shards")) get("shards", s.shards);  // absent: one file (a state from before shard sets)
+  if (j.contains("shards")) get("shards", s.shards);           // absent: one file (a state from before shard sets)
+  if (j.contains("drawn")) get_drawn(j.at("drawn"), s.drawn);  // absent: no mix
   get("fingerprint", stored);
   if (stored != fingerprint(s)) {
     throw Error(ErrorCode::state_mismatch,

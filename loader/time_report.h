@@ -62,8 +62,9 @@ class TimeReport {
 // What the verdict knows beside Stats.
 struct VerdictContext {
   unsigned usable_cpus = 1;
-  bool quasi_random = false;  // Options::order is already quasi_random
-  bool staged = false;        // batches go to a device through staging copies
+  // Options::order is already quasi_random, or cannot be (a mix): nothing to suggest about it.
+  bool quasi_random = false;
+  bool staged = false;  // batches go to a device through staging copies
 };
 
 // One line: what limits throughput, from `s`'s numbers by the rule in docs/observability.md, and

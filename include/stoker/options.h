@@ -78,6 +78,14 @@ struct STOKER_API Shard {
 enum class OptionSpelling : std::uint8_t { cpp, command_line, python };
 STOKER_API void set_option_spelling(OptionSpelling spelling) noexcept;
 
+// One dataset of a weighted mix (Options::mix).
+struct Source {
+  // As Options::source: an HDF5 file, an LMDB database, or a shard set (a glob or a directory).
+  std::string path;
+  // Its share of the draws: weight / the weights' sum (docs/sampler.md, "Mixes").
+  double weight = 1.0;
+};
+
 struct Options {
   // HDF5 file, or LMDB database (a single file, or a directory holding data.mdb); or a shard set:
   // a glob ("train-*.h5", matches sorted by name) or a directory of shards.
@@ -86,6 +94,14 @@ struct Options {
   // order. The shards' samples are concatenated in that order into one dataset; every shard must
   // have the same fields (docs/sharding.md).
   std::vector<std::string> sources;
+  // A weighted mix (instead of `source`): several datasets with the same fields, drawn by weight
+  // in a deterministic interleave (docs/sampler.md, "Mixes"). Each source is drawn in passes, each
+  // pass every one of its samples once in a new shuffle (in order for Order::sequential); a source
+  // that runs out starts its next pass. An epoch is samples_per_epoch draws, and the next epoch
+  // goes on where it stopped. The Python package's sources=[stoker.Source(path, weight=w), ...].
+  std::vector<Source> mix;
+  // Draws per epoch of a mix (before sharding); 0: the sources' samples together.
+  std::uint64_t samples_per_epoch = 0;
   // Shards a worker keeps open at once (the least recently read is closed first).
   std::size_t max_open_shards = kDefaultMaxOpenShards;
   Format format = Format::auto_detect;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "stoker/export.h"
 
@@ -28,6 +29,9 @@ struct STOKER_API LoaderState {
   // A shard set's identity: "16 shards 5c0e...": how many, and XXH64 of their file names (not
   // their directories: a copied dataset resumes) with each one's sample count. "" for one file.
   std::string shards;
+  // A mix's position in each source (Options::mix, in its order): the samples drawn from it before
+  // this state, since the first epoch; its current pass is drawn / its samples. Empty without a mix.
+  std::vector<std::uint64_t> drawn;
 
   // One JSON object, with a fingerprint of its contents (docs/sampler.md).
   std::string to_json() const;
