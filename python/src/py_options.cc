@@ -1,5 +1,6 @@
 #include "py_options.h"
 
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -105,6 +106,18 @@ void bind_options(nb::module_& m) {
   c.def(nb::init<>())
       .def_rw("source", &Options::source)
       .def_rw("sources", &Options::sources)
+      .def_prop_rw(
+          "mix",
+          [](const Options& o) {
+            std::vector<std::pair<std::string, double>> out;
+            for (const stoker::Source& s : o.mix) out.emplace_back(s.path, s.weight);
+            return out;
+          },
+          [](Options& o, const std::vector<std::pair<std::string, double>>& mix) {
+            o.mix.clear();
+            for (const auto& [path, weight] : mix) o.mix.push_back(stoker::Source{path, weight});
+          })
+      .def_rw("samples_per_epoch", &Options::samples_per_epoch)
       .def_rw("max_open_shards", &Options::max_open_shards)
       .def_rw("fields", &Options::fields)
       .def_rw("group", &Options::group)

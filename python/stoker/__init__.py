@@ -46,9 +46,10 @@ def _worker_path() -> str:
 _core.set_worker_executable(_worker_path())
 
 from ._loader import Loader, split_bytes  # noqa: E402
+from ._source import Source  # noqa: E402
 
 __version__ = _core.version()
 # The directory to add to CMAKE_PREFIX_PATH for find_package(stoker): a library of pipeline
 # operations built against this package's libstoker, for Loader(op_libraries=[...]).
 cmake_prefix_path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "share", "cmake")
-__all__ = ["Loader", "Error", "StokerWarning", "split_bytes", "cmake_prefix_path", "__version__"]
+__all__ = ["Loader", "Source", "Error", "StokerWarning", "split_bytes", "cmake_prefix_path", "__version__"]

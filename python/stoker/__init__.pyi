@@ -1,3 +1,4 @@
+import dataclasses
 import os
 from typing import Any, Callable, Dict, Iterator, Literal, Optional, Sequence, Tuple, Union
 
@@ -25,10 +26,15 @@ class _EpochIterator(Iterator[Batch]):
 class _EpochSetter:
     def set_epoch(self, epoch: int) -> None: ...
 
+@dataclasses.dataclass(frozen=True)
+class Source:
+    path: Union[str, os.PathLike[str]]
+    weight: float = 1.0
+
 class Loader:
     def __init__(
         self,
-        source: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]],
+        source: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]], None] = None,
         batch_size: int = 1,
         num_workers: Union[int, Literal["auto"]] = 0,
         prefetch_factor: Union[int, Literal["auto"]] = 2,
@@ -66,12 +72,14 @@ class Loader:
         transform_output: Optional[Dict[str, Tuple[Any, Sequence[Optional[int]]]]] = None,
         op_libraries: Optional[Sequence[Union[str, os.PathLike]]] = None,
         trace: Optional[Union[str, os.PathLike]] = None,
+        sources: Optional[Sequence[Source]] = None,
+        samples_per_epoch: Optional[int] = None,
     ) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     def __iter__(self) -> _EpochIterator: ...
     def __len__(self) -> int: ...
-    def state_dict(self) -> dict[str, Union[str, int, bool]]: ...
-    def load_state_dict(self, state: dict[str, Union[str, int, bool]]) -> None: ...
+    def state_dict(self) -> dict[str, Union[str, int, bool, list[int]]]: ...
+    def load_state_dict(self, state: dict[str, Union[str, int, bool, list[int]]]) -> None: ...
     def stats(self) -> dict[str, Union[int, float, str, list[int]]]: ...
     @property
     def schema(self) -> list[tuple[str, str, str, tuple[int, ...]]]: ...

@@ -60,17 +60,48 @@ def _seconds(name, value):
     return value
 
 
+def _mix(sources):
+    """A mix's [(path, weight)], each entry a stoker.Source."""
+    from ._source import Source
+
+    if isinstance(sources, (str, os.PathLike)) or not hasattr(sources, "__iter__"):
+        raise TypeError("stoker: sources must be a list of stoker.Source")
+    mix = []
+    for k, s in enumerate(sources):
+        if not isinstance(s, Source):
+            raise TypeError(
+                f"stoker: sources[{k}] is a {type(s).__name__}, not a stoker.Source (a list of shards is source=[...])"
+            )
+        path = _str(f"sources[{k}].path", s.path)
+        if isinstance(s.weight, bool) or not isinstance(s.weight, numbers.Real):
+            raise TypeError(f"stoker: sources[{k}].weight must be a number, not {type(s.weight).__name__}")
+        mix.append((path, float(s.weight)))
+    if not mix:
+        raise _bad("sources", "is an empty list: a mix needs at least one stoker.Source")
+    return mix
+
+
 def _options(cfg):
     """The C++ Options for a Loader's keyword arguments, every type checked before any process
     starts; the values themselves are checked by the C++ Loader, which names them."""
     o = _core.Options()
     source = cfg["source"]
-    if isinstance(source, (list, tuple)):
+    if cfg["sources"] is not None:
+        if source is not None:
+            raise _bad("sources", "a mix names its datasets itself: pass source or sources, not both")
+        o.mix = _mix(cfg["sources"])
+        if cfg["samples_per_epoch"] is not None:
+            o.samples_per_epoch = _int("samples_per_epoch", cfg["samples_per_epoch"], 1, 2**64 - 1)
+    elif source is None:
+        raise TypeError("stoker: Loader needs source (a dataset) or sources (a mix of stoker.Source)")
+    elif isinstance(source, (list, tuple)):
         if not source:
             raise _bad("source", "is an empty list of shards")
         o.sources = [_str("source", os.fspath(s) if isinstance(s, os.PathLike) else s) for s in source]
     else:
         o.source = _str("source", source)
+    if cfg["sources"] is None and cfg["samples_per_epoch"] is not None:
+        raise _bad("samples_per_epoch", "applies to a mix (sources=[stoker.Source(...), ...]), not to one dataset")
     o.max_open_shards = _int("max_open_shards", cfg["max_open_shards"], 1)
     o.format = _str("format", cfg["format"])
     fields = cfg["fields"]

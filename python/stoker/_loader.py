@@ -27,6 +27,8 @@ class Loader:
     Arguments (PyTorch's DataLoader's names where the meaning is the same):
       source: HDF5 file, or LMDB database (a file, or a directory holding data.mdb); or a shard
         set: a list of them, a glob ("train-*.h5") or a directory of shards, read as one dataset.
+      sources: instead of source, a weighted mix of datasets with the same fields (stoker.Source);
+        samples_per_epoch: its draws per epoch (default: the sources' samples together).
       batch_size: samples per batch.
       num_workers: worker processes; 0 loads in this thread; "auto" adds workers while the loop
         waits for data. More than twice the CPUs this process may run on is a warning (once).
@@ -109,7 +111,7 @@ class Loader:
 
     def __init__(
         self,
-        source,
+        source=None,
         batch_size=_DEFAULTS.batch_size,
         num_workers=_DEFAULTS.num_workers,
         prefetch_factor=_DEFAULTS.prefetch,
@@ -147,9 +149,13 @@ class Loader:
         transform_output=None,
         op_libraries=None,
         trace=None,
+        sources=None,
+        samples_per_epoch=None,
     ):
         cfg = dict(
             source=source,
+            sources=sources,
+            samples_per_epoch=samples_per_epoch,
             batch_size=batch_size,
             num_workers=num_workers,
             prefetch_factor=prefetch_factor,

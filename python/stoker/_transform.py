@@ -63,6 +63,8 @@ def _main_path(data):
 
 _READ_KEYS = (
     "source",
+    "sources",
+    "samples_per_epoch",
     "fields",
     "group",
     "pipeline",

@@ -28,6 +28,7 @@ import tempfile
 EXCEPTIONS = {
     "source": {"bench": "--data"},
     "sources": {"python": "source", "core": "sources", "bench": "--data"},  # a list of shards
+    "mix": {"python": "sources"},  # sources=[stoker.Source(path, weight=w), ...]
     "prefetch": {"python": "prefetch_factor"},  # DataLoader's name
     "num_workers": {"bench": "--workers"},
     "op_libraries": {"bench": "--op-library"},  # repeated, one path each

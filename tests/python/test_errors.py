@@ -115,7 +115,7 @@ def test_every_cpp_option_is_a_keyword_argument():
         re.search(r"(\w+)\s*(=.*|\{.*\})?$", d.strip(), flags=re.S).group(1) for d in body.split(";") if d.strip()
     ]
     assert {"source", "batch_size", "held_batches", "timeout", "on_warning"} <= set(members), members
-    python_name = {"sources": "source", "prefetch": "prefetch_factor", "on_warning": None}
+    python_name = {"sources": "source", "mix": "sources", "prefetch": "prefetch_factor", "on_warning": None}
     keywords = inspect.signature(stoker.Loader.__init__).parameters
     missing = [m for m in members if python_name.get(m, m) is not None and python_name.get(m, m) not in keywords]
     assert not missing, missing
