@@ -237,8 +237,8 @@ int run(const Args& args) {
     stoker::tools::write_demo(args.make_demo, args.demo_samples);
     return 0;
   }
-  if (!args.data.empty()) {
-    bench(args.data, args);
+  if (!args.data.empty() || !args.mix.empty()) {
+    bench(args.data_name(), args);
     return 0;
   }
   run_demo(args);

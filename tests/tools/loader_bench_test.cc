@@ -98,6 +98,48 @@ TEST_F(LoaderBench, DigestsOfAStagedDeviceAreThoseOfTheCpu) {
   EXPECT_EQ(staged[0]["order_digest"], cpu[0]["order_digest"]);
 }
 
+// --mix: the same order for any number of workers, each epoch the mix's next draws, a state that
+// records each source's draws and resumes the rest of its epoch; a malformed entry is a usage error.
+TEST_F(LoaderBench, AMixIsOneOrderForAnyWorkersAndResumesFromItsState) {
+  const std::vector<std::string> mix{"--mix",
+                                     "3:" + tmp_.path("d.h5"),
+                                     "--mix",
+                                     "1:" + tmp_.path("d.lmdb"),
+                                     "--samples-per-epoch",
+                                     "400",
+                                     "--shuffle",
+                                     "--digest"};
+  std::set<std::string> orders;
+  for (const char* workers : {"0", "2"}) {
+    std::vector<std::string> args = mix;
+    args.insert(args.end(), {"--workers", workers, "--epochs", "2", "--batch-size", "50"});
+    const auto epochs = bench_json(args);
+    ASSERT_EQ(epochs.size(), 2u);
+    EXPECT_EQ(epochs[0]["samples"], 400);
+    EXPECT_NE(epochs[0]["order_digest"], epochs[1]["order_digest"]);
+    orders.insert(epochs[0]["order_digest"].get<std::string>() + epochs[1]["order_digest"].get<std::string>());
+  }
+  EXPECT_EQ(orders.size(), 1u);
+
+  std::vector<std::string> stop = mix;
+  stop.insert(stop.end(), {"--epochs", "1", "--batch-size", "50", "--stop-after-batches", "3", "--state-out",
+                           tmp_.path("state.json")});
+  ASSERT_EQ(bench_json(stop).size(), 1u);
+  std::ifstream in(tmp_.path("state.json"));
+  const nlohmann::json state = nlohmann::json::parse(in);
+  EXPECT_EQ(state["consumed"], 150);
+  EXPECT_EQ(state["drawn"], nlohmann::json::array({113, 37}));
+  std::vector<std::string> resume = mix;
+  resume.insert(resume.end(), {"--epochs", "1", "--resume", tmp_.path("state.json"), "--batch-size", "30"});
+  const auto rest = bench_json(resume);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0]["samples"], 250);
+
+  const RunResult bad = run_program({kBench, "--mix", "three:" + tmp_.path("d.h5")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("is not WEIGHT:PATH (a number, ':', a dataset), e.g. 3:web/"));
+}
+
 TEST_F(LoaderBench, ReportsEveryKeyPerEpoch) {
   auto epochs = bench_json({"--data", tmp_.path("d.h5"), "--epochs", "3", "--step-ms", "1", "--batch-size", "100"});
   ASSERT_EQ(epochs.size(), 3u);

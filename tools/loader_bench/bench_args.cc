@@ -1,18 +1,50 @@
 #include "tools/loader_bench/bench_args.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "tools/common/cli.h"
 
 namespace stoker::tools {
 namespace {
 
+// "WEIGHT:PATH" split at its first ':'; nullopt when WEIGHT is not a number.
+std::optional<Source> parse_weighted(const std::string& text) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+  const std::string weight = text.substr(0, colon);
+  char* end = nullptr;
+  const double w = std::strtod(weight.c_str(), &end);
+  if (end != weight.c_str() + weight.size()) return std::nullopt;
+  return Source{text.substr(colon + 1), w};
+}
+
+CLI::Validator weighted_path() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (parse_weighted(text)) return "";
+        return "'" + text + "' is not WEIGHT:PATH (a number, ':', a dataset), e.g. 3:web/";
+      },
+      "");
+}
+
 // What to read and how the loader sees it.
 void add_data_options(CLI::App& app, Args& args) {
   app.add_option("--data", args.data,
                  "HDF5 file or LMDB database to read, or a shard set: a comma-separated list, a glob ('train-*.h5', "
                  "quoted) or a directory of shards (default: a generated demo dataset)");
+  app.add_option("--mix", args.mix,
+                 "Instead of --data, a weighted mix of datasets with the same fields: WEIGHT:PATH, repeated (e.g. "
+                 "--mix 3:web/ --mix 1:books.lmdb), each PATH as --data takes one, drawn by weight in a fixed "
+                 "interleave, each source in passes of every sample once (docs/sampler.md, \"Mixes\")")
+      ->type_name("WEIGHT:PATH")
+      ->check(weighted_path())
+      ->excludes("--data");
+  app.add_option("--samples-per-epoch", args.options.samples_per_epoch,
+                 "With --mix: draws per epoch (default: the sources' samples together)")
+      ->check(whole_number(1));
   app.add_option("--max-open-shards", args.options.max_open_shards, "Shards a worker keeps open at once")
       ->check(whole_number(1))
       ->capture_default_str();
@@ -162,10 +194,19 @@ void add_output_options(CLI::App& app, Args& args) {
 
 }  // namespace
 
+std::string Args::data_name() const {
+  if (mix.empty()) return data;
+  std::string name = "mix(";
+  for (const std::string& m : mix) name += (name.size() > 4 ? "," : "") + m;
+  return name + ")";
+}
+
 Options Args::loader_options(const std::string& path) const {
   Options o = options;
-  // "a.h5,b.h5": a list of shards (a path that exists as written is one dataset, commas and all).
-  if (path.find(',') != std::string::npos && !std::filesystem::exists(path)) {
+  if (!mix.empty()) {
+    for (const std::string& m : mix) o.mix.push_back(*parse_weighted(m));
+  } else if (path.find(',') != std::string::npos && !std::filesystem::exists(path)) {
+    // "a.h5,b.h5": a list of shards (a path that exists as written is one dataset, commas and all).
     for (std::size_t at = 0;;) {
       const std::size_t comma = path.find(',', at);
       o.sources.push_back(path.substr(at, comma == std::string::npos ? std::string::npos : comma - at));

@@ -28,6 +28,7 @@ struct Args {
   // The flags that are options once read: the dataset (a path, a shard list, or none: the demo),
   // the workers and prefetch (a number, or "auto"), the device, times in seconds, the shard.
   std::string data;
+  std::vector<std::string> mix;  // --mix WEIGHT:PATH, in order
   std::string workers = "2";
   std::string prefetch = std::to_string(Options{}.prefetch);
   std::string device = "cpu";
@@ -49,8 +50,10 @@ struct Args {
   std::string resume;
 
   static double seconds_of(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
-  // The Loader's options for the dataset at `path`, every flag applied.
+  // The Loader's options for the dataset at `path` (ignored for a --mix), every flag applied.
   Options loader_options(const std::string& path) const;
+  // How the report names what is read: --data, or the mix as "mix(3:web/,1:books.h5)".
+  std::string data_name() const;
 };
 
 // Adds every flag of loader-bench to `app`, each writing into `args`.
