@@ -3,6 +3,8 @@ random permutation (a keyed Feistel bijection computed per position) and the qua
 The tests check the C++ against these; the PyTorch baseline uses them to give PyTorch the same
 order."""
 
+import math
+
 M64 = M = (1 << 64) - 1
 
 
@@ -97,3 +99,40 @@ def quasi_random_shards(shards, group, seed, epoch, window=4, interleave=8):
             order += [listed[q(k)] for k in range(len(listed))]
         windows_before += (len(groups) + window - 1) // window
     return order
+
+
+def mix_weights(weights):
+    total = 0.0
+    for w in weights:  # in order: sum() of floats rounds otherwise since 3.12
+        total += w
+    if all(w == math.floor(w) for w in weights) and total <= 65536:
+        ints = [int(w) for w in weights]
+    else:
+        ints = [max(1, math.floor(w * 65536 / total + 0.5)) for w in weights]
+    g = 0
+    for w in ints:
+        g = math.gcd(g, w)
+    return [w // g for w in ints]
+
+
+def mix_order(samples, weights, seed, shuffle, per_epoch, epoch):
+    """Epoch `epoch` of a mix of sources of `samples` samples each: its global indices."""
+    w = mix_weights(weights)
+    period, ordinal, credit, count = [], [], [0] * len(w), [0] * len(w)
+    for j in range(sum(w)):
+        credit = [c + x for c, x in zip(credit, w)]
+        s = max(range(len(w)), key=lambda t: (credit[t], -t))
+        credit[s] -= sum(w)
+        period.append(s)
+        ordinal.append(count[s])
+        count[s] += 1
+    first = [sum(samples[:s]) for s in range(len(samples))]
+    u = mix(seed ^ 0x6D6978)
+
+    def draw(position):
+        j = position % len(period)
+        s = period[j]
+        q, i = divmod(position // len(period) * w[s] + ordinal[j], samples[s])
+        return first[s] + (feistel(samples[s], mix((u + s) & M), q)(i) if shuffle else i)
+
+    return [draw(epoch * per_epoch + i) for i in range(per_epoch)]
