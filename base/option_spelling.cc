@@ -32,6 +32,11 @@ std::string option_name(std::string_view option) {
   return fmt::format("Options::{}", option);
 }
 
+std::string option_entry(std::string_view option, std::size_t k) {
+  if (option_spelling() == OptionSpelling::command_line) return fmt::format("{} number {}", option_name(option), k + 1);
+  return fmt::format("{}[{}]", option_name(option), k);
+}
+
 std::string option_setting(std::string_view option, std::string_view cpp, std::string_view text) {
   switch (option_spelling()) {
     case OptionSpelling::command_line: return fmt::format("{} {}", option_name(option), text);

@@ -16,6 +16,9 @@ OptionSpelling option_spelling() noexcept;
 // "Options::shm_budget", "--shm-budget", "shm_budget". Options::mix is the Python package's
 // sources=[stoker.Source(...), ...].
 std::string option_name(std::string_view option);
+// Entry k of a list option: "Options::mix[0]", "--mix number 1" (the tools repeat the flag),
+// "sources[0]".
+std::string option_entry(std::string_view option, std::size_t k);
 // The option set to a value: "Device::cpu()" with "cpp", "--device cpu", "device='cpu'".
 // `cpp` is the C++ expression; `text`, the value as the tools and the Python package write it.
 std::string option_setting(std::string_view option, std::string_view cpp, std::string_view text);

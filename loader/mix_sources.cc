@@ -22,10 +22,15 @@ std::vector<std::uint64_t> mix_source_samples(const std::vector<Source>& resolve
     }
     if (n == 0) {
       throw Error(ErrorCode::dataset,
-                  fmt::format("{}[{}] ('{}') has no samples: every source of a mix is drawn from; leave it out",
-                              option_name("mix"), s, printable(formats::source_name(resolved[s].path))));
+                  fmt::format("{} ('{}') has no samples: every source of a mix is drawn from; leave it out",
+                              option_entry("mix", s), printable(formats::source_name(resolved[s].path))));
     }
     samples.push_back(n);
+  }
+  // Every shard the probe counted belongs to one source: anything else would shift the sources.
+  if (!shard_samples.empty() && shard != shard_samples.size()) {
+    throw Error(ErrorCode::internal, fmt::format("a mix's {} sources name {} shards, and the probe counted {}",
+                                                 resolved.size(), shard, shard_samples.size()));
   }
   return samples;
 }

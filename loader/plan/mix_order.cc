@@ -21,18 +21,31 @@ std::vector<std::uint64_t> mix_weights(std::span<const Source> sources) {
     const double w = sources[s].weight;
     if (!(std::isfinite(w) && w > 0)) {
       throw Error(ErrorCode::invalid_option,
-                  fmt::format("options: {}[{}] ('{}') has weight {}; a weight is a finite number above 0",
-                              option_name("mix"), s, printable(sources[s].path), w));
+                  fmt::format("options: {} ('{}') has weight {}; a weight is a finite number above 0",
+                              option_entry("mix", s), printable(sources[s].path), w));
     }
     whole = whole && w == std::floor(w);
     total += w;
   }
+  if (!std::isfinite(total)) {
+    std::size_t largest = 0;
+    for (std::size_t s = 1; s < sources.size(); ++s)
+      largest = sources[s].weight > sources[largest].weight ? s : largest;
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("options: {} ('{}') has weight {}, too large for the weights' sum to be a finite "
+                            "number: scale the weights down",
+                            option_entry("mix", largest), printable(sources[largest].path), sources[largest].weight));
+  }
   std::vector<std::uint64_t> weights;
   weights.reserve(sources.size());
   const bool as_given = whole && total <= static_cast<double>(kMixResolution);
-  for (const Source& source : sources) {
-    const double w =
-        as_given ? source.weight : std::floor(source.weight * static_cast<double>(kMixResolution) / total + 0.5);
+  for (std::size_t s = 0; s < sources.size(); ++s) {
+    const double w = as_given ? sources[s].weight
+                              : std::floor(sources[s].weight * static_cast<double>(kMixResolution) / total + 0.5);
+    // At most kMixResolution (w ≤ total): the cast below is defined.
+    if (!(w <= static_cast<double>(kMixResolution))) {
+      throw Error(ErrorCode::internal, fmt::format("a mix's weight {} scaled to {}", sources[s].weight, w));
+    }
     weights.push_back(std::max<std::uint64_t>(1, static_cast<std::uint64_t>(w)));
   }
   const std::uint64_t divisor =

@@ -24,6 +24,8 @@ namespace stoker::detail {
 
 // The largest sum of integer weights used as given, and the resolution of the others.
 inline constexpr std::uint64_t kMixResolution = 65536;
+// The most draws an epoch of a mix may have: epochs of it reach 2^64 draws only after 2 epochs.
+inline constexpr std::uint64_t kMaxMixDrawsPerEpoch = std::uint64_t{1} << 63;
 // The sources' shuffles are keyed by streams of (seed ^ this), "mix": unrelated to the other orders'.
 inline constexpr std::uint64_t kMixStreamTag = 0x6d6978;
 

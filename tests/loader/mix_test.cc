@@ -159,6 +159,20 @@ TEST(Mix, AStateOfAnotherMixOrEditedIsRefused) {
                {"the fingerprint", "does not match"});
 }
 
+TEST(Mix, ASequentialMixResumesWhateverTheSeed) {
+  MixFiles f;
+  Options o = mix_options(f, 0);
+  o.shuffle = false;
+  Loader loader(o);
+  (void)read_epoch(loader, 0, 3);
+  const std::string saved = loader.state().to_json();
+  o.seed = 99;
+  Loader other(o);
+  std::uint64_t rest = 0;
+  for (Batch& b : other.epoch(LoaderState::from_json(saved))) rest += b.size();
+  EXPECT_EQ(rest, 40u);
+}
+
 TEST(Mix, ASourceOfOtherFieldsIsAnErrorNamingItAndTheDifference) {
   MixFiles f;
   Schema other = small_schema(10);
@@ -188,6 +202,22 @@ TEST(Mix, OptionsAMixCannotTakeAreErrorsNamingThem) {
   plain.samples_per_epoch = 10;
   expect_error(ErrorCode::invalid_option, [&] { Loader l(plain); },
                {"Options::samples_per_epoch is 10, but there is no mix"});
+  Options endless = mix_options(f, 0);
+  endless.samples_per_epoch = (std::uint64_t{1} << 63) + 1;
+  expect_error(ErrorCode::invalid_option, [&] { Loader l(endless); },
+               {"Options::samples_per_epoch is 9223372036854775809, more than 2^63"});
+  Options late = mix_options(f, 0);
+  late.samples_per_epoch = std::uint64_t{1} << 62;
+  Loader far(late);
+  expect_error(ErrorCode::invalid_option, [&] { (void)far.epoch(4); }, {"starts past draw 2^64"});
+  // A glob whose matches hold a directory of shards: an error, never its shards taken for another
+  // source's.
+  std::filesystem::create_directories(f.tmp.path("nest/sub"));
+  write_hdf5(f.tmp.path("nest/a.h5"), small_schema(4), {});
+  write_hdf5(f.tmp.path("nest/sub/s0.h5"), small_schema(2), {});
+  Options nested = mix_options(f, 0);
+  nested.mix[0].path = f.tmp.path("nest/*");
+  expect_error(ErrorCode::dataset, [&] { Loader l(nested); }, {f.tmp.path("nest/sub")});
   Options empty = mix_options(f, 0);
   std::filesystem::create_directories(f.tmp.path("none"));
   empty.mix.push_back({f.tmp.path("none"), 1});

@@ -58,6 +58,13 @@ TEST(MixWeights, AWeightThatIsNotAPositiveNumberIsAnErrorNamingItsSource) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_option);
       EXPECT_THAT(e.what(), HasSubstr("Options::mix[1] ('books/') has weight"));
     }
+  }  // Finite weights whose sum is not: named, never cast from infinity.
+  std::vector<Source> huge{{"a.h5", 1}, {"web/", 1.7e308}, {"books/", 1.7e308}};
+  try {
+    (void)mix_weights(huge);
+    ADD_FAILURE() << "an infinite sum accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Options::mix[1] ('web/') has weight 1.7e+308, too large for the weights' sum"));
   }
 }
 
