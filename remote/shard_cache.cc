@@ -1,0 +1,149 @@
+#include "remote/shard_cache.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "base/option_spelling.h"
+#include "base/posix_error.h"
+#include "base/unique_fd.h"
+#include "remote/remote_url.h"
+#include "stoker/error.h"
+
+namespace stoker::remote {
+namespace {
+
+// Runs job(k) for k < n on `threads` threads; the first exception (by k) is rethrown once all end.
+void in_parallel(std::size_t n, std::size_t threads, const std::function<void(std::size_t)>& job) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(n);
+  auto run = [&] {
+    for (std::size_t k; (k = next++) < n;) {
+      try {
+        job(k);
+      } catch (...) {
+        errors[k] = std::current_exception();
+        next = n;  // no new work once one failed
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < std::min(threads, n); ++t) pool.emplace_back(run);
+  run();
+  for (auto& t : pool) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+std::string cache_name(const std::string& url, const ObjectInfo& info) {
+  const std::string version = fmt::format("{}|{}", info.size, info.etag);
+  return fmt::format("{:016x}-{:016x}-{}", XXH64(url.data(), url.size(), 0), XXH64(version.data(), version.size(), 0),
+                     url_file_name(url));
+}
+
+bool complete(const std::string& path, std::uint64_t size) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == size;
+}
+
+// The object in the cache at `path`, fetched under its lock unless another process already did.
+void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::string& path, const CacheOptions& o,
+                FetchCounters& counters) {
+  const std::string lock_path = path + ".lock";
+  detail::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!lock) throw Error::from_errno(errno, lock_path);
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) throw Error::from_errno(errno, "locking " + lock_path);
+  }
+  if (complete(path, info.size)) {  // another process fetched it while this one waited
+    ++counters.cache_hits;
+    return;
+  }
+  const std::string partial = path + ".partial";
+  fetch_object(object, info, partial, o.policy, counters);
+  if (::rename(partial.c_str(), path.c_str()) != 0) throw Error::from_errno(errno, "renaming " + partial);
+}
+
+void check_room(const std::vector<ObjectInfo>& infos, const std::vector<bool>& cached, const CacheOptions& o) {
+  std::uint64_t total = 0, missing = 0;
+  std::size_t missing_count = 0;
+  for (std::size_t k = 0; k < infos.size(); ++k) {
+    total += infos[k].size;
+    if (!cached[k]) missing += infos[k].size, ++missing_count;
+  }
+  if (o.limit != 0 && total > o.limit) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: the {} shards take {}, more than {} {}: the whole set is cached before the first "
+                            "batch; raise it (or set it to 0, the disk's free space)",
+                            o.dir, infos.size(), detail::format_bytes(total), detail::option_name("cache_limit"),
+                            detail::format_bytes(o.limit)));
+  }
+  struct statvfs fs {};
+  if (::statvfs(o.dir.c_str(), &fs) != 0) throw Error::from_errno(errno, o.dir);
+  const std::uint64_t free_bytes = std::uint64_t{fs.f_bavail} * fs.f_frsize;
+  if (missing > free_bytes) {
+    throw Error(ErrorCode::io,
+                fmt::format("{}: needs {} for the {} shards not yet cached, and its disk has {} free: free some, or "
+                            "point {} at a larger disk",
+                            o.dir, detail::format_bytes(missing), missing_count, detail::format_bytes(free_bytes),
+                            detail::option_name("cache_dir")));
+  }
+}
+
+}  // namespace
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("STOKER_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/stoker/shards";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/stoker/shards";
+  return "/tmp/stoker-shards";
+}
+
+std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects, const CacheOptions& o,
+                                       FetchCounters& counters) {
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  if (ec) {
+    throw Error(ErrorCode::io, fmt::format("{}: cannot create the cache directory ({}): set {} to a writable one",
+                                           o.dir, ec.message(), detail::option_name("cache_dir")));
+  }
+  if (::access(o.dir.c_str(), W_OK) != 0) {
+    throw Error::from_errno(errno, fmt::format("{}: the cache directory is not writable; set {} to a writable one",
+                                               o.dir, detail::option_name("cache_dir")));
+  }
+  const std::size_t threads = std::max<std::size_t>(1, o.parallelism);
+  const std::size_t n = objects.size();
+  std::vector<ObjectInfo> infos(n);
+  in_parallel(n, threads, [&](std::size_t k) {
+    infos[k] = objects[k].info ? *objects[k].info : stat_object(objects[k].object, o.policy, counters);
+  });
+  std::vector<std::string> paths(n);
+  std::vector<bool> cached(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    paths[k] = (std::filesystem::path(o.dir) / cache_name(objects[k].object.url, infos[k])).string();
+    cached[k] = complete(paths[k], infos[k].size);
+  }
+  check_room(infos, cached, o);
+  std::vector<std::size_t> missing;
+  for (std::size_t k = 0; k < n; ++k) cached[k] ? void(++counters.cache_hits) : missing.push_back(k);
+  in_parallel(missing.size(), threads, [&](std::size_t m) {
+    const std::size_t k = missing[m];
+    fetch_into(objects[k].object, infos[k], paths[k], o, counters);
+  });
+  return paths;
+}
+
+}  // namespace stoker::remote
