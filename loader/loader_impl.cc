@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <string_view>
 #include <thread>
 
@@ -55,7 +56,7 @@ std::string shard_set_identity(const std::string& source, const std::vector<std:
 }  // namespace
 
 LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
-    : opt_(checked_and_resolved(std::move(options))),
+    : opt_(checked_and_resolved(std::move(options), fetches_)),
       design_(design_loader(opt_, std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),
@@ -142,10 +143,11 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   sampler_ = Sampler(per_epoch, opt_.batch_size, design_.order, opt_.seed, opt_.shard, opt_.drop_last,
                      probe.locality_rows, probe.shard_samples, std::move(mix));
   if (sampler_.batches_per_epoch() == 0) {
-    throw Error(
-        ErrorCode::invalid_option,
-        fmt::format("{}: no batch per epoch: {} samples, batch_size {}, drop_last, {} shard(s)",
-                    formats::source_name(opt_.source), sampler_.num_samples(), opt_.batch_size, opt_.shard.world_size));
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("{}: no batch per epoch: {} {}, batch_size {}, drop_last, {} shard(s)",
+                            formats::source_name(opt_.source), sampler_.num_samples(),
+                            opt_.mix.empty() ? "samples" : "draws of the mix per epoch", opt_.batch_size,
+                            opt_.shard.world_size));
   }
   return s;
 }
@@ -253,6 +255,12 @@ std::uint64_t LoaderImpl::start_epoch(std::uint64_t epoch, std::uint64_t start_b
 
 std::uint64_t LoaderImpl::start_epoch_locked(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   const std::uint64_t batches = sampler_.batches_per_epoch(skip);
+  if (!opt_.mix.empty() && epoch >= std::numeric_limits<std::uint64_t>::max() / sampler_.num_samples()) {
+    throw Error(ErrorCode::invalid_option,
+                fmt::format("stoker: epoch {} of a mix of {} draws per epoch starts past draw 2^64, which the mix's "
+                            "order does not reach",
+                            epoch, sampler_.num_samples()));
+  }
   if (start_batch > batches) {
     throw Error(ErrorCode::invalid_option,
                 fmt::format("stoker: start_batch {} is past the end of the epoch ({} batches)", start_batch, batches));
@@ -450,6 +458,10 @@ Stats LoaderImpl::stats() const {
   }
   if (feeder_) feeder_->add_stats(s);
   source_->add_stats(s);
+  s.downloads = fetches_.downloads;
+  s.download_bytes = fetches_.bytes;
+  s.fetch_retries = fetches_.retries;
+  s.cache_hits = fetches_.cache_hits;
   s.verdict =
       verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(), opt_.device.staged()});
   return s;

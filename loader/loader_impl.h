@@ -50,6 +50,7 @@
 #include "loader/time_report.h"
 #include "loader/worker/batch_filler.h"
 #include "loader/worker/dataset_spec.h"
+#include "remote/http_fetch.h"
 #include "stoker/loader.h"
 
 namespace stoker::detail {
@@ -118,6 +119,7 @@ class LoaderImpl final : public HostSource {
   // in Stats, and the warnings it brings put in `warnings` (given by the caller once it holds the batch).
   Batch take(std::uint32_t slot, std::vector<std::string>& warnings);
 
+  remote::FetchCounters fetches_;  // before opt_: resolving the options fetches remote shards
   Options opt_;
   LoaderDesign design_;
   std::string shards_identity_;  // LoaderState::shards

@@ -8,6 +8,7 @@
 #include "base/option_spelling.h"
 #include "formats/shard_set.h"
 #include "loader/plan/mix_order.h"
+#include "loader/remote_sources.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -34,6 +35,7 @@ void check_texts(const Options& o) {
   for (std::size_t k = 0; k < o.fields.size(); ++k)
     check_no_nul(o.fields[k], fmt::format("{}[{}]", option_name("fields"), k));
   check_no_nul(o.group, option_name("group"));
+  check_no_nul(o.cache_dir, option_name("cache_dir"));
   check_no_nul(o.lmdb_keys, option_name("lmdb_keys"));
   check_no_nul(o.lmdb_count_key, option_name("lmdb_count_key"));
   check_no_nul(o.pipeline, option_name("pipeline"));
@@ -60,6 +62,10 @@ void check_mix(const Options& o) {
                                                                                              : option_name("sources")));
   }
   (void)mix_weights(o.mix);  // throws for a bad weight, naming it
+  if (o.samples_per_epoch > kMaxMixDrawsPerEpoch) {
+    throw Error(ErrorCode::invalid_option, fmt::format("options: {} is {}, more than 2^63",
+                                                       option_name("samples_per_epoch"), o.samples_per_epoch));
+  }
   if (o.order == Order::quasi_random) {
     throw Error(ErrorCode::invalid_option,
                 fmt::format("options: {} is quasi_random, which a mix does not offer (its sources are drawn in "
@@ -84,6 +90,13 @@ void check_options(const Options& o) {
   if (!o.lmdb_count_key.empty() && o.lmdb_keys.empty())
     throw Error(ErrorCode::invalid_option, fmt::format("options: {} names the key of the count of {}, which is not set",
                                                        option_name("lmdb_count_key"), option_name("lmdb_keys")));
+  if (o.fetch_parallelism == 0 || o.fetch_parallelism > 256) {
+    throw Error(ErrorCode::invalid_option, fmt::format("options: {} is {}; it must be 1 to 256",
+                                                       option_name("fetch_parallelism"), o.fetch_parallelism));
+  }
+  if (o.fetch_timeout.count() < 0) {
+    throw Error(ErrorCode::invalid_option, fmt::format("options: {} is negative", option_name("fetch_timeout")));
+  }
   if (o.max_open_shards == 0)
     throw Error(ErrorCode::invalid_option, "options: max_open_shards is 0; it must be at least 1");
   if (o.batch_size == 0) throw Error(ErrorCode::invalid_option, "options: batch_size is 0; it must be at least 1");
@@ -146,19 +159,22 @@ void check_delivered_names(const Schema& delivered, const std::string& source, O
   }
 }
 
-Options checked_and_resolved(Options o) {
+Options checked_and_resolved(Options o, remote::FetchCounters& fetches) {
   check_options(o);
   if (!o.mix.empty()) {
     // Each source resolved on its own; the mix reads their shards as one set, source after source.
-    std::vector<std::string> shards;
+    // Joined as they are, not resolved again: a directory a glob matched stays one shard of its
+    // source (or an error), never several that shift the sources' boundaries.
+    std::string joined;
     for (Source& s : o.mix) {
-      s.path = formats::resolve_source({s.path});
-      for (std::string& path : formats::shard_paths(s.path)) shards.push_back(std::move(path));
+      s.path = formats::resolve_source(cached_names({s.path}, o, fetches));
+      joined += (joined.empty() ? "" : "\n") + s.path;
     }
-    o.source = formats::resolve_source(shards);
+    o.source = joined;
     return o;
   }
-  o.source = formats::resolve_source(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources);
+  o.source = formats::resolve_source(
+      cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches));
   o.sources.clear();
   return o;
 }

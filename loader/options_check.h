@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "remote/http_fetch.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
 
@@ -14,7 +15,9 @@ void check_options(const Options& options);
 
 // The options checked, with `source` resolved (formats/shard_set.h): a list, glob or directory of
 // shards becomes the one source every process opens the same way.
-Options checked_and_resolved(Options o);
+// Remote names are fetched into the node's cache first (loader/remote_sources.h), counted in
+// `fetches`.
+Options checked_and_resolved(Options o, remote::FetchCounters& fetches);
 
 // A bytes field `name` is delivered as `name` and `name.offsets` by the Python package and
 // stoker::to_tensors: a field of that name beside it would replace one of them without a word.

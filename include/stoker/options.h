@@ -102,6 +102,21 @@ struct Options {
   std::vector<Source> mix;
   // Draws per epoch of a mix (before sharding); 0: the sources' samples together.
   std::uint64_t samples_per_epoch = 0;
+  // Remote shards: a source (or an entry of sources, or a mix's path) may be an http:// or https://
+  // URL, with brace ranges as WebDataset writes them ("https://host/train-{00000..01023}.h5"). Each
+  // object is fetched into cache_dir once per node (every rank and process on it shares the cache),
+  // resumed by Range after a broken connection, retried with backoff on 5xx, 429 and S3's SlowDown,
+  // and checked against the size and ETag it had when listed; the loader then reads the cached
+  // files. The whole set is cached before the first batch (docs/remote.md). cache_dir "": the
+  // default of remote/shard_cache.h ($STOKER_CACHE_DIR, else ~/.cache/stoker/shards).
+  std::string cache_dir;
+  // The most bytes the set may take in cache_dir (0: as much as its disk has free).
+  std::uint64_t cache_limit = 0;
+  // Objects fetched at once.
+  std::size_t fetch_parallelism = 4;
+  // How long one object's fetch may keep failing (each retry after a growing pause) before it is an
+  // error naming its URL and the last answer.
+  std::chrono::milliseconds fetch_timeout{std::chrono::minutes(2)};
   // Shards a worker keeps open at once (the least recently read is closed first).
   std::size_t max_open_shards = kDefaultMaxOpenShards;
   Format format = Format::auto_detect;

@@ -42,6 +42,12 @@ struct Stats {
   // Shard files the workers opened (a shard set; counted with the batches that opened them). Far
   // more than the number of shards: a random order over more shards than Options::max_open_shards.
   std::uint64_t shard_opens = 0;
+  // Remote shards (Options::cache_dir): objects downloaded whole, the bytes received, requests made
+  // again (a retried answer, a transfer resumed), and objects found complete in the cache.
+  std::uint64_t downloads = 0;
+  std::uint64_t download_bytes = 0;
+  std::uint64_t fetch_retries = 0;
+  std::uint64_t cache_hits = 0;
   // Samples delivered with zeros in a field their pipeline could not decode (Options::
   // on_decode_error = skip), counted at each delivery as `samples` is (a sample skipped in two
   // epochs counts twice); and the dataset indices of the first kMaxSkippedIndices distinct ones,

@@ -118,6 +118,9 @@ void bind_options(nb::module_& m) {
             for (const auto& [path, weight] : mix) o.mix.push_back(stoker::Source{path, weight});
           })
       .def_rw("samples_per_epoch", &Options::samples_per_epoch)
+      .def_rw("cache_dir", &Options::cache_dir)
+      .def_rw("cache_limit", &Options::cache_limit)
+      .def_rw("fetch_parallelism", &Options::fetch_parallelism)
       .def_rw("max_open_shards", &Options::max_open_shards)
       .def_rw("fields", &Options::fields)
       .def_rw("group", &Options::group)
@@ -162,6 +165,7 @@ void bind_options(nb::module_& m) {
   bind_choice<stoker::Staging, &Options::staging>(c, "staging");
   bind_seconds<&Options::timeout>(c, "timeout_s");
   bind_seconds<&Options::shutdown_grace>(c, "shutdown_grace_s");
+  bind_seconds<&Options::fetch_timeout>(c, "fetch_timeout_s");
 }
 
 }  // namespace stoker_py

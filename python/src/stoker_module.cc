@@ -254,6 +254,10 @@ class PyLoader {
     d["overflow_batches"] = s.overflow_batches;
     d["consumer_wakes"] = s.consumer_wakes;
     d["shard_opens"] = s.shard_opens;
+    d["downloads"] = s.downloads;
+    d["download_bytes"] = s.download_bytes;
+    d["fetch_retries"] = s.fetch_retries;
+    d["cache_hits"] = s.cache_hits;
     d["skipped_samples"] = s.skipped_samples;
     nb::list skipped;
     for (const std::uint64_t i : s.skipped_indices) skipped.append(i);

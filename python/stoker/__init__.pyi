@@ -74,6 +74,10 @@ class Loader:
         trace: Optional[Union[str, os.PathLike]] = None,
         sources: Optional[Sequence[Source]] = None,
         samples_per_epoch: Optional[int] = None,
+        cache_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        cache_limit: int = 0,
+        fetch_parallelism: int = 4,
+        fetch_timeout: float = 120.0,
     ) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     def __iter__(self) -> _EpochIterator: ...

@@ -103,6 +103,11 @@ def _options(cfg):
     if cfg["sources"] is None and cfg["samples_per_epoch"] is not None:
         raise _bad("samples_per_epoch", "applies to a mix (sources=[stoker.Source(...), ...]), not to one dataset")
     o.max_open_shards = _int("max_open_shards", cfg["max_open_shards"], 1)
+    if cfg["cache_dir"] is not None:
+        o.cache_dir = _str("cache_dir", cfg["cache_dir"])
+    o.cache_limit = _int("cache_limit", cfg["cache_limit"], 0, 2**64 - 1)
+    o.fetch_parallelism = _int("fetch_parallelism", cfg["fetch_parallelism"], 1, 256)
+    o.fetch_timeout_s = _seconds("fetch_timeout", cfg["fetch_timeout"])
     o.format = _str("format", cfg["format"])
     fields = cfg["fields"]
     if fields is not None:

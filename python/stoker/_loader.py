@@ -27,6 +27,9 @@ class Loader:
     Arguments (PyTorch's DataLoader's names where the meaning is the same):
       source: HDF5 file, or LMDB database (a file, or a directory holding data.mdb); or a shard
         set: a list of them, a glob ("train-*.h5") or a directory of shards, read as one dataset.
+      source, sources: http(s) URLs too ("https://host/train-{00000..00099}.h5"), fetched into the
+        node's cache_dir (cache_limit bytes, 0: its disk's free space; fetch_parallelism at once,
+        each retried for fetch_timeout seconds) before the first batch (docs/remote.md).
       sources: instead of source, a weighted mix of datasets with the same fields (stoker.Source);
         samples_per_epoch: its draws per epoch (default: the sources' samples together).
       batch_size: samples per batch.
@@ -151,48 +154,17 @@ class Loader:
         trace=None,
         sources=None,
         samples_per_epoch=None,
+        cache_dir=None,
+        cache_limit=_DEFAULTS.cache_limit,
+        fetch_parallelism=_DEFAULTS.fetch_parallelism,
+        fetch_timeout=_DEFAULTS.fetch_timeout_s,
     ):
-        cfg = dict(
-            source=source,
-            sources=sources,
-            samples_per_epoch=samples_per_epoch,
-            batch_size=batch_size,
-            num_workers=num_workers,
-            prefetch_factor=prefetch_factor,
-            shuffle=shuffle,
-            seed=seed,
-            order=order,
-            fields=fields,
-            group=group,
-            pipeline=pipeline,
-            drop_last=drop_last,
-            device=device,
-            shard=shard,
-            shm_budget=shm_budget,
-            timeout=timeout,
-            max_respawns=max_respawns,
-            framework=framework,
-            copy=copy,
-            format=format,
-            shm_fraction=shm_fraction,
-            shm_backing=shm_backing,
-            shutdown_grace=shutdown_grace,
-            prefetch_to_device=prefetch_to_device,
-            staging=staging,
-            worker_oom_score_adj=worker_oom_score_adj,
-            max_image_pixels=max_image_pixels,
-            max_open_shards=max_open_shards,
-            lmdb_keys=lmdb_keys,
-            lmdb_count_key=lmdb_count_key,
-            held_batches=held_batches,
-            on_decode_error=on_decode_error,
-            transform=transform,
-            seed_globals=seed_globals,
-            ragged=ragged,
-            transform_output=transform_output,
-            op_libraries=op_libraries,
-            trace=trace,
-        )
+        # The keyword arguments, by name: every one travels to the checks, the transform's host
+        # and a pickle the same way.
+        cfg = dict(locals())
+        del cfg["self"]
+        if sources is not None and not isinstance(sources, (str, os.PathLike)) and hasattr(sources, "__iter__"):
+            cfg["sources"] = list(sources)  # a generator is read once: kept for a pickle and the host
         if isinstance(source, os.PathLike):
             cfg["source"] = os.fspath(source)
         cfg["device"] = _device(cfg["device"])
@@ -293,9 +265,9 @@ class Loader:
 
     # ---- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Where the newest epoch is, as a plain dict (str, int, bool): save it with the model
-        (torch.save; it loads with weights_only=True). Every rank that has received the same number
-        of batches has the same state."""
+        """Where the newest epoch is, as a plain dict (str, int, bool; a mix's "drawn", a list of
+        int): save it with the model (torch.save; it loads with weights_only=True). Every rank that
+        has received the same number of batches has the same state."""
         with self._lock:
             pending = self._pending if self._pending is not None else self._finished
         if pending is not None:
@@ -407,8 +379,9 @@ class Loader:
 
     def __repr__(self):
         c = self._config
+        what = repr(c["source"]) if c["sources"] is None else f"sources={c['sources']!r}"
         return (
-            f"stoker.Loader({c['source']!r}, batch_size={c['batch_size']}, "
+            f"stoker.Loader({what}, batch_size={c['batch_size']}, "
             f"num_workers={c['num_workers']}, device={c['device']!r})"
         )
 

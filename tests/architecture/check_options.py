@@ -35,6 +35,7 @@ EXCEPTIONS = {
     "shard": {"core": "shard_rank", "bench": "--shard-from-env"},  # the tool takes the launcher's
     "timeout": {"core": "timeout_s"},  # seconds
     "shutdown_grace": {"core": "shutdown_grace_s"},
+    "fetch_timeout": {"core": "fetch_timeout_s"},
     "transform": {"core": "set_transform", "bench": None},  # a function of the user's: no flag
     "on_warning": {"python": None, "core": None, "bench": None},  # Python's warnings; the tool's stderr
 }

@@ -45,6 +45,22 @@ void add_data_options(CLI::App& app, Args& args) {
   app.add_option("--samples-per-epoch", args.options.samples_per_epoch,
                  "With --mix: draws per epoch (default: the sources' samples together)")
       ->check(whole_number(1));
+  app.add_option("--cache-dir", args.options.cache_dir,
+                 "Where http(s) shards are cached on this node, shared by every rank (default: $STOKER_CACHE_DIR, "
+                 "else ~/.cache/stoker/shards); --data and --mix take URLs with brace ranges, "
+                 "'https://host/train-{00000..00099}.h5'");
+  app.add_option("--cache-limit", args.options.cache_limit,
+                 "The most bytes the remote shards may take in --cache-dir (binary units: 100g; 0: its disk's free "
+                 "space)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--fetch-parallelism", args.options.fetch_parallelism, "Remote shards fetched at once")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--fetch-timeout", args.fetch_timeout_s,
+                 "Seconds one remote shard's fetch may keep failing (retried after growing pauses) before it is an "
+                 "error")
+      ->check(number_at_least(0))
+      ->capture_default_str();
   app.add_option("--max-open-shards", args.options.max_open_shards, "Shards a worker keeps open at once")
       ->check(whole_number(1))
       ->capture_default_str();
@@ -220,6 +236,7 @@ Options Args::loader_options(const std::string& path) const {
   o.prefetch = prefetch == "auto" ? kAuto : std::stoul(prefetch);
   o.timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
   o.shutdown_grace = std::chrono::milliseconds(std::llround(shutdown_grace_s * 1000));
+  o.fetch_timeout = std::chrono::milliseconds(std::llround(fetch_timeout_s * 1000));
   if (shard_from_env) o.shard = Shard::from_env();
   o.device = Device::parse(device);
   return o;

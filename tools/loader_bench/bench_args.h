@@ -34,6 +34,7 @@ struct Args {
   std::string device = "cpu";
   double timeout_s = seconds_of(Options{}.timeout);
   double shutdown_grace_s = seconds_of(Options{}.shutdown_grace);
+  double fetch_timeout_s = seconds_of(Options{}.fetch_timeout);
   bool shard_from_env = false;
   // loader-bench's own.
   std::string save_batch;

@@ -76,6 +76,12 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
   if (const std::string source = loader.describe_source(); !source.empty()) j["source"] = source;
   if (s.overflow_batches) j["overflow_batches"] = s.overflow_batches;
   if (s.shard_opens) j["shard_opens"] = s.shard_opens;
+  if (s.downloads || s.cache_hits) {
+    j["downloads"] = s.downloads;
+    j["download_bytes"] = s.download_bytes;
+    j["fetch_retries"] = s.fetch_retries;
+    j["cache_hits"] = s.cache_hits;
+  }
   if (s.skipped_samples) {
     j["skipped_samples"] = s.skipped_samples;
     j["skipped_indices"] = s.skipped_indices;
