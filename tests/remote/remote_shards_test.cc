@@ -1,0 +1,195 @@
+// Remote shards over HTTP, against a real server the test starts on 127.0.0.1 (tests/remote/
+// fault_server.py) that serves Range requests and ETags and misbehaves on request: an epoch read
+// through the node's cache equals the local one's, a second loader finds the cache, broken
+// transfers resume by Range, 5xx and SlowDown are retried, and what cannot be fetched is an error
+// naming the URL and the last answer, with nothing half-downloaded left under a shard's name.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "stoker/loader.h"
+#include "tests/support/run_process.h"
+#include "tests/support/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The fault server on `root`, stopped (and reaped) with this object.
+class FaultServer {
+ public:
+  FaultServer(const TempDir& tmp, const std::string& root, const std::string& faults = "{}")
+      : port_file_(tmp.path("port")), log_(tmp.path("requests.log")) {
+    std::filesystem::remove(port_file_);
+    pid_ =
+        start_program({STOKER_TEST_PYTHON, STOKER_FAULT_SERVER, root, port_file_, "--faults", faults, "--log", log_});
+    for (int i = 0; i < 2000 && !std::filesystem::exists(port_file_); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream(port_file_) >> port_;
+    EXPECT_GT(port_, 0) << "the fault server did not start";
+  }
+  ~FaultServer() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  FaultServer(const FaultServer&) = delete;
+  FaultServer& operator=(const FaultServer&) = delete;
+
+  std::string url(const std::string& name) const { return fmt::format("http://127.0.0.1:{}/{}", port_, name); }
+  // The requests it answered, one "GET NAME RANGE" line each.
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  std::string port_file_, log_;
+  int pid_ = -1;
+  int port_ = 0;
+};
+
+// Three shards of small_schema, 40, 25 and 35 samples, in `dir`; 1 KiB-ish chunks so that a reset
+// after a few bytes falls mid-body.
+void write_shards(const TempDir& tmp, const std::string& dir) {
+  std::filesystem::create_directories(tmp.path(dir));
+  const std::uint64_t sizes[] = {40, 25, 35};
+  for (int k = 0; k < 3; ++k) write_hdf5(tmp.path(fmt::format("{}/train-{}.h5", dir, k)), small_schema(sizes[k]), {});
+}
+
+Options remote_options(const TempDir& tmp, const FaultServer& server, std::size_t workers = 2) {
+  Options o;
+  o.source = server.url("train-{0..2}.h5");
+  o.cache_dir = tmp.path("cache");
+  o.batch_size = 9;
+  o.num_workers = workers;
+  o.shuffle = true;
+  o.seed = 5;
+  o.fetch_timeout = std::chrono::seconds(20);
+  return o;
+}
+
+// Every batch's indices and bytes, in order.
+std::vector<std::vector<std::byte>> epoch_bytes(Loader& loader) {
+  std::vector<std::vector<std::byte>> out;
+  for (Batch& b : loader.epoch(0)) {
+    std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b.indices().data()),
+                                 reinterpret_cast<const std::byte*>(b.indices().data() + b.size()));
+    for (const FieldView& f : b.fields()) bytes.insert(bytes.end(), f.data, f.data + f.bytes);
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::byte>> local_epoch(const TempDir& tmp) {
+  Options o;
+  o.source = tmp.path("served/train-*.h5");
+  o.batch_size = 9;
+  o.shuffle = true;
+  o.seed = 5;
+  Loader local(o);
+  return epoch_bytes(local);
+}
+
+TEST(RemoteShards, AnEpochThroughTheCacheEqualsTheLocalOneAndTheNextLoaderFindsItThere) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"));
+  Loader first(remote_options(tmp, server));
+  EXPECT_EQ(epoch_bytes(first), local_epoch(tmp));
+  const Stats s = first.stats();
+  EXPECT_EQ(s.downloads, 3u);
+  EXPECT_EQ(s.cache_hits, 0u);
+  EXPECT_EQ(s.download_bytes, std::filesystem::file_size(tmp.path("served/train-0.h5")) +
+                                  std::filesystem::file_size(tmp.path("served/train-1.h5")) +
+                                  std::filesystem::file_size(tmp.path("served/train-2.h5")));
+  // A second loader on the node (another rank, the next run): nothing fetched again.
+  Loader second(remote_options(tmp, server, 0));
+  EXPECT_EQ(second.stats().downloads, 0u);
+  EXPECT_EQ(second.stats().cache_hits, 3u);
+  EXPECT_EQ(epoch_bytes(second), local_epoch(tmp));
+  // The cache holds the three shards under their versions' names, and no partial file.
+  std::size_t shards = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path("cache"))) {
+    EXPECT_THAT(e.path().string(), Not(HasSubstr(".partial")));
+    if (e.path().extension() == ".h5") ++shards;
+  }
+  EXPECT_EQ(shards, 3u);
+}
+
+TEST(RemoteShards, ResetsMidBodyResumeByRangeAndServerErrorsAreRetried) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"),
+                     R"({"train-1.h5": ["ok", "reset:2000"], "train-2.h5": ["status:500", "slowdown"]})");
+  Options o = remote_options(tmp, server);
+  o.fetch_parallelism = 1;  // the stat's requests first, then each fetch: the faults meet the bodies
+  Loader loader(o);
+  EXPECT_EQ(epoch_bytes(loader), local_epoch(tmp));
+  const Stats s = loader.stats();
+  EXPECT_EQ(s.downloads, 3u);
+  EXPECT_GE(s.fetch_retries, 3u);
+  // train-1's fetch was reset after 2000 bytes: it went on from there.
+  EXPECT_THAT(server.log(), HasSubstr("GET train-1.h5 bytes=2000-"));
+}
+
+TEST(RemoteShards, AServerDownPastTheTimeoutIsAnErrorNamingTheUrlAndTheLastAnswer) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"), R"({"train-2.h5": ["always:503"]})");
+  Options o = remote_options(tmp, server);
+  o.fetch_timeout = std::chrono::milliseconds(1500);
+  expect_error(
+      ErrorCode::io, [&] { Loader l(o); },
+      {server.url("train-2.h5") + ": no complete answer within the fetch timeout of 1.5 s", "the last: HTTP 503"});
+  FaultServer slow(tmp, tmp.path("served"), R"({"train-0.h5": ["slowdown", "slowdown", "slowdown", "slowdown"]})");
+  Options s = remote_options(tmp, slow);
+  s.fetch_timeout = std::chrono::milliseconds(400);
+  expect_error(ErrorCode::io, [&] { Loader l(s); }, {"the last: HTTP 503 (SlowDown)"});
+}
+
+TEST(RemoteShards, AShardChangedSinceItWasListedOrMissingIsRefusedAndNothingHalfDownloadedIsKept) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  {
+    // The stat sees one version, the fetch another.
+    FaultServer server(tmp, tmp.path("served"), R"({"train-1.h5": ["ok", "newversion"]})");
+    Options o = remote_options(tmp, server);
+    o.fetch_parallelism = 1;
+    expect_error(ErrorCode::dataset, [&] { Loader l(o); },
+                 {server.url("train-1.h5") + ": changed since it was listed (ETag \"", "-new\" now)"});
+  }
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path("cache"))) {
+    EXPECT_FALSE(e.path().string().ends_with("train-1.h5")) << "a shard's name holds what was not verified";
+  }
+  FaultServer server(tmp, tmp.path("served"));
+  Options missing = remote_options(tmp, server);
+  missing.source = server.url("train-{0..3}.h5");
+  expect_error(ErrorCode::dataset, [&] { Loader l(missing); },
+               {server.url("train-3.h5") + ": the server answered HTTP 404"});
+}
+
+TEST(RemoteShards, ASetLargerThanTheCacheLimitIsAnErrorSayingHowLarge) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"));
+  Options o = remote_options(tmp, server);
+  o.cache_limit = 1000;
+  expect_error(ErrorCode::invalid_option, [&] { Loader l(o); },
+               {tmp.path("cache") + ": the 3 shards take", "more than Options::cache_limit 1000 B"});
+}
+
+}  // namespace
+}  // namespace stoker::test
