@@ -56,7 +56,7 @@ std::string shard_set_identity(const std::string& source, const std::vector<std:
 }  // namespace
 
 LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
-    : opt_(checked_and_resolved(std::move(options), fetches_)),
+    : opt_(checked_and_resolved(std::move(options), fetches_, keep_going)),
       design_(design_loader(opt_, std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),

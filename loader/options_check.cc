@@ -159,22 +159,28 @@ void check_delivered_names(const Schema& delivered, const std::string& source, O
   }
 }
 
-Options checked_and_resolved(Options o, remote::FetchCounters& fetches) {
+Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going) {
   check_options(o);
   if (!o.mix.empty()) {
-    // Each source resolved on its own; the mix reads their shards as one set, source after source.
-    // Joined as they are, not resolved again: a directory a glob matched stays one shard of its
-    // source (or an error), never several that shift the sources' boundaries.
+    // Each source resolved on its own (their remote objects fetched together), then joined as they
+    // are, not resolved again: a directory a glob matched stays one shard of its source (or an
+    // error), never several that shift the sources' boundaries.
+    std::vector<std::string> paths;
+    for (const Source& s : o.mix) paths.push_back(s.path);
+    const std::vector<std::vector<std::string>> local = cached_names(paths, o, fetches, keep_going);
     std::string joined;
-    for (Source& s : o.mix) {
-      s.path = formats::resolve_source(cached_names({s.path}, o, fetches));
-      joined += (joined.empty() ? "" : "\n") + s.path;
+    for (std::size_t k = 0; k < o.mix.size(); ++k) {
+      o.mix[k].path = formats::resolve_source(local[k]);
+      joined += (joined.empty() ? "" : "\n") + o.mix[k].path;
     }
     o.source = joined;
     return o;
   }
-  o.source = formats::resolve_source(
-      cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches));
+  std::vector<std::string> named;
+  for (auto& each :
+       cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches, keep_going))
+    named.insert(named.end(), each.begin(), each.end());
+  o.source = formats::resolve_source(named);
   o.sources.clear();
   return o;
 }

@@ -3,6 +3,7 @@
 // deliver, once it knows them.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "remote/http_fetch.h"
@@ -16,8 +17,8 @@ void check_options(const Options& options);
 // The options checked, with `source` resolved (formats/shard_set.h): a list, glob or directory of
 // shards becomes the one source every process opens the same way.
 // Remote names are fetched into the node's cache first (loader/remote_sources.h), counted in
-// `fetches`.
-Options checked_and_resolved(Options o, remote::FetchCounters& fetches);
+// `fetches`, keep_going asked meanwhile.
+Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going);
 
 // A bytes field `name` is delivered as `name` and `name.offsets` by the Python package and
 // stoker::to_tensors: a field of that name beside it would replace one of them without a word.

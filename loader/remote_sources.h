@@ -4,6 +4,7 @@
 // cached files, in order, before the shard set is resolved.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,12 @@
 
 namespace stoker::detail {
 
-// `named` with each remote name (one may stand for many objects) replaced by the path
-// of its object in the cache, fetched where missing; other names as they are. The objects of all
-// of `named` are fetched together, Options::fetch_parallelism at once.
-std::vector<std::string> cached_names(const std::vector<std::string>& named, const Options& options,
-                                      remote::FetchCounters& counters);
+// For each of `named`, what it names locally: itself, or the cached files of the remote objects it
+// stands for (one name may stand for many), in order. The objects of all of `named` are fetched
+// together (Options::fetch_parallelism at once; Options::cache_limit bounds them all), keep_going
+// asked meanwhile (remote/shard_cache.h).
+std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& options,
+                                                   remote::FetchCounters& counters,
+                                                   const std::function<bool()>& keep_going);
 
 }  // namespace stoker::detail

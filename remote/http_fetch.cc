@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -90,7 +91,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     return line.size();
   }
   if (header_is(line, "etag")) {
-    t.answer.etag = std::string(trimmed(line.substr(5)));
+    t.answer.etag = normalized_etag(trimmed(line.substr(5)));
   } else if (header_is(line, "content-length")) {
     t.answer.length = number(trimmed(line.substr(15)));
   } else if (header_is(line, "content-range")) {
@@ -211,7 +212,18 @@ bool retried_transport(CURLcode c) {
   }
 }
 
-enum class Outcome { done, retry };
+// A request's end: done, or to be tried again (after it moved the transfer forward, or not).
+enum class Outcome { done, retry, retry_after_progress };
+
+// libcurl's progress callback: a nonzero answer aborts the transfer (FetchPolicy::stop).
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* stop = static_cast<const std::atomic<bool>*>(user);
+  return stop != nullptr && stop->load() ? 1 : 0;
+}
+
+[[noreturn]] void interrupted(const RemoteObject& object) {
+  throw Error(ErrorCode::interrupted, fmt::format("{}: its fetch was stopped", object.name));
+}
 
 struct SlistDeleter {
   void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
@@ -223,7 +235,13 @@ void set_request(CURL* c, const Transfer& t, const FetchPolicy& policy, const st
   curl_easy_setopt(c, CURLOPT_URL, t.object->url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_USERAGENT, "stoker");
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, policy.stop);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, policy.connect_timeout_s);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, policy.stall_bytes_per_s);
@@ -264,6 +282,7 @@ Outcome request(Transfer& t, const FetchPolicy& policy, std::string& last) {
   add("x-amz-security-token", t.object->signing.session_token);
   set_request(c, t, policy, range, error, headers.get());
   const CURLcode result = curl_easy_perform(c);
+  if (result == CURLE_ABORTED_BY_CALLBACK) interrupted(*t.object);
   if (t.failed) throw *t.failed;
   if (!t.checked) check_response(t);  // an answer without a body
   if (t.failed) throw *t.failed;
@@ -282,7 +301,14 @@ Outcome request(Transfer& t, const FetchPolicy& policy, std::string& last) {
   }
   last = answer_text(t.answer);
   if (retried_status(t.answer.status)) return Outcome::retry;
-  throw Error(ErrorCode::dataset, fmt::format("{}: the server answered {}", name, last));
+  std::string hint;
+  if (t.answer.status == 403 && t.object->signing.aws_sigv4.empty() && name.starts_with("s3://")) {
+    hint =
+        "; the request went unsigned, for no AWS credentials were found (AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or the profile's keys in ~/.aws/credentials): with SSO or a role, export them "
+        "first (eval \"$(aws configure export-credentials --format env)\")";
+  }
+  throw Error(ErrorCode::dataset, fmt::format("{}: the server answered {}{}", name, last, hint));
 }
 
 // Runs `attempt` until it is done, sleeping a backoff with jitter between tries, for at most the
@@ -291,11 +317,16 @@ template <class Attempt>
 void with_retries(const RemoteObject& object, const FetchPolicy& policy, FetchCounters& counters, Attempt attempt) {
   curl_init_once();
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  const Clock::time_point deadline = Clock::now() + policy.timeout;
+  Clock::time_point deadline = Clock::now() + policy.timeout;
   std::chrono::milliseconds backoff = policy.first_backoff;
   std::string last;
   for (int tries = 1;; ++tries) {
-    if (attempt(last) == Outcome::done) return;
+    const Outcome outcome = attempt(last);
+    if (outcome == Outcome::done) return;
+    if (outcome == Outcome::retry_after_progress) {  // it moved: the budget counts from here
+      deadline = Clock::now() + policy.timeout;
+      backoff = policy.first_backoff;
+    }
     // Full jitter over the upper half: ranks that failed together do not retry together.
     std::uniform_int_distribution<long> jitter(backoff.count() / 2, backoff.count());
     const std::chrono::milliseconds pause(jitter(rng));
@@ -305,12 +336,21 @@ void with_retries(const RemoteObject& object, const FetchPolicy& policy, FetchCo
                               object.name, static_cast<double>(policy.timeout.count()) / 1000, tries, last));
     }
     ++counters.retries;
-    std::this_thread::sleep_for(pause);
+    for (const Clock::time_point until = Clock::now() + pause; Clock::now() < until;) {
+      if (policy.stop && policy.stop->load()) interrupted(object);
+      std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
+    }
     backoff = std::min(policy.max_backoff, backoff * 2);
   }
 }
 
 }  // namespace
+
+std::string normalized_etag(std::string_view etag) {
+  if (etag.starts_with("W/")) etag.remove_prefix(2);
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
+  return std::string(etag);
+}
 
 ObjectInfo stat_object(const RemoteObject& object, const FetchPolicy& policy, FetchCounters& counters) {
   ObjectInfo info;
@@ -320,8 +360,10 @@ ObjectInfo stat_object(const RemoteObject& object, const FetchPolicy& policy, Fe
     t.counters = &counters;
     const Outcome o = request(t, policy, last);
     if (o == Outcome::done) {
-      const std::optional<std::uint64_t> size =
-          t.answer.status == 206 || t.answer.status == 416 ? t.answer.total : t.answer.length;
+      // 416 to a request for the first byte: the object is empty (Content-Range "bytes */0").
+      const std::optional<std::uint64_t> size = t.answer.status == 416   ? t.answer.total.value_or(0)
+                                                : t.answer.status == 206 ? t.answer.total
+                                                                         : t.answer.length;
       if (!size) {
         throw Error(ErrorCode::dataset,
                     fmt::format("{}: the server says nothing of its size (no Content-Range or Content-Length to a "
@@ -355,8 +397,9 @@ void fetch_object(const RemoteObject& object, const ObjectInfo& expected, const 
     t.asked_from = t.offset = offset;
     t.counters = &counters;
     const Outcome o = request(t, policy, last);
+    const bool moved = t.offset > offset;
     offset = t.offset;
-    return o;
+    return o == Outcome::retry && moved ? Outcome::retry_after_progress : o;
   });
   if (::fsync(fd.get()) != 0) throw Error::from_errno(errno, partial);
   ++counters.downloads;

@@ -2,8 +2,8 @@
 // file, surviving what servers and networks do. A transfer broken off (a reset, a stall, a
 // timeout) is resumed from the bytes already written with a Range request; 5xx, 408 and 429 answers
 // (S3's SlowDown is a 503) are retried after a backoff with jitter, doubling up to a ceiling, until
-// FetchPolicy::timeout has passed since the first try: then the error names the URL, the tries and
-// the last answer. Every answer is checked against what the object was when it was listed: a size or
+// FetchPolicy::timeout has passed without progress: then the error names the URL, the tries and the
+// last answer. Every answer is checked against what the object was when it was listed: a size or
 // ETag that differs is an error (never bytes of two versions in one file). Thread-safe: each call
 // has its own connection.
 #pragma once
@@ -12,17 +12,22 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace stoker::remote {
 
 struct FetchPolicy {
-  std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // the retries' budget per object
+  // How long an object may go without progress (no answer, or no byte) before its fetch fails: a
+  // transfer that moved forward and then broke starts this budget again.
+  std::chrono::milliseconds timeout{std::chrono::minutes(2)};
   std::chrono::milliseconds first_backoff{200};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(10)};
   // A transfer below `stall_bytes_per_s` for `stall_seconds` is broken off and resumed.
   long stall_bytes_per_s = 1024;
   long stall_seconds = 20;
   long connect_timeout_s = 15;
+  // Set by another thread: transfers and pauses stop, and the call throws ErrorCode::interrupted.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // What fetches did, added up by every thread that fetches.
@@ -36,7 +41,7 @@ struct FetchCounters {
 // An object as its server describes it.
 struct ObjectInfo {
   std::uint64_t size = 0;
-  std::string etag;  // as sent, quotes included; "" when the server sends none
+  std::string etag;  // normalized_etag() of what was sent; "" when the server sends none
   bool operator==(const ObjectInfo&) const = default;
 };
 
@@ -55,6 +60,10 @@ struct RemoteObject {
   std::string name;  // "s3://bucket/key", or the URL without its password
   Signing signing;
 };
+
+// An ETag as stoker compares them: without W/ and quotes, which stores write differently in a
+// listing and in an answer's header.
+std::string normalized_etag(std::string_view etag);
 
 // What the object is now: a GET of its first byte (answered by servers that refuse HEAD), retried as
 // a fetch is. Throws stoker::Error: ErrorCode::dataset for an answer that says it is not there (404,

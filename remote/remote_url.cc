@@ -31,7 +31,10 @@ std::vector<std::string> alternatives(const std::string& pattern, std::string_vi
     if (b - a >= kMaxExpanded)
       bad_pattern(pattern, fmt::format("the range '{{{}}}' names more than {} shards", group, kMaxExpanded));
     const std::size_t width = first.size() > 1 && first[0] == '0' ? first.size() : 0;
-    for (std::uint64_t v = a; v <= b; ++v) out.push_back(fmt::format("{:0{}}", v, width));
+    for (std::uint64_t v = a;; ++v) {  // not v <= b: b may be the largest value
+      out.push_back(fmt::format("{:0{}}", v, width));
+      if (v == b) break;
+    }
     return out;
   }
   for (std::size_t at = 0;;) {

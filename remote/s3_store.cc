@@ -61,7 +61,8 @@ std::map<std::string, std::map<std::string, std::string>> read_ini(const std::st
 std::string encoded(std::string_view s, bool keep_slash) {
   std::string out;
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+    const bool ascii_alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (ascii_alnum || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
       out += static_cast<char>(c);
     } else {
       out += fmt::format("%{:02X}", c);
@@ -120,9 +121,10 @@ std::optional<std::string> list_page(const S3Config& c, const std::string& bucke
                                      const std::optional<std::string>& token, const FetchPolicy& policy,
                                      FetchCounters& counters, std::vector<ListedObject>& out) {
   // The query's parameters sorted by name, as SigV4's canonical query is.
+  // delimiter=/: the keys directly under the prefix, as a directory's files (not its subfolders').
   std::string query;
   if (token) query += "continuation-token=" + encoded(*token, false) + "&";
-  query += "list-type=2&prefix=" + encoded(prefix, false);
+  query += "delimiter=%2F&list-type=2&prefix=" + encoded(prefix, false);
   RemoteObject listing{s3_url(c, bucket, "") + "?" + query, fmt::format("s3://{}/{} (its listing)", bucket, prefix),
                        signing_of(c)};
   const std::string xml = fetch_text(listing, policy, counters);
@@ -131,13 +133,23 @@ std::optional<std::string> list_page(const S3Config& c, const std::string& bucke
     const std::string_view item = std::string_view(xml).substr(at, end - at);
     const std::optional<std::string> key = element(item, "Key"), size = element(item, "Size");
     if (!key || !size || !is_shard_key(*key)) continue;
+    const std::string file = key->substr(key->rfind('/') + 1);
+    if (file.starts_with('.')) continue;  // hidden, as in a directory of shards
+    if (file == "lock.mdb") continue;     // an LMDB's lock file, never a shard
     ListedObject o;
     o.object = RemoteObject{s3_url(c, bucket, *key), fmt::format("s3://{}/{}", bucket, *key), signing_of(c)};
-    o.info = ObjectInfo{std::strtoull(size->c_str(), nullptr, 10), element(item, "ETag").value_or("")};
+    o.info = ObjectInfo{std::strtoull(size->c_str(), nullptr, 10), normalized_etag(element(item, "ETag").value_or(""))};
     out.push_back(std::move(o));
   }
   if (element(xml, "IsTruncated") != "true") return std::nullopt;
-  return element(xml, "NextContinuationToken");
+  std::optional<std::string> next = element(xml, "NextContinuationToken");
+  if (!next || next == token) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("s3://{}/{}: the listing says it is cut short but gives {} continuation token: the "
+                            "store does not list as S3's ListObjectsV2 does",
+                            bucket, prefix, next ? "the same" : "no"));
+  }
+  return next;
 }
 
 }  // namespace

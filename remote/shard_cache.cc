@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -26,31 +28,83 @@
 namespace stoker::remote {
 namespace {
 
-// Runs job(k) for k < n on `threads` threads; the first exception (by k) is rethrown once all end.
-void in_parallel(std::size_t n, std::size_t threads, const std::function<void(std::size_t)>& job) {
+// The error to report of those the jobs threw: the first by k that is not a stop the others met
+// because of it.
+std::exception_ptr first_cause(const std::vector<std::exception_ptr>& errors) {
+  std::exception_ptr first;
+  for (const auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& stopped) {
+      if (stopped.code() != ErrorCode::interrupted) return e;
+    } catch (...) {
+      return e;
+    }
+    if (!first) first = e;
+  }
+  return first;
+}
+
+// Runs job(k) for k < n on `threads` threads, while the calling thread asks keep_going every 50 ms.
+// A job that throws, or keep_going's false (or exception), sets `stop`: no job starts after it,
+// and those running stop (FetchPolicy::stop). Throws what stopped them once every thread ended.
+void in_parallel(std::size_t n, std::size_t threads, const std::function<void(std::size_t)>& job,
+                 const std::function<bool()>& keep_going, std::atomic<bool>& stop) {
   std::atomic<std::size_t> next{0};
   std::vector<std::exception_ptr> errors(n);
+  std::mutex m;
+  std::condition_variable ended;
+  std::size_t running = 0;
   auto run = [&] {
-    for (std::size_t k; (k = next++) < n;) {
+    for (std::size_t k; !stop && (k = next++) < n;) {
       try {
         job(k);
       } catch (...) {
         errors[k] = std::current_exception();
-        next = n;  // no new work once one failed
+        stop = true;
       }
     }
+    std::lock_guard lock(m);
+    --running;
+    ended.notify_all();
   };
   std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < std::min(threads, n); ++t) pool.emplace_back(run);
-  run();
+  std::exception_ptr why;
+  {
+    std::unique_lock lock(m);
+    try {
+      for (std::size_t t = 0; t < std::min(threads, n); ++t) {
+        pool.emplace_back(run);
+        ++running;
+      }
+    } catch (...) {  // no thread to start: those started stop, and are joined below
+      stop = true;
+      why = std::current_exception();
+    }
+    while (!ended.wait_for(lock, std::chrono::milliseconds(50), [&] { return running == 0; })) {
+      if (!keep_going || why) continue;
+      lock.unlock();
+      try {
+        if (!keep_going())
+          why = std::make_exception_ptr(Error(ErrorCode::interrupted, "fetching remote shards was interrupted"));
+      } catch (...) {
+        why = std::current_exception();
+      }
+      if (why) stop = true;
+      lock.lock();
+    }
+  }
   for (auto& t : pool) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  if (why) std::rethrow_exception(why);
+  if (const std::exception_ptr e = first_cause(errors)) std::rethrow_exception(e);
 }
 
+// "<XXH64 of the URL>-<XXH64 of size and ETag>/<file name>": a directory per object version, and
+// the object under its own file name (which a shard set's identity, and so a saved state, goes by).
 std::string cache_name(const std::string& url, const ObjectInfo& info) {
   const std::string version = fmt::format("{}|{}", info.size, info.etag);
-  return fmt::format("{:016x}-{:016x}-{}", XXH64(url.data(), url.size(), 0), XXH64(version.data(), version.size(), 0),
+  return fmt::format("{:016x}-{:016x}/{}", XXH64(url.data(), url.size(), 0), XXH64(version.data(), version.size(), 0),
                      url_file_name(url));
 }
 
@@ -60,21 +114,32 @@ bool complete(const std::string& path, std::uint64_t size) {
 }
 
 // The object in the cache at `path`, fetched under its lock unless another process already did.
-void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::string& path, const CacheOptions& o,
+void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::string& path, const FetchPolicy& policy,
                 FetchCounters& counters) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot create its directory ({})", path, ec.message()));
   const std::string lock_path = path + ".lock";
   detail::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!lock) throw Error::from_errno(errno, lock_path);
-  while (::flock(lock.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) throw Error::from_errno(errno, "locking " + lock_path);
+  // Another process (another rank) may be fetching it: wait for its lock, stoppable.
+  while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) throw Error::from_errno(errno, "locking " + lock_path);
+    if (policy.stop && policy.stop->load())
+      throw Error(ErrorCode::interrupted, fmt::format("{}: its fetch was stopped", object.name));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (complete(path, info.size)) {  // another process fetched it while this one waited
     ++counters.cache_hits;
     return;
   }
   const std::string partial = path + ".partial";
-  fetch_object(object, info, partial, o.policy, counters);
+  fetch_object(object, info, partial, policy, counters);
   if (::rename(partial.c_str(), path.c_str()) != 0) throw Error::from_errno(errno, "renaming " + partial);
+  // The rename itself made durable: a crash after it leaves the file named, not a partial again.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  detail::UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d || ::fsync(d.get()) != 0) throw Error::from_errno(errno, "syncing " + dir);
 }
 
 void check_room(const std::vector<ObjectInfo>& infos, const std::vector<bool>& cached, const CacheOptions& o) {
@@ -125,11 +190,17 @@ std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects,
                                                o.dir, detail::option_name("cache_dir")));
   }
   const std::size_t threads = std::max<std::size_t>(1, o.parallelism);
+  std::atomic<bool> stop{false};
+  FetchPolicy policy = o.policy;
+  policy.stop = &stop;
   const std::size_t n = objects.size();
   std::vector<ObjectInfo> infos(n);
-  in_parallel(n, threads, [&](std::size_t k) {
-    infos[k] = objects[k].info ? *objects[k].info : stat_object(objects[k].object, o.policy, counters);
-  });
+  in_parallel(
+      n, threads,
+      [&](std::size_t k) {
+        infos[k] = objects[k].info ? *objects[k].info : stat_object(objects[k].object, policy, counters);
+      },
+      o.keep_going, stop);
   std::vector<std::string> paths(n);
   std::vector<bool> cached(n);
   for (std::size_t k = 0; k < n; ++k) {
@@ -139,10 +210,13 @@ std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects,
   check_room(infos, cached, o);
   std::vector<std::size_t> missing;
   for (std::size_t k = 0; k < n; ++k) cached[k] ? void(++counters.cache_hits) : missing.push_back(k);
-  in_parallel(missing.size(), threads, [&](std::size_t m) {
-    const std::size_t k = missing[m];
-    fetch_into(objects[k].object, infos[k], paths[k], o, counters);
-  });
+  in_parallel(
+      missing.size(), threads,
+      [&](std::size_t m) {
+        const std::size_t k = missing[m];
+        fetch_into(objects[k].object, infos[k], paths[k], policy, counters);
+      },
+      o.keep_going, stop);
   return paths;
 }
 

@@ -103,7 +103,8 @@ struct Options {
   // Draws per epoch of a mix (before sharding); 0: the sources' samples together.
   std::uint64_t samples_per_epoch = 0;
   // Remote shards: a source (or an entry of sources, or a mix's path) may be an http:// or https://
-  // URL, with brace ranges as WebDataset writes them ("https://host/train-{00000..01023}.h5"). Each
+  // URL, with brace ranges as WebDataset writes them ("https://host/train-{00000..01023}.h5"), or an
+  // s3:// prefix or key (S3 and S3-compatible stores, from the AWS variables and files). Each
   // object is fetched into cache_dir once per node (every rank and process on it shares the cache),
   // resumed by Range after a broken connection, retried with backoff on 5xx, 429 and S3's SlowDown,
   // and checked against the size and ETag it had when listed; the loader then reads the cached

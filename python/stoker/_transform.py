@@ -82,6 +82,18 @@ _READ_KEYS = (
 )
 
 
+def _named(cfg):
+    """The dataset names of a Loader's keywords: its source (a str or a list) or its mix's paths."""
+    if cfg.get("sources") is not None:
+        return [str(s.path) for s in cfg["sources"]]
+    source = cfg["source"]
+    return [str(s) for s in source] if isinstance(source, (list, tuple)) else [str(source)]
+
+
+def _remote(name):
+    return name.startswith(("http://", "https://", "s3://"))
+
+
 def _learn(cfg, payload, timeout):
     """Starts the transform's host, which runs the transform on sample 0 and says what it returned:
     ([(name, dtype, shape, sample bytes)], the modules the call imported, the host or None). What
@@ -199,7 +211,10 @@ def configure(options, cfg, transform, seed_globals, ragged, transform_output, t
     if transform_output is not None:
         learned, imports, started = _declared(transform_output), [], None
     else:
-        learned, imports, started = _learn(cfg, payload, timeout)
+        # A remote dataset is fetched into the node's cache by the host's read of sample 0 (the
+        # Loader then finds it there): each object's fetch has its own timeout, fetch_timeout.
+        remote = any(_remote(n) for n in _named(cfg))
+        learned, imports, started = _learn(cfg, payload, 2**31 if remote else timeout)
     try:
         _configure(options, cfg, transform, seed_globals, ragged, payload, learned, imports, started)
     except BaseException:

@@ -41,6 +41,9 @@ def store(tmp_path_factory):
     for k in range(len(SIZES)):
         s3.upload_file(str(local / f"train-00{k}.h5"), "data", f"train/train-00{k}.h5")
     s3.put_object(Bucket="data", Key="train/README.txt", Body=b"not a shard")
+    # Neither is part of the prefix's set, as neither would be of a directory's.
+    s3.upload_file(str(local / "train-000.h5"), "data", "train/old/train-009.h5")
+    s3.upload_file(str(local / "train-000.h5"), "data", "train/.train-010.h5")
     yield {"endpoint": endpoint, "local": local}
     server.stop()
 
@@ -119,6 +122,17 @@ def test_resets_errors_and_slowdowns_between_the_store_and_the_loader_change_not
     finally:
         proxy.kill()
         proxy.wait()
+
+
+def transform(sample, rng):
+    return {"label": sample["label"] * 2}
+
+
+def test_a_transform_reads_the_remote_set_too(aws, tmp_path):
+    local = epoch(stoker.Loader(str(aws["local"]), batch_size=8, shuffle=True, seed=3, framework="numpy"))
+    remote = make("s3://data/train/", tmp_path / "cache", num_workers=1, transform=transform)
+    indices, labels = epoch(remote)
+    assert indices == local[0] and labels == [2 * v for v in local[1]]
 
 
 def test_mistakes_are_named(aws, tmp_path):

@@ -8,6 +8,7 @@ It listens on 127.0.0.1 (a free port, written to PORT_FILE once it listens). --f
 name to the faults its next requests meet, one per request, in order:
 
     "reset:N"      the answer's headers and N bytes of its body, then the connection reset
+    "stall:N:S"    the same, with a pause of S seconds before the reset
     "ok"           none: the request is answered as it should be
     "status:C"     an empty answer with status C (500, 404, ...)
     "slowdown"     503 with S3's <Code>SlowDown</Code> body
@@ -106,10 +107,11 @@ def main():
             self.send_body(body, fault)
 
         def send_body(self, body, fault):
-            if fault and fault.startswith("reset:"):
+            if fault and fault.startswith(("reset:", "stall:")):
                 self.wfile.write(body[: int(fault.split(":")[1])])
                 self.wfile.flush()
-                time.sleep(0.2)  # the bytes are read before the reset, which would discard them
+                pause = float(fault.split(":")[2]) if fault.startswith("stall:") else 0
+                time.sleep(0.2 + pause)  # the bytes are read before the reset, which would discard them
                 # SO_LINGER 0: close() sends a reset, as a dropped connection does.
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.close_connection = True

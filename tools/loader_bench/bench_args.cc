@@ -221,8 +221,10 @@ Options Args::loader_options(const std::string& path) const {
   Options o = options;
   if (!mix.empty()) {
     for (const std::string& m : mix) o.mix.push_back(*parse_weighted(m));
-  } else if (path.find(',') != std::string::npos && !std::filesystem::exists(path)) {
-    // "a.h5,b.h5": a list of shards (a path that exists as written is one dataset, commas and all).
+  } else if (path.find(',') != std::string::npos && path.find('{') == std::string::npos &&
+             !std::filesystem::exists(path)) {
+    // "a.h5,b.h5": a list of shards (a path that exists as written is one dataset, commas and all;
+    // so is a name with braces, whose commas are a brace list's: "https://h/{a,b}.h5").
     for (std::size_t at = 0;;) {
       const std::size_t comma = path.find(',', at);
       o.sources.push_back(path.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
