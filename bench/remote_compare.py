@@ -1,0 +1,193 @@
+"""A shard set in an S3-compatible store (moto's server on 127.0.0.1, a process of its own), read by
+stoker through the node's cache, against:
+  local      the same shards read from the local disk (the same Loader options);
+  ceiling    a plain parallel download of the same objects (4 at once, each read and dropped): the
+             most any loader can fetch from this server here;
+  mosaic     Mosaic's StreamingDataset over the same samples written as MDS in the same store, with
+             the same cache limit (in its own venv, DATA_DIR/mosaic-venv, made on the first run;
+             --no-mosaic leaves it out).
+stoker's cold epoch starts with an empty cache; its warm one finds the cache full. Each row: samples
+per second over the epoch (construction included: the cold epoch's downloads), the time to the first
+batch, and the bytes downloaded.
+
+usage: remote_compare.py DATA_DIR [--shards 8] [--samples 1000] [--workers 2] [--no-mosaic]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_shards(local, shards, samples):
+    import h5py
+    import numpy as np
+
+    os.makedirs(local, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for k in range(shards):
+        path = os.path.join(local, f"train-{k:05d}.h5")
+        if os.path.exists(path):
+            continue
+        with h5py.File(path + ".tmp", "w") as f:
+            f["image"] = rng.integers(0, 256, size=(samples, 3, 64, 64), dtype=np.uint8)
+            f["label"] = np.arange(samples, dtype=np.int64) + k * samples
+        os.rename(path + ".tmp", path)
+
+
+def start_store(local, python):
+    """moto's server in a process of its own, holding s3://bench/train/ (the local shards)."""
+    import boto3
+
+    port = free_port()
+    server = subprocess.Popen(
+        [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    )
+    for _ in range(300):
+        try:
+            s3.create_bucket(Bucket="bench")
+            break
+        except Exception:  # noqa: BLE001 - not listening yet
+            time.sleep(0.1)
+    for name in sorted(os.listdir(local)):
+        s3.upload_file(os.path.join(local, name), "bench", f"train/{name}")
+    return server, endpoint, s3
+
+
+def stoker_epoch(source, workers, cache=None):
+    import stoker
+
+    t0 = time.perf_counter()
+    loader = stoker.Loader(
+        source, batch_size=256, num_workers=workers, shuffle=True, seed=1, framework="numpy", cache_dir=cache
+    )
+    first = None
+    n = 0
+    for batch in loader:
+        n += len(batch["label"])
+        if first is None:
+            first = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    return {
+        "samples_per_s": n / seconds,
+        "ttfb_s": first,
+        "seconds": seconds,
+        "downloaded": loader.stats()["download_bytes"],
+    }
+
+
+def ceiling(endpoint, names, parallel):
+    """Seconds to download every object, `parallel` at once, each read and dropped in 1 MiB pieces."""
+    import http.client
+    import urllib.parse
+    from concurrent.futures import ThreadPoolExecutor
+
+    host = urllib.parse.urlsplit(endpoint)
+
+    def get(name):
+        conn = http.client.HTTPConnection(host.hostname, host.port)
+        conn.request("GET", f"/bench/train/{name}")
+        answer, buf = conn.getresponse(), bytearray(1 << 20)
+        while answer.readinto(buf):
+            pass
+        conn.close()
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(get, names))
+    return time.perf_counter() - t0
+
+
+def mosaic(data, endpoint, local, cache, limit):
+    venv = os.path.join(data, "mosaic-venv")
+    python = os.path.join(venv, "bin", "python")
+    if subprocess.run([python, "-c", "import streaming, h5py"], capture_output=True).returncode != 0:
+        print("remote_compare: making Mosaic's venv (mosaicml-streaming)", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        # It sees this venv's packages (torch, h5py, boto3) through a .pth file, so that pip adds
+        # Mosaic and what it needs beyond them, not a second torch.
+        site = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        with open(os.path.join(site, "stoker-venv.pth"), "w") as f:
+            f.write(sysconfig.get_path("purelib") + "\n")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "--python", python, "install", "-q", "mosaicml-streaming"], check=True
+        )
+    out = subprocess.run(
+        [python, os.path.join(HERE, "remote_peer.py"), endpoint, local, cache, str(limit)],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "S3_ENDPOINT_URL": endpoint},
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("data")
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--samples", type=int, default=1000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--no-mosaic", action="store_true")
+    a = p.parse_args()
+    local = os.path.join(a.data, "remote-shards")
+    make_shards(local, a.shards, a.samples)
+    names = sorted(os.listdir(local))
+    total = sum(os.path.getsize(os.path.join(local, n)) for n in names)
+    server, endpoint, _ = start_store(local, sys.executable)
+    os.environ.update(
+        AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_REGION="us-east-1"
+    )
+    try:
+        rows = {}
+        rows["local"] = stoker_epoch(local, a.workers)
+        cache = os.path.join(a.data, "remote-cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        rows["stoker cold"] = stoker_epoch("s3://bench/train/", a.workers, cache)
+        rows["stoker warm"] = stoker_epoch("s3://bench/train/", a.workers, cache)
+        down = ceiling(endpoint, names, 4)
+        rows["ceiling"] = {"samples_per_s": a.shards * a.samples / down, "seconds": down, "downloaded": total}
+        if not a.no_mosaic:
+            rows["mosaic cold"] = mosaic(a.data, endpoint, local, os.path.join(a.data, "mosaic-cache"), total)
+    finally:
+        server.kill()
+        server.wait()
+    print(f"{a.shards} shards x {a.samples} samples, {total / 2**20:.1f} MiB, {a.workers} workers")
+    print(f"{'':14}{'samples/s':>12}{'ttfb s':>10}{'seconds':>10}{'MiB down':>10}")
+    for name, r in rows.items():
+        ttfb = f"{r['ttfb_s']:.2f}" if r.get("ttfb_s") is not None else "-"
+        print(f"{name:14}{r['samples_per_s']:>12.0f}{ttfb:>10}{r['seconds']:>10.2f}{r['downloaded'] / 2**20:>10.1f}")
+    cold = rows["stoker cold"]["seconds"]
+    print(
+        f"cold epoch: {down / cold:.0%} of the download ceiling's speed; warm epoch: "
+        f"{rows['stoker warm']['samples_per_s'] / rows['local']['samples_per_s']:.0%} of local"
+    )
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
