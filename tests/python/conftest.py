@@ -103,3 +103,16 @@ def read_lmdb_records(path):
             records[struct.unpack(">Q", k)[0]] = bytes(v)
     env.close()
     return records
+
+
+def indices_and_labels(loader, stop_after=None):
+    """One pass of `loader` (its first `stop_after` batches): the dataset indices and the "label"
+    field's values of its samples, in order."""
+    indices, labels = [], []
+    it = iter(loader)
+    for k, batch in enumerate(it):
+        indices += it.indices
+        labels += [int(v) for v in batch["label"]]
+        if stop_after is not None and k + 1 == stop_after:
+            break
+    return indices, labels

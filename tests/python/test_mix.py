@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import stoker
 import torch
+from conftest import indices_and_labels as epoch_of
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 from stoker_order import mix_order  # noqa: E402  (docs/sampler.md, in Python)
@@ -41,17 +42,6 @@ def label_of(g):
     if g < sum(WEB):
         return 2000 + g - WEB[0]
     return 3000 + g - sum(WEB)
-
-
-def epoch_of(loader, stop_after=None):
-    indices, labels = [], []
-    it = iter(loader)
-    for k, batch in enumerate(it):
-        indices += it.indices
-        labels += [int(v) for v in batch["label"]]
-        if stop_after is not None and k + 1 == stop_after:
-            break
-    return indices, labels
 
 
 def sources(d, weights):

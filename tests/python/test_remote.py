@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 import pytest
 import stoker
+from conftest import indices_and_labels as epoch
 
 moto_server = pytest.importorskip("moto.server")
 boto3 = pytest.importorskip("boto3")
@@ -56,17 +57,6 @@ def aws(store, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws of the machine's
     return store
-
-
-def epoch(loader, stop_after=None):
-    indices, labels = [], []
-    it = iter(loader)
-    for k, batch in enumerate(it):
-        indices += it.indices
-        labels += [int(v) for v in batch["label"]]
-        if stop_after is not None and k + 1 == stop_after:
-            break
-    return indices, labels
 
 
 def make(source, cache, **kw):
