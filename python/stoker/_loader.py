@@ -4,6 +4,7 @@ the C++ Options, in _arguments."""
 
 import json
 import os
+import re
 import threading
 
 from . import _core
@@ -309,7 +310,8 @@ class Loader:
         Where the time goes (docs/observability.md): stages, the workers' seconds per stage ("read",
         "transform", "write", then "FIELD: OPERATION" per pipeline operation); step_seconds, the
         loop's time between batches; first_wait_seconds, the part of wait_seconds spent on each
-        epoch's first batch; verdict, one line saying what limits throughput and what to change."""
+        epoch's first batch; verdict, one line saying what limits throughput and what to change.
+        Remote shards (docs/remote.md): downloads, download_bytes, fetch_retries, cache_hits."""
         stats = self._core.stats()
         stats["worker_rss_bytes"] = [_rss(pid) for pid in self._core.worker_pids()]
         return stats
@@ -380,6 +382,7 @@ class Loader:
     def __repr__(self):
         c = self._config
         what = repr(c["source"]) if c["sources"] is None else f"sources={c['sources']!r}"
+        what = re.sub(r"://[^/@'\"]*@", "://***@", what)  # a URL's password is never shown
         return (
             f"stoker.Loader({what}, batch_size={c['batch_size']}, "
             f"num_workers={c['num_workers']}, device={c['device']!r})"

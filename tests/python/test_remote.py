@@ -125,6 +125,27 @@ def test_a_transform_reads_the_remote_set_too(aws, tmp_path):
     assert indices == local[0] and labels == [2 * v for v in local[1]]
 
 
+def test_an_http_url_with_a_password_reads_the_set_and_never_shows_the_password(aws, tmp_path):
+    port_file = tmp_path / "port"
+    server = subprocess.Popen([sys.executable, str(FAULT_SERVER), str(aws["local"]), str(port_file)])
+    try:
+        for _ in range(500):
+            if port_file.exists():
+                break
+            time.sleep(0.01)
+        url = f"http://user:secret@127.0.0.1:{port_file.read_text()}/train-{{000..002}}.h5"
+        local = epoch(stoker.Loader(str(aws["local"]), batch_size=8, shuffle=True, seed=3, framework="numpy"))
+        loader = make(url, tmp_path / "cache")
+        assert epoch(loader) == local
+        assert "secret" not in repr(loader) and "://***@127.0.0.1" in repr(loader)
+        with pytest.raises(stoker.Error) as e:
+            make(url.replace("{000..002}", "missing"), tmp_path / "cache")
+        assert "secret" not in str(e.value) and "HTTP 404" in str(e.value)
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_mistakes_are_named(aws, tmp_path):
     with pytest.raises(stoker.Error, match=r"s3://data/nothing/: holds no shard"):
         make("s3://data/nothing/", tmp_path / "cache")
