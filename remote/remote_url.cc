@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "stoker/error.h"
@@ -10,6 +11,8 @@ namespace stoker::remote {
 namespace {
 
 constexpr std::size_t kMaxExpanded = 1'000'000;
+constexpr std::size_t kMaxExpandedBytes = std::size_t{128} << 20;
+constexpr std::size_t kNameOverhead = 64;  // a std::string's own bytes and its allocation's, about
 
 [[noreturn]] void bad_pattern(const std::string& pattern, std::string_view why) {
   throw Error(ErrorCode::invalid_option, fmt::format("source '{}': {}", shown_url(pattern), why));
@@ -63,6 +66,12 @@ std::vector<std::string> expand_braces(const std::string& pattern) {
         alternatives(pattern, std::string_view(pattern).substr(open + 1, close - open - 1));
     if (names.size() * alts.size() > kMaxExpanded)
       bad_pattern(pattern, fmt::format("it names more than {} shards", kMaxExpanded));
+    // Bounded memory whatever the text: the names' bytes, not only their count.
+    std::size_t longest = 0;
+    for (const std::string& a : alts) longest = std::max(longest, a.size());
+    if (names.size() * alts.size() * (names.front().size() + longest + pattern.size() + kNameOverhead) >
+        kMaxExpandedBytes)
+      bad_pattern(pattern, fmt::format("its names would take more than {} MiB", kMaxExpandedBytes >> 20));
     std::vector<std::string> next;
     next.reserve(names.size() * alts.size());
     for (const std::string& n : names)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -127,32 +128,45 @@ std::optional<std::string> list_page(const S3Config& c, const std::string& bucke
   query += "delimiter=%2F&list-type=2&prefix=" + encoded(prefix, false);
   RemoteObject listing{s3_url(c, bucket, "") + "?" + query, fmt::format("s3://{}/{} (its listing)", bucket, prefix),
                        signing_of(c)};
-  const std::string xml = fetch_text(listing, policy, counters);
-  for (std::size_t at = 0; (at = xml.find("<Contents>", at)) != std::string::npos; ++at) {
+  ListingPage page = parse_listing(fetch_text(listing, policy, counters), c, bucket);
+  for (auto& o : page.objects) out.push_back(std::move(o));
+  if (!page.truncated) return std::nullopt;
+  if (!page.next || page.next == token) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("s3://{}/{}: the listing says it is cut short but gives {} continuation token: the "
+                            "store does not list as S3's ListObjectsV2 does",
+                            bucket, prefix, page.next ? "the same" : "no"));
+  }
+  return page.next;
+}
+
+}  // namespace
+
+ListingPage parse_listing(std::string_view xml, const S3Config& c, const std::string& bucket) {
+  ListingPage page;
+  for (std::size_t at = 0; (at = xml.find("<Contents>", at)) != std::string_view::npos; ++at) {
     const std::size_t end = xml.find("</Contents>", at);
-    const std::string_view item = std::string_view(xml).substr(at, end - at);
+    const std::string_view item = xml.substr(at, end == std::string_view::npos ? end : end - at);
     const std::optional<std::string> key = element(item, "Key"), size = element(item, "Size");
     if (!key || !size || !is_shard_key(*key)) continue;
     const std::string file = key->substr(key->rfind('/') + 1);
     if (file.starts_with('.')) continue;  // hidden, as in a directory of shards
     if (file == "lock.mdb") continue;     // an LMDB's lock file, never a shard
+    std::uint64_t bytes = 0;
+    const auto [stop, ec] = std::from_chars(size->data(), size->data() + size->size(), bytes);
+    if (ec != std::errc() || stop != size->data() + size->size()) {
+      throw Error(ErrorCode::dataset, fmt::format("s3://{}/{}: the listing gives its size as '{}', not a number",
+                                                  bucket, printable(*key), printable(*size)));
+    }
     ListedObject o;
     o.object = RemoteObject{s3_url(c, bucket, *key), fmt::format("s3://{}/{}", bucket, *key), signing_of(c)};
-    o.info = ObjectInfo{std::strtoull(size->c_str(), nullptr, 10), normalized_etag(element(item, "ETag").value_or(""))};
-    out.push_back(std::move(o));
+    o.info = ObjectInfo{bytes, normalized_etag(element(item, "ETag").value_or(""))};
+    page.objects.push_back(std::move(o));
   }
-  if (element(xml, "IsTruncated") != "true") return std::nullopt;
-  std::optional<std::string> next = element(xml, "NextContinuationToken");
-  if (!next || next == token) {
-    throw Error(ErrorCode::dataset,
-                fmt::format("s3://{}/{}: the listing says it is cut short but gives {} continuation token: the "
-                            "store does not list as S3's ListObjectsV2 does",
-                            bucket, prefix, next ? "the same" : "no"));
-  }
-  return next;
+  page.truncated = element(xml, "IsTruncated") == "true";
+  page.next = element(xml, "NextContinuationToken");
+  return page;
 }
-
-}  // namespace
 
 S3Config S3Config::from_environment() {
   S3Config c;

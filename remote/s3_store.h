@@ -8,7 +8,9 @@
 // public bucket).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "remote/http_fetch.h"
@@ -36,6 +38,16 @@ bool is_s3(std::string_view name) noexcept;
 // fetch's errors for the listing.
 std::vector<ListedObject> s3_objects(const std::string& name, const S3Config& config, const FetchPolicy& policy,
                                      FetchCounters& counters);
+
+// One page of a ListObjectsV2 answer: the shards among its keys (as s3_objects keeps them), and
+// whether another page follows, with its token. Throws stoker::Error (dataset) for a size that is
+// not a number. Any text parses (a malformed answer lists nothing).
+struct ListingPage {
+  std::vector<ListedObject> objects;
+  bool truncated = false;
+  std::optional<std::string> next;
+};
+ListingPage parse_listing(std::string_view xml, const S3Config& config, const std::string& bucket);
 
 // The URL of an object, or of the bucket's root when `key` is empty (a listing's).
 std::string s3_url(const S3Config& config, const std::string& bucket, const std::string& key);

@@ -40,6 +40,37 @@ TEST(RemoteUrl, NamesAndPasswords) {
   EXPECT_EQ(remote::shown_url("https://h/d/a@b.h5"), "https://h/d/a@b.h5");
 }
 
+TEST(RemoteUrl, AnExpansionTooLargeInBytesIsAnError) {
+  const std::string pattern = "https://h/" + std::string(4000, 'x') + "-{0..999999}.h5";
+  expect_error(ErrorCode::invalid_option, [&] { (void)remote::expand_braces(pattern); }, {"MiB"});
+}
+
+// A ListObjectsV2 page: its shards (entities decoded, ETags without quotes, hidden names and lock
+// files left out), whether it is cut short and its token; a size that is no number is an error.
+TEST(S3Listing, APageGivesItsShardsAndWhetherMoreFollow) {
+  remote::S3Config c;
+  c.endpoint = "http://store:9000";
+  const remote::ListingPage page = remote::parse_listing(
+      "<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t&amp;2</NextContinuationToken>"
+      "<Contents><Key>train/a&amp;b.h5</Key><Size>123</Size><ETag>&quot;9b2c&quot;</ETag></Contents>"
+      "<Contents><Key>train/.hidden.h5</Key><Size>1</Size></Contents>"
+      "<Contents><Key>train/lock.mdb</Key><Size>8192</Size></Contents>"
+      "<Contents><Key>train/notes.txt</Key><Size>5</Size></Contents>"
+      "<Contents><Key>train/b.lmdb</Key><Size>7</Size></Contents></ListBucketResult>",
+      c, "data");
+  ASSERT_EQ(page.objects.size(), 2u);
+  EXPECT_EQ(page.objects[0].object.name, "s3://data/train/a&b.h5");
+  EXPECT_EQ(page.objects[0].object.url, "http://store:9000/data/train/a%26b.h5");
+  EXPECT_EQ(page.objects[0].info->size, 123u);
+  EXPECT_EQ(page.objects[0].info->etag, "9b2c");
+  EXPECT_EQ(page.objects[1].object.name, "s3://data/train/b.lmdb");
+  EXPECT_TRUE(page.truncated);
+  EXPECT_EQ(page.next, "t&2");
+  expect_error(ErrorCode::dataset,
+               [&] { (void)remote::parse_listing("<Contents><Key>x.h5</Key><Size>-1</Size></Contents>", c, "d"); },
+               {"s3://d/x.h5: the listing gives its size as '-1', not a number"});
+}
+
 // The AWS settings as the CLI reads them: variables first, then the profile of the files.
 TEST(S3Config, VariablesFirstThenTheProfileOfTheFilesElseDefaults) {
   TempDir tmp;
