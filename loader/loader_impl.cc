@@ -462,6 +462,7 @@ Stats LoaderImpl::stats() const {
   s.download_bytes = fetches_.bytes;
   s.fetch_retries = fetches_.retries;
   s.cache_hits = fetches_.cache_hits;
+  s.fetch_seconds = static_cast<double>(fetches_.nanoseconds) / 1e9;
   s.verdict =
       verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(), opt_.device.staged()});
   return s;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/option_spelling.h"
+#include "base/posix_error.h"
 #include "loader/nvtx.h"
 #include "loader/producers/auto_tuner.h"
 #include "loader/worker/stage_times.h"
@@ -106,9 +107,8 @@ std::string cheaper(const std::string& stage) {
   return "";
 }
 
-}  // namespace
-
-std::string verdict(const Stats& s, const VerdictContext& context) {
+// The verdict on the epochs' steady state: what limits throughput, and what to change.
+std::string steady_verdict(const Stats& s, const VerdictContext& context) {
   if (s.batches < kVerdictBatches) return fmt::format("too few batches to tell yet ({})", s.batches);
   // Each epoch's first wait is its start's (the workers', the files'), not the steady state's.
   const double wait = std::max(0.0, s.wait_seconds - s.first_wait_seconds);
@@ -162,6 +162,19 @@ std::string verdict(const Stats& s, const VerdictContext& context) {
       "the workers' CPU, a worker per CPU: the loop waits {}% of the time, and the workers spend {}% "
       "of theirs in '{}': make it cheaper{}",
       pct(waits), pct(share), stage, cheaper(stage));
+}
+
+}  // namespace
+
+std::string verdict(const Stats& s, const VerdictContext& context) {
+  std::string v = steady_verdict(s, context);
+  // Remote shards fetched while the Loader was built: time before the first batch, not a wait of
+  // an epoch's, and said apart.
+  if (s.downloads > 0) {
+    v += fmt::format("; before the first batch, {:.1f} s went to fetching {} remote shard{} ({}) into the cache",
+                     s.fetch_seconds, s.downloads, s.downloads == 1 ? "" : "s", format_bytes(s.download_bytes));
+  }
+  return v;
 }
 
 }  // namespace stoker::detail

@@ -32,10 +32,11 @@ struct FetchPolicy {
 
 // What fetches did, added up by every thread that fetches.
 struct FetchCounters {
-  std::atomic<std::uint64_t> downloads{0};   // objects fetched whole
-  std::atomic<std::uint64_t> bytes{0};       // bytes received into files
-  std::atomic<std::uint64_t> retries{0};     // requests made again (a retried answer, a resumed transfer)
-  std::atomic<std::uint64_t> cache_hits{0};  // objects found complete in the cache
+  std::atomic<std::uint64_t> downloads{0};    // objects fetched whole
+  std::atomic<std::uint64_t> bytes{0};        // bytes received into files
+  std::atomic<std::uint64_t> retries{0};      // requests made again (a retried answer, a resumed transfer)
+  std::atomic<std::uint64_t> cache_hits{0};   // objects found complete in the cache
+  std::atomic<std::uint64_t> nanoseconds{0};  // spent in cache_objects (listing, stats and fetches)
 };
 
 // An object as its server describes it.

@@ -179,6 +179,15 @@ std::string default_cache_dir() {
 
 std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects, const CacheOptions& o,
                                        FetchCounters& counters) {
+  const auto started = std::chrono::steady_clock::now();
+  struct Timed {  // the time spent here, however it ends
+    FetchCounters& counters;
+    std::chrono::steady_clock::time_point started;
+    ~Timed() {
+      counters.nanoseconds += static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
+    }
+  } timed{counters, started};
   std::error_code ec;
   std::filesystem::create_directories(o.dir, ec);
   if (ec) {

@@ -48,6 +48,9 @@ struct Stats {
   std::uint64_t download_bytes = 0;
   std::uint64_t fetch_retries = 0;
   std::uint64_t cache_hits = 0;
+  // Seconds the Loader's construction spent listing and fetching remote shards (before its first
+  // batch); the verdict says so apart from the epochs' waits.
+  double fetch_seconds = 0;
   // Samples delivered with zeros in a field their pipeline could not decode (Options::
   // on_decode_error = skip), counted at each delivery as `samples` is (a sample skipped in two
   // epochs counts twice); and the dataset indices of the first kMaxSkippedIndices distinct ones,

@@ -258,6 +258,7 @@ class PyLoader {
     d["download_bytes"] = s.download_bytes;
     d["fetch_retries"] = s.fetch_retries;
     d["cache_hits"] = s.cache_hits;
+    d["fetch_seconds"] = s.fetch_seconds;
     d["skipped_samples"] = s.skipped_samples;
     nb::list skipped;
     for (const std::uint64_t i : s.skipped_indices) skipped.append(i);

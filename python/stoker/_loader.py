@@ -311,7 +311,8 @@ class Loader:
         "transform", "write", then "FIELD: OPERATION" per pipeline operation); step_seconds, the
         loop's time between batches; first_wait_seconds, the part of wait_seconds spent on each
         epoch's first batch; verdict, one line saying what limits throughput and what to change.
-        Remote shards (docs/remote.md): downloads, download_bytes, fetch_retries, cache_hits."""
+        Remote shards (docs/remote.md): downloads, download_bytes, fetch_retries, cache_hits,
+        fetch_seconds (listing and fetching them, before the first batch)."""
         stats = self._core.stats()
         stats["worker_rss_bytes"] = [_rss(pid) for pid in self._core.worker_pids()]
         return stats

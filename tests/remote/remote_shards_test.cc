@@ -113,6 +113,9 @@ TEST(RemoteShards, AnEpochThroughTheCacheEqualsTheLocalOneAndTheNextLoaderFindsI
   const Stats s = first.stats();
   EXPECT_EQ(s.downloads, 3u);
   EXPECT_EQ(s.cache_hits, 0u);
+  EXPECT_GT(s.fetch_seconds, 0.0);
+  EXPECT_THAT(s.verdict, HasSubstr("; before the first batch, "));
+  EXPECT_THAT(s.verdict, HasSubstr(" s went to fetching 3 remote shards ("));
   EXPECT_EQ(s.download_bytes, std::filesystem::file_size(tmp.path("served/train-0.h5")) +
                                   std::filesystem::file_size(tmp.path("served/train-1.h5")) +
                                   std::filesystem::file_size(tmp.path("served/train-2.h5")));

@@ -81,6 +81,7 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
     j["download_bytes"] = s.download_bytes;
     j["fetch_retries"] = s.fetch_retries;
     j["cache_hits"] = s.cache_hits;
+    j["fetch_seconds"] = s.fetch_seconds;
   }
   if (s.skipped_samples) {
     j["skipped_samples"] = s.skipped_samples;
