@@ -59,19 +59,10 @@ struct Transfer {
   FetchCounters* counters = nullptr;
 };
 
-std::optional<std::uint64_t> number(std::string_view s) {
-  std::uint64_t v = 0;
-  if (s.empty()) return std::nullopt;
-  for (char c : s) {
-    if (c < '0' || c > '9' || v > (UINT64_MAX - 9) / 10) return std::nullopt;
-    v = v * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  return v;
-}
-
 std::string_view trimmed(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -93,13 +84,13 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   if (header_is(line, "etag")) {
     t.answer.etag = normalized_etag(trimmed(line.substr(5)));
   } else if (header_is(line, "content-length")) {
-    t.answer.length = number(trimmed(line.substr(15)));
+    t.answer.length = decimal(trimmed(line.substr(15)));
   } else if (header_is(line, "content-range")) {
     std::string_view v = trimmed(line.substr(14));  // "bytes 0-0/1234" or "bytes */1234"
     if (v.starts_with("bytes ")) v.remove_prefix(6);
     const std::size_t slash = v.find('/'), dash = v.find('-');
-    if (slash != std::string_view::npos) t.answer.total = number(v.substr(slash + 1));
-    if (dash != std::string_view::npos && dash < slash) t.answer.range_first = number(v.substr(0, dash));
+    if (slash != std::string_view::npos) t.answer.total = decimal(v.substr(slash + 1));
+    if (dash != std::string_view::npos && dash < slash) t.answer.range_first = decimal(v.substr(0, dash));
   }
   return line.size();
 }

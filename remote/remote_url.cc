@@ -23,13 +23,10 @@ std::vector<std::string> alternatives(const std::string& pattern, std::string_vi
   std::vector<std::string> out;
   if (const std::size_t dots = group.find(".."); dots != std::string_view::npos) {
     const std::string_view first = group.substr(0, dots), last = group.substr(dots + 2);
-    std::uint64_t a = 0, b = 0;
-    const auto parse = [](std::string_view s, std::uint64_t& v) {
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      return !s.empty() && ec == std::errc() && end == s.data() + s.size();
-    };
-    if (!parse(first, a) || !parse(last, b))
+    const std::optional<std::uint64_t> from = decimal(first), to = decimal(last);
+    if (!from || !to)
       bad_pattern(pattern, fmt::format("'{{{}}}' is not a range of whole numbers ({{0..9}}, {{00000..01023}})", group));
+    const std::uint64_t a = *from, b = *to;
     if (b < a) bad_pattern(pattern, fmt::format("the range '{{{}}}' runs backwards", group));
     if (b - a >= kMaxExpanded)
       bad_pattern(pattern, fmt::format("the range '{{{}}}' names more than {} shards", group, kMaxExpanded));
@@ -50,6 +47,13 @@ std::vector<std::string> alternatives(const std::string& pattern, std::string_vi
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> decimal(std::string_view text) noexcept {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
 
 bool is_remote(std::string_view name) noexcept { return name.starts_with("http://") || name.starts_with("https://"); }
 

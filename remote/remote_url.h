@@ -2,6 +2,8 @@
 // ("train-{00000..01023}.h5"), and a URL as messages show it (without the password a URL may hold).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +21,10 @@ std::vector<std::string> expand_braces(const std::string& pattern);
 
 // The URL's last path component, without query or fragment ("train-00001.h5").
 std::string url_file_name(std::string_view url);
+
+// `text` as a whole decimal number (digits only, in range), or nullopt: what a brace range, a
+// header and a listing give sizes and bounds as.
+std::optional<std::uint64_t> decimal(std::string_view text) noexcept;
 
 // The URL with any "user:password@" replaced by "***@", for messages and logs.
 std::string shown_url(std::string_view url);

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -152,15 +151,14 @@ ListingPage parse_listing(std::string_view xml, const S3Config& c, const std::st
     const std::string file = key->substr(key->rfind('/') + 1);
     if (file.starts_with('.')) continue;  // hidden, as in a directory of shards
     if (file == "lock.mdb") continue;     // an LMDB's lock file, never a shard
-    std::uint64_t bytes = 0;
-    const auto [stop, ec] = std::from_chars(size->data(), size->data() + size->size(), bytes);
-    if (ec != std::errc() || stop != size->data() + size->size()) {
+    const std::optional<std::uint64_t> bytes = decimal(*size);
+    if (!bytes) {
       throw Error(ErrorCode::dataset, fmt::format("s3://{}/{}: the listing gives its size as '{}', not a number",
                                                   bucket, printable(*key), printable(*size)));
     }
     ListedObject o;
     o.object = RemoteObject{s3_url(c, bucket, *key), fmt::format("s3://{}/{}", bucket, *key), signing_of(c)};
-    o.info = ObjectInfo{bytes, normalized_etag(element(item, "ETag").value_or(""))};
+    o.info = ObjectInfo{*bytes, normalized_etag(element(item, "ETag").value_or(""))};
     page.objects.push_back(std::move(o));
   }
   page.truncated = element(xml, "IsTruncated") == "true";
