@@ -34,9 +34,14 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
   seen_ = options.shard_identities;
   seen_.resize(paths_.size());
   samples_.assign(paths_.size(), 0);
+  const bool lazily = counted && options.known && options.open_shards_lazily;
+  if (lazily) {  // the set's fields as the loader found them; bounds and layout unknown here
+    schema_ = *options.known;
+    bounds_.assign(schema_.fields.size(), SampleBound{});
+  }
   // Shard 0 gives the fields; without counts, every other shard is opened once to count its
   // samples and check its fields (one at a time: none stays open but the last few).
-  for (std::size_t k = 0; k < (counted ? 1 : paths_.size()); ++k) {
+  for (std::size_t k = 0; k < (lazily ? 0 : counted ? 1 : paths_.size()); ++k) {
     Reader& r = shard(k);
     if (k == 0) {
       schema_ = r.schema();
@@ -54,7 +59,7 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
     detail::note_progress();  // a set of thousands of shards takes its time (base/progress_note.h)
   }
   if (counted) {
-    if (samples_[0] != options.shard_samples[0]) {
+    if (!lazily && samples_[0] != options.shard_samples[0]) {
       throw Error(ErrorCode::dataset, fmt::format("{}: shard 0 holds {} samples, and held {} when the loader opened "
                                                   "it: the dataset changed",
                                                   paths_[0], samples_[0], options.shard_samples[0]));
@@ -109,13 +114,13 @@ std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
   std::optional<FileIdentity> now = file_identity(paths_[k]);
   if (now) {
     now->version = r->version();
-    if (seen_[k] && *seen_[k] != *now) {
+    if (seen_[k] && !seen_[k]->matches(*now)) {
       throw Error(ErrorCode::dataset,
                   fmt::format("{}: shard {} of {} was replaced or written since the set was first read ({}): its "
                               "samples are not mixed into this loader's epochs; build a new Loader to read the new set",
                               paths_[k], k, paths_.size(), describe_change(*seen_[k], *now)));
     }
-    seen_[k] = now;
+    if (!seen_[k] || !seen_[k]->by_content()) seen_[k] = now;
   }
   return r;
 }

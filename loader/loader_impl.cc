@@ -27,6 +27,7 @@
 #include "loader/resume_check.h"
 #include "loader/shm/ring_sizing.h"
 #include "loader/shm/shm_budget.h"
+#include "loader/streamed_probe.h"
 #include "loader/worker/stage_times.h"
 
 namespace stoker::detail {
@@ -56,11 +57,19 @@ std::string shard_set_identity(const std::string& source, const std::vector<std:
 }  // namespace
 
 LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
-    : opt_(checked_and_resolved(std::move(options), fetches_, keep_going)),
+    : opt_(checked_and_resolved(std::move(options), fetches_, keep_going, streamed_)),
       design_(design_loader(opt_, std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),
       skipped_(formats::source_name(opt_.source)) {
+  if (streamed_) {
+    std::vector<std::optional<ShardFetcher::RemoteShard>> shards;
+    for (const std::string& path : formats::shard_paths(opt_.source)) {
+      const auto it = streamed_->by_path.find(path);
+      shards.push_back(it == streamed_->by_path.end() ? std::nullopt : std::make_optional(it->second));
+    }
+    fetcher_ = std::make_unique<ShardFetcher>(std::move(shards), streamed_->capacity, streamed_->cache, fetches_);
+  }
   if (!opt_.trace.empty()) trace_ = std::make_unique<TraceWriter>(opt_.trace, ::getpid(), design_.num_workers);
   times_.set_trace(trace_.get());
   Scanned scanned = scan_dataset(keep_going);
@@ -79,6 +88,7 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
     scanned.reader.reset();  // every handle is closed before the fork server is forked
     start_workers(layout);
   }
+  source_->set_gate(fetcher_.get());
   filled_ = std::make_unique<FilledBatches>(
       slots_, dataset_, opt_.batch_size,
       FilledBatches::Outside{opt_.source, file_bytes_, local_ranks_, design_.num_workers > 0, opt_.timeout});
@@ -87,6 +97,8 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
   stats_.depth = slots_->num_slots();
   stats_.shm_bytes = slots_->segment().shared() ? slots_->segment().size() : 0;
   stats_.shm_backing = shm_backing_;
+  built_downloads_ = fetches_.downloads;
+  built_download_bytes_ = fetches_.bytes;
   // Threads (ours, and the CUDA driver's) start only now, after the fork server.
   if (opt_.device.staged()) {
     try {
@@ -104,7 +116,16 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   // With workers, a probe process reads the file first (loader/child_reads/probe.h); no handle stays open here.
   std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
-  if (design_.num_workers == 0) {
+  if (fetcher_) {
+    design_.reader_options.open_shards_lazily = true;  // shard 0 may not be cached when a reader is made
+    probe = probe_streamed(
+        opt_.source, design_.reader_options, *fetcher_,
+        [&](const std::string& some) {
+          if (design_.num_workers > 0) return probe_dataset(some, design_.reader_options, opt_.timeout, keep_going);
+          return describe_dataset(*formats::open_reader(some, design_.reader_options), some);
+        },
+        keep_going);
+  } else if (design_.num_workers == 0) {
     s.reader = formats::open_reader(opt_.source, design_.reader_options);
     probe = describe_dataset(*s.reader, opt_.source);
   } else {
@@ -115,6 +136,8 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   design_.reader_options.shard_samples = probe.shard_samples;        // workers open a shard only to read it
   design_.reader_options.shard_identities = probe.shard_identities;  // and check it is the one counted
   shards_identity_ = shard_set_identity(opt_.source, probe.shard_samples);
+  shard_starts_.assign(1, 0);
+  for (std::uint64_t n : probe.shard_samples) shard_starts_.push_back(shard_starts_.back() + n);
   load_op_libraries(opt_.op_libraries);
   s.pipelines = SamplePipelines(opt_.pipeline, source_schema, opt_.seed, OpLimits{opt_.max_image_pixels});
   Delivery delivery =
@@ -157,8 +180,8 @@ void LoaderImpl::start_inline(const SegmentLayout& layout, Scanned scanned) {
   const std::uint32_t depth = std::max(design_.prefetch, design_.held_slots + 1);
   slots_ = std::make_shared<SlotPool>(ShmSegment::create_private(layout.segment_bytes(depth)), layout, depth);
   if (opt_.transform.started) opt_.transform.started->discard();  // it would fork no worker here
-  BatchFiller filler(LazyReader(std::move(scanned.reader), opt_.source), std::move(scanned.pipelines),
-                     opt_.on_decode_error);
+  BatchFiller filler(scanned.reader ? LazyReader(std::move(scanned.reader), opt_.source) : LazyReader(*dataset_),
+                     std::move(scanned.pipelines), opt_.on_decode_error);
   filler.set_transform(make_transform_stage(*dataset_, filler.pipelines().output(), opt_.batch_size));
   source_ = std::make_unique<InlineSource>(slots_, std::move(filler));
 }
@@ -199,6 +222,7 @@ LoaderImpl::~LoaderImpl() {
     // have; what this copy holds of them is let go without a word.
     if (source_) source_->disown();
     (void)feeder_.release();
+    (void)fetcher_.release();       // its threads are the owner's
     (void)device_trace_.release();  // the released feeder's pool may still point at it
     (void)trace_.release();         // the owner's file, which it goes on writing
     return;
@@ -381,8 +405,10 @@ std::uint64_t LoaderImpl::resume(const LoaderState& state) {
 std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t start_batch, std::uint64_t skip) {
   std::lock_guard host(host_mu_);
   source_->abandon();  // reads the previous plan_: before it changes
+  if (fetcher_) fetcher_->abandon();
   undelivered_.reset();
   plan_ = sampler_.plan(epoch, skip);
+  if (fetcher_) fetcher_->start(plan_, start_batch, shard_starts_);
   source_->start(plan_, start_batch);
   handed_out_ = start_batch;
   return ++generation_;
@@ -431,6 +457,7 @@ std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
     ++handed_out_;
     std::vector<std::string> warnings;
     Batch b = take(s, warnings);
+    if (fetcher_) fetcher_->taken_before(handed_out_);  // the shards only it read may go
     try {
       for (const std::string& w : warnings) warn(w);
     } catch (...) {
@@ -463,8 +490,10 @@ Stats LoaderImpl::stats() const {
   s.fetch_retries = fetches_.retries;
   s.cache_hits = fetches_.cache_hits;
   s.fetch_seconds = static_cast<double>(fetches_.nanoseconds) / 1e9;
-  s.verdict =
-      verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(), opt_.device.staged()});
+  s.evictions = fetches_.evictions;
+  if (fetcher_) s.fetch_wait_seconds = fetcher_->waited_seconds();
+  s.verdict = verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(),
+                          opt_.device.staged(), built_downloads_, built_download_bytes_});
   return s;
 }
 

@@ -45,6 +45,8 @@
 #include "loader/producers/filled_batch.h"
 #include "loader/producers/slot_source.h"
 #include "loader/producers/worker_source.h"
+#include "loader/remote_sources.h"
+#include "loader/shard_fetcher.h"
 #include "loader/shm/slot_pool.h"
 #include "loader/skipped_samples.h"
 #include "loader/time_report.h"
@@ -120,6 +122,12 @@ class LoaderImpl final : public HostSource {
   Batch take(std::uint32_t slot, std::vector<std::string>& warnings);
 
   remote::FetchCounters fetches_;  // before opt_: resolving the options fetches remote shards
+  // A remote set larger than the cache: what resolving the options found of it, and what fetches
+  // its shards as the epochs need them (destroyed after source_, whose gate it is).
+  std::optional<StreamedObjects> streamed_;
+  std::unique_ptr<ShardFetcher> fetcher_;
+  std::vector<std::uint64_t> shard_starts_;  // fetcher_'s set: each shard's first sample, and the count last
+  std::uint64_t built_downloads_ = 0, built_download_bytes_ = 0;  // fetched before the first batch
   Options opt_;
   LoaderDesign design_;
   std::string shards_identity_;  // LoaderState::shards

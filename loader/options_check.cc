@@ -159,7 +159,8 @@ void check_delivered_names(const Schema& delivered, const std::string& source, O
   }
 }
 
-Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going) {
+Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going,
+                             std::optional<StreamedObjects>& streamed) {
   check_options(o);
   if (!o.mix.empty()) {
     // Each source resolved on its own (their remote objects fetched together), then joined as they
@@ -167,7 +168,7 @@ Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const st
     // error), never several that shift the sources' boundaries.
     std::vector<std::string> paths;
     for (const Source& s : o.mix) paths.push_back(s.path);
-    const std::vector<std::vector<std::string>> local = cached_names(paths, o, fetches, keep_going);
+    const std::vector<std::vector<std::string>> local = cached_names(paths, o, fetches, keep_going, streamed);
     std::string joined;
     for (std::size_t k = 0; k < o.mix.size(); ++k) {
       o.mix[k].path = formats::resolve_source(local[k]);
@@ -177,8 +178,8 @@ Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const st
     return o;
   }
   std::vector<std::string> named;
-  for (auto& each :
-       cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches, keep_going))
+  for (auto& each : cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches,
+                                 keep_going, streamed))
     named.insert(named.end(), each.begin(), each.end());
   o.source = formats::resolve_source(named);
   o.sources.clear();

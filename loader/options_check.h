@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "loader/remote_sources.h"
 #include "remote/http_fetch.h"
 #include "stoker/options.h"
 #include "stoker/schema.h"
@@ -17,8 +18,10 @@ void check_options(const Options& options);
 // The options checked, with `source` resolved (formats/shard_set.h): a list, glob or directory of
 // shards becomes the one source every process opens the same way.
 // Remote names are fetched into the node's cache first (loader/remote_sources.h), counted in
-// `fetches`, keep_going asked meanwhile.
-Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going);
+// `fetches`, keep_going asked meanwhile; or, when they take more than Options::cache_limit, named
+// by their paths in the cache and described in `streamed`, to be fetched as the epochs need them.
+Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going,
+                             std::optional<StreamedObjects>& streamed);
 
 // A bytes field `name` is delivered as `name` and `name.offsets` by the Python package and
 // stoker::to_tensors: a field of that name beside it would replace one of them without a word.

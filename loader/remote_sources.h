@@ -5,20 +5,36 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "loader/shard_fetcher.h"
 #include "remote/http_fetch.h"
 #include "stoker/options.h"
 
 namespace stoker::detail {
 
+// A loader's remote objects when together they take more than Options::cache_limit: not fetched
+// before the first batch, but as the epochs need them (loader/shard_fetcher.h).
+struct StreamedObjects {
+  remote::CacheOptions cache;
+  std::map<std::string, ShardFetcher::RemoteShard> by_path;  // by its path in the cache
+  std::size_t capacity = 0;                                  // shards the cache holds at once
+  std::uint64_t bytes = 0;                                   // all of them
+};
+
 // For each of `named`, what it names locally: itself, or the cached files of the remote objects it
 // stands for (one name may stand for many), in order. The objects of all of `named` are fetched
 // together (Options::fetch_parallelism at once; Options::cache_limit bounds them all), keep_going
-// asked meanwhile (remote/shard_cache.h).
+// asked meanwhile (remote/shard_cache.h); or, when they take more than Options::cache_limit, not
+// fetched but described in `streamed` (their names are then their paths in the cache, which may
+// not be there yet). Throws stoker::Error (invalid_option) when the cache cannot hold even the
+// largest object, and the errors of listing, stat'ing and fetching them.
 std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& options,
                                                    remote::FetchCounters& counters,
-                                                   const std::function<bool()>& keep_going);
+                                                   const std::function<bool()>& keep_going,
+                                                   std::optional<StreamedObjects>& streamed);
 
 }  // namespace stoker::detail

@@ -126,6 +126,12 @@ std::string steady_verdict(const Stats& s, const VerdictContext& context) {
                                     [](const StageTime& a, const StageTime& b) { return a.seconds < b.seconds; });
   const std::string stage = top != s.stages.end() && top->seconds > 0 ? top->name : "read";
   const double share = top != s.stages.end() && staged > 0 ? top->seconds / staged : 0;
+  if (s.fetch_wait_seconds > 0.5 * s.wait_seconds) {
+    return fmt::format(
+        "remote shards: the loop waits {}% of the time, mostly for shards still being fetched ({} fetched, {} "
+        "evicted to make room): a larger {} fetches fewer again, a larger {} fetches faster",
+        pct(waits), s.downloads, s.evictions, option_name("cache_limit"), option_name("fetch_parallelism"));
+  }
   if (s.workers == 0) {
     return fmt::format(
         "loading runs in the training loop's thread ({}% of the loop, {}% of it in '{}'): set "
@@ -170,9 +176,10 @@ std::string verdict(const Stats& s, const VerdictContext& context) {
   std::string v = steady_verdict(s, context);
   // Remote shards fetched while the Loader was built: time before the first batch, not a wait of
   // an epoch's, and said apart.
-  if (s.downloads > 0) {
+  if (context.built_downloads > 0) {
     v += fmt::format("; before the first batch, {:.1f} s went to fetching {} remote shard{} ({}) into the cache",
-                     s.fetch_seconds, s.downloads, s.downloads == 1 ? "" : "s", format_bytes(s.download_bytes));
+                     s.fetch_seconds, context.built_downloads, context.built_downloads == 1 ? "" : "s",
+                     format_bytes(context.built_download_bytes));
   }
   return v;
 }

@@ -65,6 +65,8 @@ struct VerdictContext {
   // Options::order is already quasi_random, or cannot be (a mix): nothing to suggest about it.
   bool quasi_random = false;
   bool staged = false;  // batches go to a device through staging copies
+  // Remote shards fetched while the Loader was built (the rest of Stats::downloads came later).
+  std::uint64_t built_downloads = 0, built_download_bytes = 0;
 };
 
 // One line: what limits throughput, from `s`'s numbers by the rule in docs/observability.md, and

@@ -37,6 +37,7 @@ struct FetchCounters {
   std::atomic<std::uint64_t> retries{0};      // requests made again (a retried answer, a resumed transfer)
   std::atomic<std::uint64_t> cache_hits{0};   // objects found complete in the cache
   std::atomic<std::uint64_t> nanoseconds{0};  // spent in cache_objects (listing, stats and fetches)
+  std::atomic<std::uint64_t> evictions{0};    // cached objects let go of to make room for others
 };
 
 // An object as its server describes it.

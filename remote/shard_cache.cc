@@ -113,22 +113,32 @@ bool complete(const std::string& path, std::uint64_t size) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == size;
 }
 
-// The object in the cache at `path`, fetched under its lock unless another process already did.
-void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::string& path, const FetchPolicy& policy,
-                FetchCounters& counters) {
+// Takes the flock `op` (LOCK_SH or LOCK_EX) of `lock`, waiting for other processes (another rank
+// fetching the object), stoppable by policy.stop.
+void take_lock(int lock, int op, const std::string& lock_path, const RemoteObject& object, const FetchPolicy& policy) {
+  while (::flock(lock, op | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) throw Error::from_errno(errno, "locking " + lock_path);
+    if (policy.stop && policy.stop->load())
+      throw Error(ErrorCode::interrupted, fmt::format("{}: its fetch was stopped", object.name));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+detail::UniqueFd open_lock(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot create its directory ({})", path, ec.message()));
   const std::string lock_path = path + ".lock";
   detail::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!lock) throw Error::from_errno(errno, lock_path);
-  // Another process (another rank) may be fetching it: wait for its lock, stoppable.
-  while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK && errno != EINTR) throw Error::from_errno(errno, "locking " + lock_path);
-    if (policy.stop && policy.stop->load())
-      throw Error(ErrorCode::interrupted, fmt::format("{}: its fetch was stopped", object.name));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  return lock;
+}
+
+// The object in the cache at `path`, fetched under the exclusive lock `lock` (taken here) unless
+// another process already did.
+void fetch_locked(int lock, const RemoteObject& object, const ObjectInfo& info, const std::string& path,
+                  const FetchPolicy& policy, FetchCounters& counters) {
+  take_lock(lock, LOCK_EX, path + ".lock", object, policy);
   if (complete(path, info.size)) {  // another process fetched it while this one waited
     ++counters.cache_hits;
     return;
@@ -140,6 +150,12 @@ void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::s
   const std::string dir = std::filesystem::path(path).parent_path().string();
   detail::UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!d || ::fsync(d.get()) != 0) throw Error::from_errno(errno, "syncing " + dir);
+}
+
+void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::string& path, const FetchPolicy& policy,
+                FetchCounters& counters) {
+  const detail::UniqueFd lock = open_lock(path);
+  fetch_locked(lock.get(), object, info, path, policy, counters);
 }
 
 void check_room(const std::vector<ObjectInfo>& infos, const std::vector<bool>& cached, const CacheOptions& o) {
@@ -177,6 +193,94 @@ std::string default_cache_dir() {
   return "/tmp/stoker-shards";
 }
 
+std::vector<ObjectInfo> object_infos(const std::vector<ListedObject>& objects, const CacheOptions& o,
+                                     FetchCounters& counters) {
+  std::atomic<bool> stop{false};
+  FetchPolicy policy = o.policy;
+  policy.stop = &stop;
+  std::vector<ObjectInfo> infos(objects.size());
+  in_parallel(
+      objects.size(), std::max<std::size_t>(1, o.parallelism),
+      [&](std::size_t k) {
+        infos[k] = objects[k].info ? *objects[k].info : stat_object(objects[k].object, policy, counters);
+      },
+      o.keep_going, stop);
+  return infos;
+}
+
+std::string cached_path(const std::string& dir, const std::string& url, const ObjectInfo& info) {
+  return (std::filesystem::path(dir) / cache_name(url, info)).string();
+}
+
+HeldObject hold_object(const RemoteObject& object, const ObjectInfo& info, const std::string& path,
+                       const FetchPolicy& policy, FetchCounters& counters) {
+  detail::UniqueFd lock = open_lock(path);
+  for (;;) {
+    // Shared while it is complete: a process that holds it keeps it from being evicted. A file
+    // that is not there is fetched under the exclusive lock, which is then made shared; one
+    // evicted by another process between the two (it held it too) is fetched again.
+    take_lock(lock.get(), LOCK_SH, path + ".lock", object, policy);
+    if (complete(path, info.size)) {
+      ++counters.cache_hits;
+      return HeldObject(std::move(lock), path);
+    }
+    if (::flock(lock.get(), LOCK_UN) != 0) throw Error::from_errno(errno, "unlocking " + path + ".lock");
+    fetch_locked(lock.get(), object, info, path, policy, counters);
+    if (::flock(lock.get(), LOCK_SH) != 0) throw Error::from_errno(errno, "locking " + path + ".lock");
+    if (complete(path, info.size)) return HeldObject(std::move(lock), path);
+    if (::flock(lock.get(), LOCK_UN) != 0) throw Error::from_errno(errno, "unlocking " + path + ".lock");
+  }
+}
+
+std::vector<HeldObject> hold_objects(const std::vector<RemoteObject>& objects, const std::vector<ObjectInfo>& infos,
+                                     const std::vector<std::string>& paths, const CacheOptions& o,
+                                     FetchCounters& counters) {
+  std::atomic<bool> stop{false};
+  FetchPolicy policy = o.policy;
+  policy.stop = &stop;
+  std::vector<HeldObject> held(objects.size());
+  in_parallel(
+      objects.size(), std::max<std::size_t>(1, o.parallelism),
+      [&](std::size_t k) { held[k] = hold_object(objects[k], infos[k], paths[k], policy, counters); }, o.keep_going,
+      stop);
+  return held;
+}
+
+bool evict(HeldObject held) {
+  if (!held) return false;
+  // Exclusive only when no other process holds it: then no one reads it, and no one will before it
+  // is gone (a process that wants it again takes the lock first, and finds it missing).
+  if (::flock(held.lock_.get(), LOCK_EX | LOCK_NB) != 0) return false;
+  return ::unlink(held.path_.c_str()) == 0;
+}
+
+void prepare_cache_dir(const CacheOptions& o, std::uint64_t needed) {
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  if (ec) {
+    throw Error(ErrorCode::io, fmt::format("{}: cannot create the cache directory ({}): set {} to a writable one",
+                                           o.dir, ec.message(), detail::option_name("cache_dir")));
+  }
+  if (::access(o.dir.c_str(), W_OK) != 0) {
+    throw Error::from_errno(errno, fmt::format("{}: the cache directory is not writable; set {} to a writable one",
+                                               o.dir, detail::option_name("cache_dir")));
+  }
+  if (needed == 0) return;
+  struct statvfs fs {};
+  if (::statvfs(o.dir.c_str(), &fs) != 0) throw Error::from_errno(errno, o.dir);
+  const std::uint64_t free_bytes = std::uint64_t{fs.f_bavail} * fs.f_frsize;
+  if (needed > free_bytes) {
+    throw Error(ErrorCode::io,
+                fmt::format("{}: needs {} for the shards it holds at once ({} {}), and its disk has {} free: free "
+                            "some, lower {}, or point {} at a larger disk",
+                            o.dir, detail::format_bytes(needed), detail::option_name("cache_limit"),
+                            detail::format_bytes(o.limit), detail::format_bytes(free_bytes),
+                            detail::option_name("cache_limit"), detail::option_name("cache_dir")));
+  }
+}
+
+bool is_cached(const std::string& path, std::uint64_t size) { return complete(path, size); }
+
 std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects, const CacheOptions& o,
                                        FetchCounters& counters) {
   const auto started = std::chrono::steady_clock::now();
@@ -188,32 +292,17 @@ std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects,
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
     }
   } timed{counters, started};
-  std::error_code ec;
-  std::filesystem::create_directories(o.dir, ec);
-  if (ec) {
-    throw Error(ErrorCode::io, fmt::format("{}: cannot create the cache directory ({}): set {} to a writable one",
-                                           o.dir, ec.message(), detail::option_name("cache_dir")));
-  }
-  if (::access(o.dir.c_str(), W_OK) != 0) {
-    throw Error::from_errno(errno, fmt::format("{}: the cache directory is not writable; set {} to a writable one",
-                                               o.dir, detail::option_name("cache_dir")));
-  }
+  prepare_cache_dir(o, 0);
   const std::size_t threads = std::max<std::size_t>(1, o.parallelism);
   std::atomic<bool> stop{false};
   FetchPolicy policy = o.policy;
   policy.stop = &stop;
   const std::size_t n = objects.size();
-  std::vector<ObjectInfo> infos(n);
-  in_parallel(
-      n, threads,
-      [&](std::size_t k) {
-        infos[k] = objects[k].info ? *objects[k].info : stat_object(objects[k].object, policy, counters);
-      },
-      o.keep_going, stop);
+  const std::vector<ObjectInfo> infos = object_infos(objects, o, counters);
   std::vector<std::string> paths(n);
   std::vector<bool> cached(n);
   for (std::size_t k = 0; k < n; ++k) {
-    paths[k] = (std::filesystem::path(o.dir) / cache_name(objects[k].object.url, infos[k])).string();
+    paths[k] = cached_path(o.dir, objects[k].object.url, infos[k]);
     cached[k] = complete(paths[k], infos[k].size);
   }
   check_room(infos, cached, o);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "remote/http_fetch.h"
 
 namespace stoker::remote {
@@ -38,6 +39,53 @@ struct ListedObject {
   RemoteObject object;
   std::optional<ObjectInfo> info;
 };
+
+// What each of `objects` is: its listing's word, else stat'ed (`options.parallelism` at once).
+// Throws as stat_object, naming the object.
+std::vector<ObjectInfo> object_infos(const std::vector<ListedObject>& objects, const CacheOptions& options,
+                                     FetchCounters& counters);
+
+// Where the version `info` of the object at `url` lies in the cache directory `dir`, whether or not
+// it is there.
+std::string cached_path(const std::string& dir, const std::string& url, const ObjectInfo& info);
+
+// A cached object this process holds: a shared flock of "NAME.lock", for as long as it lives, so
+// that no other process's evict() deletes the file meanwhile. Move-only; letting go of it keeps
+// the file.
+class HeldObject {
+ public:
+  HeldObject() = default;
+  HeldObject(detail::UniqueFd lock, std::string path) : lock_(std::move(lock)), path_(std::move(path)) {}
+  const std::string& path() const noexcept { return path_; }
+  explicit operator bool() const noexcept { return static_cast<bool>(lock_); }
+
+ private:
+  friend bool evict(HeldObject held);
+  detail::UniqueFd lock_;
+  std::string path_;
+};
+
+// `object` (version `info`) in the cache at `path` (cached_path), held: found there (a cache hit)
+// or fetched, after waiting for another process that fetches it. Throws as fetch_object, and
+// stoker::Error (ErrorCode::interrupted) when policy.stop is set meanwhile.
+HeldObject hold_object(const RemoteObject& object, const ObjectInfo& info, const std::string& path,
+                       const FetchPolicy& policy, FetchCounters& counters);
+
+// Each of `objects` (versions `infos`, at `paths`) held, as hold_object() does, `options.parallelism`
+// at once, options.keep_going asked meanwhile. Throws the first error, naming its object.
+std::vector<HeldObject> hold_objects(const std::vector<RemoteObject>& objects, const std::vector<ObjectInfo>& infos,
+                                     const std::vector<std::string>& paths, const CacheOptions& options,
+                                     FetchCounters& counters);
+
+// Lets go of `held` and deletes its file, unless another process holds it too (which keeps it, and
+// deletes it when its own loader evicts it). Whether the file was deleted.
+bool evict(HeldObject held);
+
+// Creates the cache directory where it is missing and checks it is writable, and that its disk has
+// `needed` bytes free (0: not checked). Throws stoker::Error (io) saying what to do.
+void prepare_cache_dir(const CacheOptions& options, std::uint64_t needed);
+// Whether the cache file `path` (cached_path) is there whole.
+bool is_cached(const std::string& path, std::uint64_t size);
 
 // Every object in the cache, in order: their local paths. Each is stat'ed where its listing did not
 // say what it is, found in the cache or fetched (`parallelism` at once), and verified. Throws

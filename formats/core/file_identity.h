@@ -17,6 +17,17 @@ struct FileIdentity {
   std::uint64_t version = 0;  // Reader::version() (0: none)
   bool operator==(const FileIdentity&) const = default;
 
+  // A cached remote shard's (docs/remote.md): its path names its content, and it may be fetched
+  // again, a new inode at a new time, after it was evicted; its size and version say which it is.
+  static FileIdentity of_content(std::uint64_t size, std::uint64_t version) noexcept {
+    return FileIdentity{0, 0, size, 0, version};
+  }
+  bool by_content() const noexcept { return device == 0 && inode == 0; }
+  // Whether the file found `now` is this one.
+  bool matches(const FileIdentity& now) const noexcept {
+    return by_content() ? size == now.size && version == now.version : *this == now;
+  }
+
   // Five words, for the JSON that carries it to other processes; from_words gives nullopt for
   // anything else (an empty list: not recorded).
   std::vector<std::uint64_t> to_words() const { return {device, inode, size, mtime_ns, version}; }

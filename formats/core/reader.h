@@ -178,6 +178,9 @@ struct ReaderOptions {
   std::vector<std::uint64_t> shard_samples;
   std::vector<std::optional<FileIdentity>> shard_identities;
   std::size_t max_open_shards = kDefaultMaxOpenShards;
+  // With shard_samples and `known`: no shard is opened before a sample of it is read (a remote set
+  // read through a cache smaller than it: shard 0 may not be in the cache when the reader is made).
+  bool open_shards_lazily = false;
   // An LMDB database without a stoker schema whose sample is one key per field
   // (formats/lmdb/lmdb_key_templates.h): Options::lmdb_keys and Options::lmdb_count_key.
   std::string lmdb_keys, lmdb_count_key;

@@ -51,6 +51,11 @@ struct Stats {
   // Seconds the Loader's construction spent listing and fetching remote shards (before its first
   // batch); the verdict says so apart from the epochs' waits.
   double fetch_seconds = 0;
+  // A remote set larger than Options::cache_limit, its shards fetched as the epochs read them:
+  // shards evicted from the cache to make room, and the seconds the consumer waited for a batch
+  // whose shards were still being fetched (part of wait_seconds).
+  std::uint64_t evictions = 0;
+  double fetch_wait_seconds = 0;
   // Samples delivered with zeros in a field their pipeline could not decode (Options::
   // on_decode_error = skip), counted at each delivery as `samples` is (a sample skipped in two
   // epochs counts twice); and the dataset indices of the first kMaxSkippedIndices distinct ones,

@@ -6,6 +6,7 @@
 namespace stoker::detail {
 
 std::uint32_t InlineSource::next_filled() {
+  if (gate_) gate_->wait_ready(next_, std::chrono::steady_clock::time_point::max());
   auto s = slots_->acquire();
   if (!s) throw held_batches_error(*slots_, plan_->epoch);
   write_task(slots_->view(), *s, *plan_, next_++);

@@ -20,6 +20,12 @@ class InlineSource final : public SlotSource {
     next_ = first;
   }
   std::uint32_t next_filled() override;
+  bool wait_filled(std::chrono::steady_clock::time_point until) override {
+    return !gate_ || gate_->wait_ready(next_, until);
+  }
+  void interrupt() noexcept override {
+    if (gate_) gate_->interrupt();
+  }
 
  private:
   std::shared_ptr<SlotPool> slots_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loader/plan/epoch_plan.h"
+#include "loader/producers/batch_gate.h"
 #include "stoker/stats.h"
 
 namespace stoker::detail {
@@ -41,6 +42,13 @@ class SlotSource {
   // Adds its counters to `s`: the workers' CPU time, respawns, the consumer's wakes and, when it
   // chooses the workers and depth itself, its choice (workers, depth, auto_tuning).
   virtual void add_stats(Stats& s) const { (void)s; }
+
+  // From now on, a batch is read only once `gate` says it may be (null: at once). `gate` outlives
+  // this source.
+  void set_gate(BatchGate* gate) noexcept { gate_ = gate; }
+
+ protected:
+  BatchGate* gate_ = nullptr;
 };
 
 }  // namespace stoker::detail

@@ -41,6 +41,7 @@ void WorkerSource::issue() {
     // share of the reserved ring in rotation is slower: its slots stop sharing the caches). One
     // batch is always in flight while a slot is free.
     if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth() + held_slots_) break;
+    if (gate_ && !gate_->ready(tasks_.next_to_issue())) break;  // its shards are not cached yet
     auto s = slots_->acquire();
     if (!s) break;
     digests_[*s] = write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
@@ -268,6 +269,10 @@ bool WorkerSource::wait_filled(Clock::time_point until) {
   if (broken_) return true;  // next_filled() throws at once
   check_exits();
   issue();
+  if (tasks_.in_flight() == 0 && gated()) {
+    if (!gate_->wait_ready(tasks_.next_to_issue(), until)) return false;
+    issue();
+  }
   if (tasks_.in_flight() == 0) return true;  // next_filled() says every slot is held
   // A consumer that waits here before it takes the batch (in slices, from Epoch::wait or from
   // another thread's turn) waits for data as one inside next_filled() does: the tuner counts both.
@@ -276,6 +281,10 @@ bool WorkerSource::wait_filled(Clock::time_point until) {
   const bool ready = wait_for(tasks_.next_to_receive(), until);
   if (tuner_ && !tuner_->settled()) interval_waited_ += std::chrono::duration<double>(Clock::now() - t0).count();
   return ready;
+}
+
+bool WorkerSource::gated() {
+  return gate_ && tasks_.next_to_issue() < plan_->num_batches && !gate_->ready(tasks_.next_to_issue());
 }
 
 void WorkerSource::open_interval(Clock::time_point now) {
@@ -323,6 +332,10 @@ std::uint32_t WorkerSource::next_filled() {
   open_interval(t0);
   check_exits();  // a dead worker is reported within WorkerPool::kExitLook, not only when its batch is due
   issue();
+  if (tasks_.in_flight() == 0 && gated()) {
+    gate_->wait_ready(tasks_.next_to_issue(), Clock::time_point::max());
+    issue();
+  }
   if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
   wait_for(tasks_.next_to_receive());
   const std::uint32_t s = tasks_.receive().slot;

@@ -41,7 +41,10 @@ class WorkerSource final : public SlotSource {
   void start(const EpochPlan& plan, std::uint64_t first) override;
   std::uint32_t next_filled() override;
   bool wait_filled(std::chrono::steady_clock::time_point until) override;
-  void interrupt() noexcept override { workers_.interrupt(); }
+  void interrupt() noexcept override {
+    workers_.interrupt();
+    if (gate_) gate_->interrupt();
+  }
   pid_t server_pid() const noexcept { return workers_.server_pid(); }
   // Batches that share data come in runs of `batches` (0: none): see TaskTable::worker_for_next.
   void set_affinity_span(std::uint64_t batches) noexcept { tasks_.set_affinity_span(batches); }
@@ -117,6 +120,8 @@ class WorkerSource final : public SlotSource {
   double interval_busy_ = 0;    // the workers' time filling the interval's batches
   bool interval_open_ = false;  // interval_start_ is set: the interval's first wait or batch has begun
   void open_interval(std::chrono::steady_clock::time_point now);
+  // Whether the next batch to issue is held back by the gate (its shards are not cached yet).
+  bool gated();
   bool warming_ = true;  // the first interval: workers open the dataset, caches fill
 };
 

@@ -55,6 +55,7 @@ void put_reader_options(json& j, const std::string& path, const formats::ReaderO
   j["shard_samples"] = o.shard_samples;
   j["shard_identities"] = identities_to_json(o.shard_identities);
   j["max_open_shards"] = o.max_open_shards;
+  j["open_shards_lazily"] = o.open_shards_lazily;
   j["lmdb_keys"] = text_to_json(o.lmdb_keys);
   j["lmdb_count_key"] = text_to_json(o.lmdb_count_key);
 }
@@ -70,6 +71,7 @@ formats::ReaderOptions get_reader_options(const json& j, std::string& path) {
   o.shard_samples = j.at("shard_samples").get<std::vector<std::uint64_t>>();
   o.shard_identities = identities_from_json(j.at("shard_identities"));
   o.max_open_shards = j.at("max_open_shards").get<std::size_t>();
+  o.open_shards_lazily = j.at("open_shards_lazily").get<bool>();
   o.lmdb_keys = text_from_json(j.at("lmdb_keys"));
   o.lmdb_count_key = text_from_json(j.at("lmdb_count_key"));
   return o;

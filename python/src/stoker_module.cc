@@ -259,6 +259,8 @@ class PyLoader {
     d["fetch_retries"] = s.fetch_retries;
     d["cache_hits"] = s.cache_hits;
     d["fetch_seconds"] = s.fetch_seconds;
+    d["evictions"] = s.evictions;
+    d["fetch_wait_seconds"] = s.fetch_wait_seconds;
     d["skipped_samples"] = s.skipped_samples;
     nb::list skipped;
     for (const std::uint64_t i : s.skipped_indices) skipped.append(i);

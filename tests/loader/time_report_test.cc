@@ -76,6 +76,21 @@ TEST(Verdict, NamesWhatLimitsThroughputAndWhatToChange) {
   Stats staged = made_up(8, 2, 2, 20, 20, kDecodeBound);
   staged.h2d_seconds = 6;
   EXPECT_THAT(detail::verdict(staged, {2, false, true}), StartsWith("the consumer's copies to the device"));
+  Stats fetching = made_up(8, 2, 2, 20, 20, kDecodeBound);
+  fetching.fetch_wait_seconds = 5;
+  fetching.downloads = 40;
+  fetching.evictions = 36;
+  EXPECT_EQ(detail::verdict(fetching, two_cpus),
+            "remote shards: the loop waits 80% of the time, mostly for shards still being fetched (40 fetched, 36 "
+            "evicted to make room): a larger Options::cache_limit fetches fewer again, a larger "
+            "Options::fetch_parallelism fetches "
+            "faster");
+  fetching.fetch_wait_seconds = 3;  // less than half the waits: what else limits it is said
+  EXPECT_THAT(detail::verdict(fetching, two_cpus), StartsWith("the workers' CPU, a worker per CPU"));
+  fetching.fetch_seconds = 1.25;  // and what the construction fetched, apart
+  EXPECT_THAT(detail::verdict(fetching, {2, false, false, 8, 3 << 20}),
+              ::testing::EndsWith("; before the first batch, 1.2 s went to fetching 8 remote shards (3.0 MiB) into "
+                                  "the cache"));
   Stats early = made_up(8, 2, 2, 20, 20, kDecodeBound);
   early.batches = 3;
   EXPECT_EQ(detail::verdict(early, two_cpus), "too few batches to tell yet (3)");

@@ -13,10 +13,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "formats/hdf5/hdf5_writer.h"
+#include "loader/plan/shard_schedule.h"
 #include "stoker/loader.h"
 #include "tests/support/run_process.h"
 #include "tests/support/test_data.h"
@@ -221,14 +224,130 @@ TEST(RemoteShards, AShardChangedSinceItWasListedOrMissingIsRefusedAndNothingHalf
                {server.url("train-3.h5") + ": the server answered HTTP 404"});
 }
 
-TEST(RemoteShards, ASetLargerThanTheCacheLimitIsAnErrorSayingHowLarge) {
+TEST(RemoteShards, ACacheThatCannotHoldOneShardIsAnErrorSayingHowLarge) {
   TempDir tmp;
   write_shards(tmp, "served");
   FaultServer server(tmp, tmp.path("served"));
   Options o = remote_options(tmp, server);
   o.cache_limit = 1000;
   expect_error(ErrorCode::invalid_option, [&] { Loader l(o); },
-               {tmp.path("cache") + ": the 3 shards take", "more than Options::cache_limit 1000 B"});
+               {tmp.path("cache") + ": Options::cache_limit is 1000 B, and shard ", "alone takes",
+                ": the cache must hold a shard at least"});
+}
+
+// Sixteen shards of 30 samples in chunks of 10: the quasi-random order reads them in groups of 10,
+// four groups at a time, eight shards by turns, so that a batch reads a few of them and a stretch of
+// the epoch half of them.
+constexpr std::uint32_t kShards = 16;
+void write_chunked_shards(const TempDir& tmp, const std::string& dir) {
+  std::filesystem::create_directories(tmp.path(dir));
+  formats::Hdf5WriteOptions chunks;
+  chunks.rows_per_chunk = 10;
+  for (std::uint32_t k = 0; k < kShards; ++k)
+    write_hdf5(tmp.path(fmt::format("{}/train-{}.h5", dir, k)), small_schema(30), chunks);
+}
+
+Options quasi_random_options(const std::string& source) {
+  Options o;
+  o.source = source;
+  o.batch_size = 3;
+  o.order = Order::quasi_random;
+  o.seed = 5;
+  o.num_workers = 2;
+  o.fetch_timeout = std::chrono::seconds(20);
+  return o;
+}
+
+// An epoch's bytes, and the shards each of its batches reads.
+struct ReadEpoch {
+  std::vector<std::vector<std::byte>> bytes;
+  detail::BatchShards reads;
+};
+ReadEpoch read_epoch(Loader& loader, std::uint64_t epoch) {
+  ReadEpoch out;
+  out.reads.begin.push_back(0);
+  for (Batch& b : loader.epoch(epoch)) {
+    std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b.indices().data()),
+                                 reinterpret_cast<const std::byte*>(b.indices().data() + b.size()));
+    for (const FieldView& f : b.fields()) bytes.insert(bytes.end(), f.data, f.data + f.bytes);
+    out.bytes.push_back(std::move(bytes));
+    std::set<std::uint32_t> shards;
+    for (std::uint64_t i : b.indices()) shards.insert(static_cast<std::uint32_t>(i / 30));
+    out.reads.shards.insert(out.reads.shards.end(), shards.begin(), shards.end());
+    out.reads.begin.push_back(out.reads.shards.size());
+  }
+  return out;
+}
+
+std::size_t cached_shard_files(const std::string& cache) {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) n += e.path().extension() == ".h5";
+  return n;
+}
+
+TEST(RemoteShards, ASetLargerThanTheCacheIsReadThroughItWithBeladysFetches) {
+  TempDir tmp;
+  write_chunked_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"));
+  Loader local(quasi_random_options(tmp.path("served/train-*.h5")));
+  const ReadEpoch want = read_epoch(local, 0), want1 = read_epoch(local, 1);
+  // A cache of a quarter of the set, or of what the busiest batch reads.
+  std::size_t capacity = kShards / 4;
+  for (std::uint64_t b = 0; b < want.reads.end(); ++b) capacity = std::max(capacity, want.reads.of(b).size());
+  ASSERT_LT(capacity, kShards);
+  const std::uint64_t shard_bytes = std::filesystem::file_size(tmp.path("served/train-0.h5"));
+  Options o = quasi_random_options(server.url("train-{0..15}.h5"));
+  o.cache_dir = tmp.path("cache");
+  o.cache_limit = capacity * shard_bytes + shard_bytes / 2;
+  SCOPED_TRACE(::testing::Message() << "a cache of " << capacity << " shards");
+
+  Loader remote(o);
+  // Reading the set fetched each shard once, `capacity` at a time; the last of them stay.
+  Stats s = remote.stats();
+  const std::uint32_t last = (kShards - 1) / capacity * capacity;
+  EXPECT_EQ(s.downloads, kShards);
+  EXPECT_EQ(s.evictions, last);
+  std::vector<std::uint32_t> cached;
+  for (std::uint32_t k = last; k < kShards; ++k) cached.push_back(k);
+
+  const ReadEpoch got = read_epoch(remote, 0);
+  EXPECT_EQ(got.bytes, want.bytes);
+  const detail::ShardSchedule belady = detail::belady_schedule(want.reads, capacity, cached);
+  const Stats e0 = remote.stats();
+  EXPECT_EQ(e0.downloads - s.downloads, belady.steps.size());
+  EXPECT_EQ(e0.evictions - s.evictions, belady.steps.size() - (capacity - cached.size()));
+  EXPECT_GT(detail::lru_fetches(want.reads, capacity, cached), belady.steps.size());  // 28 against 22
+  EXPECT_LE(cached_shard_files(tmp.path("cache")), capacity);
+  // The next epoch goes on from what the cache holds.
+  EXPECT_EQ(read_epoch(remote, 1).bytes, want1.bytes);
+  EXPECT_EQ(remote.stats().downloads - e0.downloads,
+            detail::belady_schedule(want1.reads, capacity, belady.cached_at_end).steps.size());
+  EXPECT_LE(cached_shard_files(tmp.path("cache")), capacity);
+
+  // A second loader on the node learns the set from the first's memo: nothing is fetched before
+  // its first batch, and its epoch is the same.
+  Options inline_reads = o;
+  inline_reads.num_workers = 0;
+  Loader again(inline_reads);
+  EXPECT_EQ(again.stats().downloads, 0u);
+  EXPECT_EQ(read_epoch(again, 0).bytes, want.bytes);
+}
+
+TEST(RemoteShards, ABatchThatReadsMoreShardsThanTheCacheHoldsIsAnErrorSayingWhatToDo) {
+  TempDir tmp;
+  write_chunked_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"));
+  Options o = quasi_random_options(server.url("train-{0..15}.h5"));
+  o.order = Order::random;  // every batch reads most shards
+  o.cache_dir = tmp.path("cache");
+  o.cache_limit = 2 * std::filesystem::file_size(tmp.path("served/train-0.h5"));
+  Loader l(o);
+  expect_error(ErrorCode::invalid_option,
+               [&] {
+                 for (Batch& b : l.epoch(0)) (void)b;
+               },
+               {"stoker: epoch 0: batch 0 reads ", " shards, and the cache holds 2 at once (Options::cache_limit is ",
+                "raise it, or use an order that reads a few shards at a time (Options::order = \"quasi_random\""});
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ void report_json(const std::string& data, std::uint64_t epoch, const EpochResult
     j["fetch_retries"] = s.fetch_retries;
     j["cache_hits"] = s.cache_hits;
     j["fetch_seconds"] = s.fetch_seconds;
+    j["evictions"] = s.evictions;
+    j["fetch_wait_seconds"] = s.fetch_wait_seconds;
   }
   if (s.skipped_samples) {
     j["skipped_samples"] = s.skipped_samples;

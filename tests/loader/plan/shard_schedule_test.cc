@@ -71,7 +71,8 @@ void check_runs(const BatchShards& reads, const ShardSchedule& schedule, std::si
         }
         if (step.evict_after > reads.first) {
           auto of = reads.of(step.evict_after - 1);
-          EXPECT_EQ(std::count(of.begin(), of.end(), *step.evict), 1) << "its last read, batch " << step.evict_after - 1;
+          EXPECT_EQ(std::count(of.begin(), of.end(), *step.evict), 1)
+              << "its last read, batch " << step.evict_after - 1;
         }
       }
       EXPECT_TRUE(cache.insert(step.shard).second) << "step " << done << " fetched a cached shard";

@@ -1,0 +1,27 @@
+// The probe of a shard set whose remote shards take more than the cache holds (loader/
+// shard_fetcher.h): what a probe of the whole set would say (loader/child_reads/probe.h), learned
+// without holding every shard at once. It is the cache's memo of an earlier loader's probe of the
+// same objects (their URLs, sizes and ETags) with the same reader options, when there is one; else
+// the set is read window by window, each window's shards held in the cache while a probe reads them,
+// the windows' results joined, and the memo written for the next loader on the node. The last
+// window's shards stay cached: the first epoch starts with them.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "formats/core/reader.h"
+#include "loader/child_reads/probe.h"
+#include "loader/shard_fetcher.h"
+
+namespace stoker::detail {
+
+// `source`: the set, its remote shards named by their cache paths (fetcher.shards()). `probe`
+// reads a source of some of its shards as the loader's probe does. Each remote shard's identity in
+// the result is its content's (formats::FileIdentity::of_content): it may be fetched again between
+// two opens. Throws what the probe or a fetch throws.
+ProbeResult probe_streamed(const std::string& source, const formats::ReaderOptions& options, ShardFetcher& fetcher,
+                           const std::function<ProbeResult(const std::string&)>& probe,
+                           const std::function<bool()>& keep_going);
+
+}  // namespace stoker::detail
