@@ -29,8 +29,9 @@ class Loader:
       source: HDF5 file, or LMDB database (a file, or a directory holding data.mdb); or a shard
         set: a list of them, a glob ("train-*.h5") or a directory of shards, read as one dataset.
       source, sources: http(s) URLs too ("https://host/train-{00000..00099}.h5"), fetched into the
-        node's cache_dir (cache_limit bytes, 0: its disk's free space; fetch_parallelism at once,
-        each retried for fetch_timeout seconds) before the first batch (docs/remote.md).
+        node's cache_dir (fetch_parallelism at once, each retried for fetch_timeout seconds):
+        the whole set before the first batch, or, when it takes more than cache_limit bytes (0:
+        the disk's free space), as each epoch reads them, evicting by Belady's policy (docs/remote.md).
       sources: instead of source, a weighted mix of datasets with the same fields (stoker.Source);
         samples_per_epoch: its draws per epoch (default: the sources' samples together).
       batch_size: samples per batch.
@@ -312,7 +313,8 @@ class Loader:
         loop's time between batches; first_wait_seconds, the part of wait_seconds spent on each
         epoch's first batch; verdict, one line saying what limits throughput and what to change.
         Remote shards (docs/remote.md): downloads, download_bytes, fetch_retries, cache_hits,
-        fetch_seconds (listing and fetching them, before the first batch)."""
+        evictions, fetch_seconds (listing and fetching them, before the first batch),
+        fetch_wait_seconds (the epochs' waits for shards still being fetched)."""
         stats = self._core.stats()
         stats["worker_rss_bytes"] = [_rss(pid) for pid in self._core.worker_pids()]
         return stats

@@ -151,5 +151,37 @@ def test_mistakes_are_named(aws, tmp_path):
         make("s3://data/nothing/", tmp_path / "cache")
     with pytest.raises(stoker.Error, match=r"s3://data/train/train-003.h5: the server answered HTTP 404 \(NoSuchKey\)"):
         make("s3://data/train/train-{002..003}.h5", tmp_path / "cache")
-    with pytest.raises(stoker.Error, match=r"more than cache_limit 1000 B"):
+    with pytest.raises(stoker.Error, match=r"cache_limit is 1000 B, and shard s3://data/train/train-00\d.h5 alone takes"):
         make("s3://data/train/", tmp_path / "small", cache_limit=1000)
+
+
+def test_a_set_larger_than_the_cache_is_read_through_it_for_every_rank_and_across_a_resume(aws, tmp_path):
+    largest = sorted(os.path.getsize(aws["local"] / f"train-00{k}.h5") for k in range(3))
+    limit = largest[2] + largest[1]  # two shards of the three at once
+
+    def through_cache(**kw):
+        return stoker.Loader(
+            "s3://data/train/", batch_size=8, framework="numpy", cache_dir=tmp_path / "cache", cache_limit=limit, **kw
+        )
+
+    def local(**kw):
+        return stoker.Loader(str(aws["local"]), batch_size=8, framework="numpy", **kw)
+
+    loader = through_cache(num_workers=2)
+    assert epoch(loader) == epoch(local())
+    stats = loader.stats()
+    # Read window by window to learn the set, then the epoch from shard 0 again: the third shard is
+    # evicted at least once, and counted.
+    assert stats["downloads"] >= 4 and stats["evictions"] >= 1
+    assert stats["fetch_wait_seconds"] <= stats["wait_seconds"]
+    for rank in (0, 1):
+        assert epoch(through_cache(shard=(rank, 2))) == epoch(local(shard=(rank, 2)))
+    first = through_cache(num_workers=2)
+    assert first.stats()["downloads"] == 0  # the set as the first loader learned it
+    before = epoch(first, stop_after=5)
+    resumed = through_cache()
+    resumed.load_state_dict(first.state_dict())
+    assert before[0] + epoch(resumed)[0] == epoch(local())[0]
+    # A batch that reads all three shards cannot be read through a cache of two.
+    with pytest.raises(stoker.Error, match=r"reads 3 shards, and the cache holds 2 at once \(cache_limit is "):
+        epoch(through_cache(shuffle=True, seed=3))
