@@ -151,7 +151,7 @@ def test_mistakes_are_named(aws, tmp_path):
         make("s3://data/nothing/", tmp_path / "cache")
     with pytest.raises(stoker.Error, match=r"s3://data/train/train-003.h5: the server answered HTTP 404 \(NoSuchKey\)"):
         make("s3://data/train/train-{002..003}.h5", tmp_path / "cache")
-    with pytest.raises(stoker.Error, match=r"cache_limit is 1000 B, and shard s3://data/train/train-00\d.h5 alone takes"):
+    with pytest.raises(stoker.Error, match=r"cache_limit is 1000 B, and shard s3://data/train/train-000.h5 alone"):
         make("s3://data/train/", tmp_path / "small", cache_limit=1000)
 
 
