@@ -62,14 +62,7 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),
       skipped_(formats::source_name(opt_.source)) {
-  if (streamed_) {
-    std::vector<std::optional<ShardFetcher::RemoteShard>> shards;
-    for (const std::string& path : formats::shard_paths(opt_.source)) {
-      const auto it = streamed_->by_path.find(path);
-      shards.push_back(it == streamed_->by_path.end() ? std::nullopt : std::make_optional(it->second));
-    }
-    fetcher_ = std::make_unique<ShardFetcher>(std::move(shards), streamed_->capacity, streamed_->cache, fetches_);
-  }
+  if (streamed_) fetcher_ = streamed_fetcher(*streamed_, opt_.source, fetches_);
   if (!opt_.trace.empty()) trace_ = std::make_unique<TraceWriter>(opt_.trace, ::getpid(), design_.num_workers);
   times_.set_trace(trace_.get());
   Scanned scanned = scan_dataset(keep_going);
@@ -492,8 +485,8 @@ Stats LoaderImpl::stats() const {
   s.fetch_seconds = static_cast<double>(fetches_.nanoseconds) / 1e9;
   s.evictions = fetches_.evictions;
   if (fetcher_) s.fetch_wait_seconds = fetcher_->waited_seconds();
-  s.verdict = verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(),
-                          opt_.device.staged(), built_downloads_, built_download_bytes_});
+  s.verdict = verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(), opt_.device.staged(),
+                          built_downloads_, built_download_bytes_});
   return s;
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/option_spelling.h"
 #include "base/posix_error.h"
+#include "formats/shard_set.h"
 #include "remote/remote_url.h"
 #include "remote/s3_store.h"
 #include "remote/shard_cache.h"
@@ -50,6 +51,16 @@ StreamedObjects stream_objects(const std::vector<remote::ListedObject>& objects,
 }
 
 }  // namespace
+
+std::unique_ptr<ShardFetcher> streamed_fetcher(const StreamedObjects& streamed, const std::string& source,
+                                               remote::FetchCounters& counters) {
+  std::vector<std::optional<ShardFetcher::RemoteShard>> shards;
+  for (const std::string& path : formats::shard_paths(source)) {
+    const auto it = streamed.by_path.find(path);
+    shards.push_back(it == streamed.by_path.end() ? std::nullopt : std::make_optional(it->second));
+  }
+  return std::make_unique<ShardFetcher>(std::move(shards), streamed.capacity, streamed.cache, counters);
+}
 
 std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& o,
                                                    remote::FetchCounters& counters,

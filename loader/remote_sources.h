@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,5 +37,9 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
                                                    remote::FetchCounters& counters,
                                                    const std::function<bool()>& keep_going,
                                                    std::optional<StreamedObjects>& streamed);
+
+// The fetcher of `streamed`'s shards for `source`, the set they were resolved into.
+std::unique_ptr<ShardFetcher> streamed_fetcher(const StreamedObjects& streamed, const std::string& source,
+                                               remote::FetchCounters& counters);
 
 }  // namespace stoker::detail
