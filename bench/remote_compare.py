@@ -10,7 +10,15 @@ stoker's cold epoch starts with an empty cache; its warm one finds the cache ful
 per second over the epoch (construction included: the cold epoch's downloads), the time to the first
 batch, and the bytes downloaded.
 
-usage: remote_compare.py DATA_DIR [--shards 8] [--samples 1000] [--workers 2] [--no-mosaic]
+Then a cache of a quarter of the set (order quasi_random, which reads a few shards at a time): a cold
+loader (it learns the set a quarter at a time, then reads its epoch through the cache) and a second
+one on the same node, which finds what the first learned; for each, the shards its epoch fetched
+against Belady's count for the epoch's order (computed here from the batches' indices, from the
+cache's content at the start) and an LRU cache's.
+
+usage: remote_compare.py DATA_DIR [--shards 8] [--samples 1024] [--workers 2] [--no-mosaic]
+(with samples a multiple of 1024, each batch of 256 lies in one window of the quasi-random order,
+which reads at most 4 shards: the least a cache may hold)
 """
 
 import argparse
@@ -43,8 +51,12 @@ def make_shards(local, shards, samples):
         if os.path.exists(path):
             continue
         with h5py.File(path + ".tmp", "w") as f:
-            f["image"] = rng.integers(0, 256, size=(samples, 3, 64, 64), dtype=np.uint8)
-            f["label"] = np.arange(samples, dtype=np.int64) + k * samples
+            # Chunks of 256 rows: the quasi-random order's groups (4 to a window of 1024 samples).
+            image = rng.integers(0, 256, size=(samples, 3, 64, 64), dtype=np.uint8)
+            f.create_dataset("image", data=image, chunks=(min(256, samples), 3, 64, 64))
+            f.create_dataset(
+                "label", data=np.arange(samples, dtype=np.int64) + k * samples, chunks=(min(256, samples),)
+            )
         os.rename(path + ".tmp", path)
 
 
@@ -92,6 +104,67 @@ def stoker_epoch(source, workers, cache=None):
         "ttfb_s": first,
         "seconds": seconds,
         "downloaded": loader.stats()["download_bytes"],
+    }
+
+
+def simulate(reads, capacity, cached, policy):
+    """Fetches of a cache of `capacity` shards from `cached` over `reads` (each batch's shards):
+    Belady's policy evicts the shard read again furthest ahead, LRU the one read longest ago."""
+    cache, fetches, last = set(cached), 0, {s: -1 for s in cached}
+    for b, shards in enumerate(reads):
+        for s in shards:
+            if s not in cache:
+                if len(cache) == capacity:
+                    others = [c for c in cache if c not in shards]
+                    if policy == "belady":
+                        ahead = {
+                            c: next((k for k in range(b, len(reads)) if c in reads[k]), len(reads)) for c in others
+                        }
+                        victim = max(others, key=lambda c: ahead[c])
+                    else:
+                        victim = min(others, key=lambda c: last[c])
+                    cache.remove(victim)
+                cache.add(s)
+                fetches += 1
+        for s in shards:
+            last[s] = b
+    return fetches
+
+
+def quarter_epoch(source, workers, cache, limit, samples, shards, capacity, cached):
+    import stoker
+
+    t0 = time.perf_counter()
+    loader = stoker.Loader(
+        source,
+        batch_size=256,
+        num_workers=workers,
+        order="quasi_random",
+        seed=1,
+        framework="numpy",
+        cache_dir=cache,
+        cache_limit=limit,
+    )
+    built = loader.stats()
+    first, n, reads = None, 0, []
+    for batch in loader:
+        n += len(batch["label"])
+        reads.append(sorted({int(i) // samples for i in batch["label"]}))
+        if first is None:
+            first = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    s = loader.stats()
+    return {
+        "samples_per_s": n / seconds,
+        "ttfb_s": first,
+        "seconds": seconds,
+        "downloaded": s["download_bytes"],
+        "built_downloads": built["downloads"],
+        "epoch_downloads": s["downloads"] - built["downloads"],
+        "belady": simulate(reads, capacity, cached, "belady"),
+        "lru": simulate(reads, capacity, cached, "lru"),
+        "evictions": s["evictions"],
+        "fetch_wait_s": s["fetch_wait_seconds"],
     }
 
 
@@ -150,11 +223,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("data")
     p.add_argument("--shards", type=int, default=8)
-    p.add_argument("--samples", type=int, default=1000)
+    p.add_argument("--samples", type=int, default=1024)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--no-mosaic", action="store_true")
     a = p.parse_args()
-    local = os.path.join(a.data, "remote-shards")
+    local = os.path.join(a.data, f"remote-shards-{a.shards}x{a.samples}")
     make_shards(local, a.shards, a.samples)
     names = sorted(os.listdir(local))
     total = sum(os.path.getsize(os.path.join(local, n)) for n in names)
@@ -173,6 +246,23 @@ def main():
         rows["ceiling"] = {"samples_per_s": a.shards * a.samples / down, "seconds": down, "downloaded": total}
         if not a.no_mosaic:
             rows["mosaic cold"] = mosaic(a.data, endpoint, local, os.path.join(a.data, "mosaic-cache"), total)
+        # A quarter of the set: the labels say each sample's shard (label = shard * samples + row).
+        capacity = max(1, a.shards // 4)
+        limit = capacity * os.path.getsize(os.path.join(local, names[0]))
+        small = os.path.join(a.data, "remote-cache-quarter")
+        shutil.rmtree(small, ignore_errors=True)
+        last_window = list(range((a.shards - 1) // capacity * capacity, a.shards))
+        rows["quarter cold"] = quarter_epoch(
+            "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, last_window
+        )
+        # The next loader finds the set learned, and starts with the shards the first one left in
+        # the cache (the first `capacity` of them in the set's order).
+        found = sorted(
+            int(f[len("train-") : -len(".h5")]) for _, _, fs in os.walk(small) for f in fs if f.endswith(".h5")
+        )
+        rows["quarter again"] = quarter_epoch(
+            "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, found[:capacity]
+        )
     finally:
         server.kill()
         server.wait()
@@ -186,6 +276,13 @@ def main():
         f"cold epoch: {down / cold:.0%} of the download ceiling's speed; warm epoch: "
         f"{rows['stoker warm']['samples_per_s'] / rows['local']['samples_per_s']:.0%} of local"
     )
+    for name in ("quarter cold", "quarter again"):
+        r = rows[name]
+        print(
+            f"{name}: a cache of {capacity} of {a.shards} shards; before the first batch {r['built_downloads']} "
+            f"fetched; the epoch fetched {r['epoch_downloads']} (Belady's count {r['belady']}, LRU's {r['lru']}), "
+            f"waited {r['fetch_wait_s']:.2f} s for them"
+        )
     print(json.dumps(rows))
 
 

@@ -33,6 +33,7 @@ ShardedReader::ShardedReader(std::vector<std::string> shards, const ReaderOption
   }
   seen_ = options.shard_identities;
   seen_.resize(paths_.size());
+  open_inode_.assign(paths_.size(), 0);
   samples_.assign(paths_.size(), 0);
   const bool lazily = counted && options.known && options.open_shards_lazily;
   if (lazily) {  // the set's fields as the loader found them; bounds and layout unknown here
@@ -121,6 +122,7 @@ std::unique_ptr<Reader> ShardedReader::open_shard(std::size_t k) {
                               paths_[k], k, paths_.size(), describe_change(*seen_[k], *now)));
     }
     if (!seen_[k] || !seen_[k]->by_content()) seen_[k] = now;
+    open_inode_[k] = now->inode;
   }
   return r;
 }
@@ -135,6 +137,13 @@ Reader& ShardedReader::shard(std::size_t k) {
   if (open_.size() >= max_open_) open_.pop_back();  // closed before the next is opened
   open_.emplace_front(k, open_shard(k));
   return *open_.front().second;
+}
+
+void ShardedReader::close_evicted() {
+  open_.remove_if([&](const auto& open) {
+    const std::optional<FileIdentity> now = file_identity(paths_[open.first]);
+    return !now || now->inode != open_inode_[open.first];
+  });
 }
 
 std::size_t ShardedReader::shard_of(std::uint64_t index) const noexcept {
@@ -164,6 +173,7 @@ void ShardedReader::read(std::span<const std::uint64_t> indices, std::span<const
                                                    paths_.back(), i, starts_.back()));
     }
   }
+  if (options_.open_shards_lazily) close_evicted();
   std::vector<FieldOut> part(out.begin(), out.end());
   for_each_run(indices, [&](std::size_t k, std::size_t first, std::span<const std::uint64_t> local) {
     for (std::size_t f = 0; f < out.size(); ++f) {

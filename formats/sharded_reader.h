@@ -58,6 +58,9 @@ class ShardedReader final : public Reader {
   Reader& shard(std::size_t k);
   std::unique_ptr<Reader> open_shard(std::size_t k);
   std::size_t shard_of(std::uint64_t index) const noexcept;
+  // Closes the open shards whose file was deleted or replaced since they were opened (a remote
+  // set's cached shard evicted: the space of a deleted file returns only once it is closed).
+  void close_evicted();
   // Calls visit(shard, position of the run's first index, the run's indices within the shard) for
   // each maximal run of consecutive `indices` in one shard, in order. REQUIRES: every index < the
   // set's samples.
@@ -79,6 +82,7 @@ class ShardedReader final : public Reader {
   // or for the first time here, must be the same file, unwritten (its device, inode, size,
   // modification time and Reader::version()), or its samples would be another version's.
   std::vector<std::optional<FileIdentity>> seen_;
+  std::vector<std::uint64_t> open_inode_;  // per shard: the inode of its open file
   // Shard 0's fields and count as the loader's process found them, for its first open (taken).
   std::optional<Schema> first_known_;
   std::vector<std::uint64_t> local_;  // scratch: one run's indices within its shard (for_each_run)

@@ -65,6 +65,7 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
   if (streamed_) fetcher_ = streamed_fetcher(*streamed_, opt_.source, fetches_);
   if (!opt_.trace.empty()) trace_ = std::make_unique<TraceWriter>(opt_.trace, ::getpid(), design_.num_workers);
   times_.set_trace(trace_.get());
+  if (fetcher_) fetcher_->set_trace(trace_.get());
   Scanned scanned = scan_dataset(keep_going);
   times_.set_stage_names(worker_stage_names(scanned.pipelines));
   if (keep_going && !keep_going()) {
@@ -111,6 +112,7 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   ProbeResult probe;
   if (fetcher_) {
     design_.reader_options.open_shards_lazily = true;  // shard 0 may not be cached when a reader is made
+    design_.reader_options.max_open_shards = std::min(design_.reader_options.max_open_shards, fetcher_->capacity());
     probe = probe_streamed(
         opt_.source, design_.reader_options, *fetcher_,
         [&](const std::string& some) {
@@ -222,6 +224,8 @@ LoaderImpl::~LoaderImpl() {
   }
   feeder_.reset();  // its thread draws from the workers
   if (source_) source_->stop(opt_.shutdown_grace);
+  if (source_) source_->set_gate(nullptr);
+  fetcher_.reset();  // its threads write to trace_, which goes first
 }
 
 void LoaderImpl::check_process() const {
@@ -401,7 +405,12 @@ std::uint64_t LoaderImpl::start_host_epoch(std::uint64_t epoch, std::uint64_t st
   if (fetcher_) fetcher_->abandon();
   undelivered_.reset();
   plan_ = sampler_.plan(epoch, skip);
-  if (fetcher_) fetcher_->start(plan_, start_batch, shard_starts_);
+  try {
+    if (fetcher_) fetcher_->start(plan_, start_batch, shard_starts_);
+  } catch (...) {
+    ++generation_;  // the abandoned epoch is over: its next() says so, and never reads this plan
+    throw;
+  }
   source_->start(plan_, start_batch);
   handed_out_ = start_batch;
   return ++generation_;
@@ -449,8 +458,14 @@ std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
     if (!ready) continue;
     ++handed_out_;
     std::vector<std::string> warnings;
+    struct Taken {  // the shards only it read may go, once it is out of the ring, whatever it held
+      ShardFetcher* fetcher;
+      std::uint64_t before;
+      ~Taken() {
+        if (fetcher) fetcher->taken_before(before);
+      }
+    } taken{fetcher_.get(), handed_out_};
     Batch b = take(s, warnings);
-    if (fetcher_) fetcher_->taken_before(handed_out_);  // the shards only it read may go
     try {
       for (const std::string& w : warnings) warn(w);
     } catch (...) {

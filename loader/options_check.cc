@@ -159,6 +159,21 @@ void check_delivered_names(const Schema& delivered, const std::string& source, O
   }
 }
 
+namespace {
+
+// resolve_source(names), except that the cache paths of streamed shards, which may not be there
+// yet, are taken as they are (never as a glob or a directory).
+std::string resolved(const std::vector<std::string>& names, const std::optional<StreamedObjects>& streamed) {
+  std::string out;
+  for (const std::string& n : names) {
+    const bool cached = streamed && streamed->by_path.contains(n) && n.find('\n') == std::string::npos;
+    out += (out.empty() ? "" : "\n") + (cached ? n : formats::resolve_source({n}));
+  }
+  return out;
+}
+
+}  // namespace
+
 Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going,
                              std::optional<StreamedObjects>& streamed) {
   check_options(o);
@@ -171,7 +186,7 @@ Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const st
     const std::vector<std::vector<std::string>> local = cached_names(paths, o, fetches, keep_going, streamed);
     std::string joined;
     for (std::size_t k = 0; k < o.mix.size(); ++k) {
-      o.mix[k].path = formats::resolve_source(local[k]);
+      o.mix[k].path = resolved(local[k], streamed);
       joined += (joined.empty() ? "" : "\n") + o.mix[k].path;
     }
     o.source = joined;
@@ -181,7 +196,7 @@ Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const st
   for (auto& each : cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches,
                                  keep_going, streamed))
     named.insert(named.end(), each.begin(), each.end());
-  o.source = formats::resolve_source(named);
+  o.source = resolved(named, streamed);
   o.sources.clear();
   return o;
 }

@@ -72,6 +72,18 @@ void ShardFetcher::hold_only(const std::vector<std::uint32_t>& wanted, const std
   for (std::size_t j = 0; j < fetched.size(); ++j) held_[fetched[j]] = std::move(got[j]);
 }
 
+void ShardFetcher::hold_found() {
+  std::lock_guard lock(mu_);
+  std::size_t held = 0;
+  for (const auto& h : held_) held += static_cast<bool>(h);
+  for (std::size_t k = 0; k < shards_.size() && held < capacity_; ++k) {
+    if (!shards_[k] || held_[k] || !remote::is_cached(shards_[k]->path, shards_[k]->info.size)) continue;
+    // Whole: held without a fetch (unless it is evicted meanwhile, and then fetched again).
+    held_[k] = remote::hold_object(shards_[k]->object, shards_[k]->info, shards_[k]->path, cache_.policy, counters_);
+    ++held;
+  }
+}
+
 void ShardFetcher::start(const EpochPlan& plan, std::uint64_t first, const std::vector<std::uint64_t>& starts) {
   std::vector<bool> remote(shards_.size());
   for (std::size_t k = 0; k < shards_.size(); ++k) remote[k] = shards_[k].has_value();
@@ -106,8 +118,9 @@ void ShardFetcher::start(const EpochPlan& plan, std::uint64_t first, const std::
     stop_fetches_ = false;
   }
   changed_.notify_all();
-  while (threads_.size() < std::max<std::size_t>(1, cache_.parallelism))
-    threads_.emplace_back([this] { fetch_loop(); });
+  while (threads_.size() < std::max<std::size_t>(1, cache_.parallelism)) {
+    threads_.emplace_back([this, t = static_cast<std::uint32_t>(threads_.size())] { fetch_loop(t); });
+  }
 }
 
 void ShardFetcher::abandon() noexcept {
@@ -139,7 +152,7 @@ bool ShardFetcher::can_take() const {
   return !step.evict || (held_[*step.evict] && step.evict_after <= taken_before_);
 }
 
-void ShardFetcher::fetch_loop() {
+void ShardFetcher::fetch_loop(std::uint32_t thread) {
   remote::FetchPolicy policy = cache_.policy;
   policy.stop = &stop_fetches_;
   std::unique_lock lock(mu_);
@@ -154,6 +167,7 @@ void ShardFetcher::fetch_loop() {
     lock.unlock();
     std::exception_ptr failed;
     remote::HeldObject got;
+    const auto t0 = Clock::now();
     try {
       if (victim) {
         remote::evict(std::move(victim));
@@ -163,6 +177,12 @@ void ShardFetcher::fetch_loop() {
       got = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
     } catch (...) {
       failed = std::current_exception();
+    }
+    if (trace_) {
+      trace_->span(TraceWriter::fetch_track(thread), "fetch", t0, Clock::now() - t0,
+                   fmt::format(R"("shard":{},"batch":{}{}{})", step.shard, step.batch,
+                               step.evict ? fmt::format(R"(,"evicted":{})", *step.evict) : "",
+                               failed ? R"(,"failed":true)" : ""));
     }
     lock.lock();
     --running_;
@@ -201,7 +221,9 @@ bool ShardFetcher::wait_ready(std::uint64_t b, Clock::time_point until) {
   } else {
     ready = changed_.wait_until(lock, until, done);
   }
-  waited_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto t1 = Clock::now();
+  waited_ += std::chrono::duration<double>(t1 - t0).count();
+  if (trace_) trace_->span(0, "wait for remote shards", t0, t1 - t0, fmt::format(R"("batch":{})", b));
   if (interrupted_) throw Error(ErrorCode::interrupted, "stoker: the loader is shutting down");
   return ready && is_ready(b);
 }

@@ -30,6 +30,7 @@
 #include "loader/plan/epoch_plan.h"
 #include "loader/plan/shard_schedule.h"
 #include "loader/producers/batch_gate.h"
+#include "loader/trace_writer.h"
 #include "remote/shard_cache.h"
 
 namespace stoker::detail {
@@ -59,6 +60,10 @@ class ShardFetcher final : public BatchGate {
   // time (keep_going asked every 50 ms). Throws the fetch's error.
   void hold_only(const std::vector<std::uint32_t>& wanted, const std::function<bool()>& keep_going);
 
+  // Before the first epoch: holds, up to capacity(), the remote shards found whole in the cache
+  // (another loader's), in the set's order: the first epoch starts with them.
+  void hold_found();
+
   // Starts the fetches of `plan`'s batches from `first` on, the cache's content as it is.
   // `starts`: the shards' first samples, and the set's sample count last. Throws stoker::Error
   // (ErrorCode::invalid_option) when a batch reads more shards than the cache holds, naming it.
@@ -74,11 +79,15 @@ class ShardFetcher final : public BatchGate {
   bool wait_ready(std::uint64_t b, std::chrono::steady_clock::time_point until) override;
   void interrupt() noexcept override;
 
+  // From now on, each fetch is a span on its thread's track of `trace`, and each wait in
+  // wait_ready() one on the consumer's (null: none). `trace` outlives the fetches.
+  void set_trace(TraceWriter* trace) noexcept { trace_ = trace; }
+
   // The time consumers waited in wait_ready() for a shard (the epoch's fetch waits), in seconds.
   double waited_seconds() const;
 
  private:
-  void fetch_loop();
+  void fetch_loop(std::uint32_t thread);
   bool can_take() const;                 // mu_ held
   bool is_ready(std::uint64_t b) const;  // mu_ held; rethrows error_
 
@@ -103,6 +112,7 @@ class ShardFetcher final : public BatchGate {
   std::exception_ptr error_;  // the epoch's first failed fetch
   double waited_ = 0;
   std::vector<std::thread> threads_;
+  TraceWriter* trace_ = nullptr;  // set before the first start()
 };
 
 }  // namespace stoker::detail

@@ -34,7 +34,7 @@ std::string memo_path(const ShardFetcher& fetcher, const formats::ReaderOptions&
   o.shard_identities.clear();
   json reader;
   put_reader_options(reader, "", o);
-  const std::string text = json{{"memo", 1}, {"objects", key}, {"reader", reader}}.dump();
+  const std::string text = json{{"memo", 2}, {"objects", key}, {"reader", reader}}.dump();
   return fmt::format("{}/sets/{:016x}.json", dir, XXH64(text.data(), text.size(), 0));
 }
 
@@ -84,6 +84,7 @@ void join_window(ProbeResult& set, ProbeResult window, const std::vector<std::st
   if (window.shard_samples.empty()) {  // one shard: not a set
     window.shard_samples = {window.schema.num_samples};
     window.shard_identities = {formats::file_identity(paths[from])};
+    if (window.shard_identities[0]) window.shard_identities[0]->version = window.version;  // an LMDB's transaction
   }
   if (from == 0) {
     set = std::move(window);
@@ -119,6 +120,7 @@ ProbeResult probe_streamed(const std::string& source, const formats::ReaderOptio
   const auto& shards = fetcher.shards();
   const std::string memo = memo_path(fetcher, options, fetcher.cache_dir());
   std::optional<ProbeResult> result = memo.empty() ? std::nullopt : read_memo(memo, paths.size());
+  if (result) fetcher.hold_found();
   if (!result) {
     ProbeResult set;
     bool first_window_is_set = false;  // its layout begins with its shards, which the set's replace

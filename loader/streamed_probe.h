@@ -4,7 +4,8 @@
 // same objects (their URLs, sizes and ETags) with the same reader options, when there is one; else
 // the set is read window by window, each window's shards held in the cache while a probe reads them,
 // the windows' results joined, and the memo written for the next loader on the node. The last
-// window's shards stay cached: the first epoch starts with them.
+// window's shards stay cached: the first epoch starts with them (or, from a memo, with the shards
+// another loader left in the cache).
 #pragma once
 
 #include <functional>

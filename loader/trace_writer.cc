@@ -48,7 +48,13 @@ TraceWriter::TraceWriter(const std::string& path, int pid, std::uint32_t workers
 
 void TraceWriter::name_track(std::uint32_t track) {
   std::string name;
-  if (track >= kDeviceTracks) {
+  if (track >= kFetchTracks) {
+    const std::uint32_t t = track - kFetchTracks;
+    if (t < fetch_named_.size() && fetch_named_[t]) return;
+    if (t >= fetch_named_.size()) fetch_named_.resize(t + 1, false);
+    fetch_named_[t] = true;
+    name = fmt::format("remote fetches {}", t);
+  } else if (track >= kDeviceTracks) {
     bool& named = device_named_[track - kDeviceTracks];
     if (named) return;
     named = true;

@@ -38,6 +38,8 @@ class TraceWriter {
   static std::uint32_t device_track(DeviceTrace::Track t) noexcept {
     return kDeviceTracks + static_cast<std::uint32_t>(t);
   }
+  // Remote shards read through a smaller cache: a track per fetch thread (loader/shard_fetcher.h).
+  static std::uint32_t fetch_track(std::uint32_t t) noexcept { return kFetchTracks + t; }
 
   // A span [from, from + duration) on `track`, with `args` a JSON object's members ("" for none).
   void span(std::uint32_t track, std::string_view name, Clock::time_point from, Clock::duration duration,
@@ -64,7 +66,9 @@ class TraceWriter {
   std::uint64_t events_ = 0, dropped_ = 0;
   Clock::time_point written_;  // the last write
   static constexpr std::uint32_t kDeviceTracks = 1u << 20;
+  static constexpr std::uint32_t kFetchTracks = kDeviceTracks + 16;
   std::vector<bool> named_;              // per track: its name event written
+  std::vector<bool> fetch_named_;        // the same for the fetch threads' tracks
   bool device_named_[3] = {};            // the same for the device's tracks
   void name_track(std::uint32_t track);  // REQUIRES: mu_
 };

@@ -246,12 +246,24 @@ std::vector<HeldObject> hold_objects(const std::vector<RemoteObject>& objects, c
   return held;
 }
 
+void HeldObject::release() noexcept {
+  if (lock_) (void)::flock(lock_.get(), LOCK_UN);  // fails only for a bad descriptor
+  lock_.reset();
+}
+
 bool evict(HeldObject held) {
   if (!held) return false;
-  // Exclusive only when no other process holds it: then no one reads it, and no one will before it
-  // is gone (a process that wants it again takes the lock first, and finds it missing).
-  if (::flock(held.lock_.get(), LOCK_EX | LOCK_NB) != 0) return false;
-  return ::unlink(held.path_.c_str()) == 0;
+  const std::string path = held.path_;
+  held.release();
+  // Exclusive, on a descriptor of its own (never shared with a fork), only when no other process
+  // holds it: then no one reads it, and no one will before it is gone (a process that wants it
+  // again takes the lock first, and finds it missing).
+  const std::string lock_path = path + ".lock";
+  const detail::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return false;
+  const bool deleted = ::unlink(path.c_str()) == 0;
+  (void)::flock(lock.get(), LOCK_UN);
+  return deleted;
 }
 
 void prepare_cache_dir(const CacheOptions& o, std::uint64_t needed) {

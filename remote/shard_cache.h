@@ -56,11 +56,24 @@ class HeldObject {
  public:
   HeldObject() = default;
   HeldObject(detail::UniqueFd lock, std::string path) : lock_(std::move(lock)), path_(std::move(path)) {}
+  HeldObject(HeldObject&&) noexcept = default;
+  HeldObject& operator=(HeldObject&& o) noexcept {
+    if (this != &o) {
+      release();
+      lock_ = std::move(o.lock_);
+      path_ = std::move(o.path_);
+    }
+    return *this;
+  }
+  ~HeldObject() { release(); }
   const std::string& path() const noexcept { return path_; }
   explicit operator bool() const noexcept { return static_cast<bool>(lock_); }
 
  private:
   friend bool evict(HeldObject held);
+  // Unlocked before it is closed: a process forked meanwhile shares the open file (and so the lock)
+  // and would otherwise keep it after this one let go.
+  void release() noexcept;
   detail::UniqueFd lock_;
   std::string path_;
 };

@@ -23,9 +23,12 @@ std::optional<FileIdentity> file_identity(const std::string& path) {
 
 std::string describe_change(const FileIdentity& was, const FileIdentity& now) {
   std::vector<std::string> what;
-  if (was.device != now.device || was.inode != now.inode) what.push_back("it is another file (device and inode)");
+  // A cached remote shard's copy is another file after each fetch: only its content counts.
+  const bool file = !was.by_content();
+  if (file && (was.device != now.device || was.inode != now.inode))
+    what.push_back("it is another file (device and inode)");
   if (was.size != now.size) what.push_back(fmt::format("its size ({} -> {} bytes)", was.size, now.size));
-  if (was.mtime_ns != now.mtime_ns) what.push_back("its modification time");
+  if (file && was.mtime_ns != now.mtime_ns) what.push_back("its modification time");
   if (was.version != now.version) {
     what.push_back(fmt::format("its last LMDB transaction ({} -> {})", was.version, now.version));
   }

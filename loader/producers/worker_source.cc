@@ -41,7 +41,7 @@ void WorkerSource::issue() {
     // share of the reserved ring in rotation is slower: its slots stop sharing the caches). One
     // batch is always in flight while a slot is free.
     if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth() + held_slots_) break;
-    if (gate_ && !gate_->ready(tasks_.next_to_issue())) break;  // its shards are not cached yet
+    if (gate_ && !gate_ready()) break;  // its shards are not cached yet
     auto s = slots_->acquire();
     if (!s) break;
     digests_[*s] = write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
@@ -281,6 +281,14 @@ bool WorkerSource::wait_filled(Clock::time_point until) {
   const bool ready = wait_for(tasks_.next_to_receive(), until);
   if (tuner_ && !tuner_->settled()) interval_waited_ += std::chrono::duration<double>(Clock::now() - t0).count();
   return ready;
+}
+
+bool WorkerSource::gate_ready() noexcept {
+  try {
+    return gate_->ready(tasks_.next_to_issue());
+  } catch (...) {  // a fetch failed: gated() says so once nothing is in flight (every slot received)
+    return false;
+  }
 }
 
 bool WorkerSource::gated() {

@@ -120,8 +120,10 @@ class WorkerSource final : public SlotSource {
   double interval_busy_ = 0;    // the workers' time filling the interval's batches
   bool interval_open_ = false;  // interval_start_ is set: the interval's first wait or batch has begun
   void open_interval(std::chrono::steady_clock::time_point now);
-  // Whether the next batch to issue is held back by the gate (its shards are not cached yet).
+  // Whether the next batch to issue is held back by the gate (its shards are not cached yet);
+  // throws the gate's error. gate_ready(): the same without the error (false).
   bool gated();
+  bool gate_ready() noexcept;
   bool warming_ = true;  // the first interval: workers open the dataset, caches fill
 };
 

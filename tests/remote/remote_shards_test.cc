@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -301,36 +303,50 @@ TEST(RemoteShards, ASetLargerThanTheCacheIsReadThroughItWithBeladysFetches) {
   o.cache_limit = capacity * shard_bytes + shard_bytes / 2;
   SCOPED_TRACE(::testing::Message() << "a cache of " << capacity << " shards");
 
-  Loader remote(o);
+  o.trace = tmp.path("trace.json");
+  auto remote = std::make_unique<Loader>(o);
   // Reading the set fetched each shard once, `capacity` at a time; the last of them stay.
-  Stats s = remote.stats();
+  Stats s = remote->stats();
   const std::uint32_t last = (kShards - 1) / capacity * capacity;
   EXPECT_EQ(s.downloads, kShards);
   EXPECT_EQ(s.evictions, last);
   std::vector<std::uint32_t> cached;
   for (std::uint32_t k = last; k < kShards; ++k) cached.push_back(k);
 
-  const ReadEpoch got = read_epoch(remote, 0);
+  const ReadEpoch got = read_epoch(*remote, 0);
   EXPECT_EQ(got.bytes, want.bytes);
   const detail::ShardSchedule belady = detail::belady_schedule(want.reads, capacity, cached);
-  const Stats e0 = remote.stats();
+  const Stats e0 = remote->stats();
   EXPECT_EQ(e0.downloads - s.downloads, belady.steps.size());
   EXPECT_EQ(e0.evictions - s.evictions, belady.steps.size() - (capacity - cached.size()));
   EXPECT_GT(detail::lru_fetches(want.reads, capacity, cached), belady.steps.size());  // 28 against 22
   EXPECT_LE(cached_shard_files(tmp.path("cache")), capacity);
   // The next epoch goes on from what the cache holds.
-  EXPECT_EQ(read_epoch(remote, 1).bytes, want1.bytes);
-  EXPECT_EQ(remote.stats().downloads - e0.downloads,
-            detail::belady_schedule(want1.reads, capacity, belady.cached_at_end).steps.size());
+  EXPECT_EQ(read_epoch(*remote, 1).bytes, want1.bytes);
+  const detail::ShardSchedule belady1 = detail::belady_schedule(want1.reads, capacity, belady.cached_at_end);
+  EXPECT_EQ(remote->stats().downloads - e0.downloads, belady1.steps.size());
   EXPECT_LE(cached_shard_files(tmp.path("cache")), capacity);
+  remote.reset();
+  // The trace shows each fetch on a track of its own.
+  std::ifstream trace_file(tmp.path("trace.json"));
+  const std::string trace((std::istreambuf_iterator<char>(trace_file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(trace, HasSubstr(R"("args":{"name":"remote fetches 0"})"));
+  std::size_t fetch_spans = 0;
+  for (std::size_t at = 0; (at = trace.find(R"("name":"fetch")", at)) != std::string::npos; ++at) ++fetch_spans;
+  EXPECT_EQ(fetch_spans, belady.steps.size() + belady1.steps.size());
 
   // A second loader on the node learns the set from the first's memo: nothing is fetched before
-  // its first batch, and its epoch is the same.
+  // its first batch, it starts with the shards the first left in the cache, and its epoch is the
+  // same, with Belady's fetches from there.
   Options inline_reads = o;
   inline_reads.num_workers = 0;
+  inline_reads.trace.clear();
   Loader again(inline_reads);
   EXPECT_EQ(again.stats().downloads, 0u);
-  EXPECT_EQ(read_epoch(again, 0).bytes, want.bytes);
+  EXPECT_EQ(again.stats().cache_hits, capacity);
+  const ReadEpoch again0 = read_epoch(again, 0);
+  EXPECT_EQ(again0.bytes, want.bytes);
+  EXPECT_EQ(again.stats().downloads, detail::belady_schedule(want.reads, capacity, belady1.cached_at_end).steps.size());
 }
 
 TEST(RemoteShards, ABatchThatReadsMoreShardsThanTheCacheHoldsIsAnErrorSayingWhatToDo) {
@@ -348,6 +364,52 @@ TEST(RemoteShards, ABatchThatReadsMoreShardsThanTheCacheHoldsIsAnErrorSayingWhat
                },
                {"stoker: epoch 0: batch 0 reads ", " shards, and the cache holds 2 at once (Options::cache_limit is ",
                 "raise it, or use an order that reads a few shards at a time (Options::order = \"quasi_random\""});
+}
+
+TEST(RemoteShards, AShardWhoseFetchFailsMidEpochIsAnErrorNamingItAndTheNextEpochReadsIt) {
+  TempDir tmp;
+  write_chunked_shards(tmp, "served");
+  // Its stat and the fetch that learns the set answer; the epoch's fetch of it does not.
+  FaultServer server(tmp, tmp.path("served"), R"({"train-0.h5": ["ok", "ok", "status:404"]})");
+  Options o = quasi_random_options(server.url("train-{0..15}.h5"));
+  o.cache_dir = tmp.path("cache");
+  const std::uint64_t shard_bytes = std::filesystem::file_size(tmp.path("served/train-0.h5"));
+  o.cache_limit = 4 * shard_bytes + shard_bytes / 2;
+  Loader remote(o);
+  expect_error(ErrorCode::dataset,
+               [&] {
+                 for (Batch& b : remote.epoch(0)) (void)b;
+               },
+               {server.url("train-0.h5") + ": the server answered HTTP 404"});
+  Loader local(quasi_random_options(tmp.path("served/train-*.h5")));
+  EXPECT_EQ(read_epoch(remote, 0).bytes, read_epoch(local, 0).bytes);
+}
+
+TEST(RemoteShards, LmdbShardsAreReadOneAtATimeThroughACacheOfOne) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.path("served"));
+  for (int k = 0; k < 3; ++k) write_lmdb(tmp.path(fmt::format("served/train-{}.lmdb", k)), small_schema(30));
+  FaultServer server(tmp, tmp.path("served"));
+  Options o;
+  o.source = server.url("train-{0..2}.lmdb");
+  o.batch_size = 10;  // each batch in one shard
+  o.num_workers = 2;
+  o.cache_dir = tmp.path("cache");
+  std::uint64_t largest = 0;
+  for (int k = 0; k < 3; ++k)
+    largest = std::max(largest, std::filesystem::file_size(tmp.path(fmt::format("served/train-{}.lmdb", k))));
+  o.cache_limit = largest + largest / 2;
+  Options local = o;
+  local.source = tmp.path("served/train-*.lmdb");
+  Loader remote(o), here(local);
+  // Each shard was learned alone, and is fetched again after its eviction (another inode): its
+  // identity is its size and its transaction, which are the same.
+  for (std::uint64_t e = 0; e < 2; ++e) EXPECT_EQ(read_epoch(remote, e).bytes, read_epoch(here, e).bytes);
+  EXPECT_EQ(remote.stats().downloads, 3u + 6u);
+  std::size_t cached = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp.path("cache")))
+    cached += e.path().extension() == ".lmdb";
+  EXPECT_EQ(cached, 1u);
 }
 
 }  // namespace
