@@ -10,8 +10,9 @@ stoker's cold epoch starts with an empty cache; its warm one finds the cache ful
 per second over the epoch (construction included: the cold epoch's downloads), the time to the first
 batch, and the bytes downloaded.
 
-Then a cache of a quarter of the set (order quasi_random, which reads a few shards at a time): a cold
-loader (it learns the set a quarter at a time, then reads its epoch through the cache) and a second
+Then a cache of a quarter of the set, and one of half (order quasi_random, which reads a few shards
+at a time): a cold loader (it learns the set that much at a time, then reads its epoch through the
+cache) and a second
 one on the same node, which finds what the first learned; for each, the shards its epoch fetched
 against Belady's count for the epoch's order (computed here from the batches' indices, from the
 cache's content at the start) and an LRU cache's.
@@ -131,7 +132,7 @@ def simulate(reads, capacity, cached, policy):
     return fetches
 
 
-def quarter_epoch(source, workers, cache, limit, samples, shards, capacity, cached):
+def small_cache_epoch(source, workers, cache, limit, samples, shards, capacity, cached):
     import stoker
 
     t0 = time.perf_counter()
@@ -246,23 +247,25 @@ def main():
         rows["ceiling"] = {"samples_per_s": a.shards * a.samples / down, "seconds": down, "downloaded": total}
         if not a.no_mosaic:
             rows["mosaic cold"] = mosaic(a.data, endpoint, local, os.path.join(a.data, "mosaic-cache"), total)
-        # A quarter of the set: the labels say each sample's shard (label = shard * samples + row).
-        capacity = max(1, a.shards // 4)
-        limit = capacity * os.path.getsize(os.path.join(local, names[0]))
-        small = os.path.join(a.data, "remote-cache-quarter")
-        shutil.rmtree(small, ignore_errors=True)
-        last_window = list(range((a.shards - 1) // capacity * capacity, a.shards))
-        rows["quarter cold"] = quarter_epoch(
-            "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, last_window
-        )
-        # The next loader finds the set learned, and starts with the shards the first one left in
-        # the cache (the first `capacity` of them in the set's order).
-        found = sorted(
-            int(f[len("train-") : -len(".h5")]) for _, _, fs in os.walk(small) for f in fs if f.endswith(".h5")
-        )
-        rows["quarter again"] = quarter_epoch(
-            "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, found[:capacity]
-        )
+        # A quarter and a half of the set (the labels say each sample's shard: shard * samples + row).
+        for part, capacity in (("quarter", max(1, a.shards // 4)), ("half", max(1, a.shards // 2))):
+            limit = capacity * os.path.getsize(os.path.join(local, names[0]))
+            small = os.path.join(a.data, f"remote-cache-{part}")
+            shutil.rmtree(small, ignore_errors=True)
+            last_window = list(range((a.shards - 1) // capacity * capacity, a.shards))
+            rows[f"{part} cold"] = small_cache_epoch(
+                "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, last_window
+            )
+            rows[f"{part} cold"]["capacity"] = capacity
+            # The next loader finds the set learned, and starts with the shards the first one left
+            # in the cache (the first `capacity` of them in the set's order).
+            found = sorted(
+                int(f[len("train-") : -len(".h5")]) for _, _, fs in os.walk(small) for f in fs if f.endswith(".h5")
+            )
+            rows[f"{part} again"] = small_cache_epoch(
+                "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, found[:capacity]
+            )
+            rows[f"{part} again"]["capacity"] = capacity
     finally:
         server.kill()
         server.wait()
@@ -276,10 +279,10 @@ def main():
         f"cold epoch: {down / cold:.0%} of the download ceiling's speed; warm epoch: "
         f"{rows['stoker warm']['samples_per_s'] / rows['local']['samples_per_s']:.0%} of local"
     )
-    for name in ("quarter cold", "quarter again"):
+    for name in ("quarter cold", "quarter again", "half cold", "half again"):
         r = rows[name]
         print(
-            f"{name}: a cache of {capacity} of {a.shards} shards; before the first batch {r['built_downloads']} "
+            f"{name}: a cache of {r['capacity']} of {a.shards} shards; before the first batch {r['built_downloads']} "
             f"fetched; the epoch fetched {r['epoch_downloads']} (Belady's count {r['belady']}, LRU's {r['lru']}), "
             f"waited {r['fetch_wait_s']:.2f} s for them"
         )
