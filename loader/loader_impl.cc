@@ -111,15 +111,8 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
   if (fetcher_) {
-    design_.reader_options.open_shards_lazily = true;  // shard 0 may not be cached when a reader is made
-    design_.reader_options.max_open_shards = std::min(design_.reader_options.max_open_shards, fetcher_->capacity());
-    probe = probe_streamed(
-        opt_.source, design_.reader_options, *fetcher_,
-        [&](const std::string& some) {
-          if (design_.num_workers > 0) return probe_dataset(some, design_.reader_options, opt_.timeout, keep_going);
-          return describe_dataset(*formats::open_reader(some, design_.reader_options), some);
-        },
-        keep_going);
+    probe = probe_streamed(opt_.source, design_.reader_options, *fetcher_, design_.num_workers > 0, opt_.timeout,
+                           keep_going);
   } else if (design_.num_workers == 0) {
     s.reader = formats::open_reader(opt_.source, design_.reader_options);
     probe = describe_dataset(*s.reader, opt_.source);
@@ -458,13 +451,7 @@ std::optional<Batch> LoaderImpl::next_host(std::uint64_t generation) {
     if (!ready) continue;
     ++handed_out_;
     std::vector<std::string> warnings;
-    struct Taken {  // the shards only it read may go, once it is out of the ring, whatever it held
-      ShardFetcher* fetcher;
-      std::uint64_t before;
-      ~Taken() {
-        if (fetcher) fetcher->taken_before(before);
-      }
-    } taken{fetcher_.get(), handed_out_};
+    const ShardFetcher::Taken taken(fetcher_.get(), handed_out_);  // delivered or not, its shards may go
     Batch b = take(s, warnings);
     try {
       for (const std::string& w : warnings) warn(w);

@@ -74,6 +74,20 @@ class ShardFetcher final : public BatchGate {
   void abandon() noexcept;
   // Batches before b have been taken from the ring: the shards only they read may go.
   void taken_before(std::uint64_t b);
+  // Calls fetcher->taken_before(b) when it goes, however the batch's delivery ends (null: nothing).
+  class Taken {
+   public:
+    Taken(ShardFetcher* fetcher, std::uint64_t b) noexcept : fetcher_(fetcher), b_(b) {}
+    ~Taken() {
+      if (fetcher_) fetcher_->taken_before(b_);
+    }
+    Taken(const Taken&) = delete;
+    Taken& operator=(const Taken&) = delete;
+
+   private:
+    ShardFetcher* fetcher_;
+    std::uint64_t b_;
+  };
 
   bool ready(std::uint64_t b) override;
   bool wait_ready(std::uint64_t b, std::chrono::steady_clock::time_point until) override;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "base/unique_fd.h"
+#include "formats/open_reader.h"
 #include "formats/shard_set.h"
 #include "loader/worker/reader_options_json.h"
 #include "stoker/error.h"
@@ -113,9 +114,14 @@ void join_window(ProbeResult& set, ProbeResult window, const std::vector<std::st
 
 }  // namespace
 
-ProbeResult probe_streamed(const std::string& source, const formats::ReaderOptions& options, ShardFetcher& fetcher,
-                           const std::function<ProbeResult(const std::string&)>& probe,
-                           const std::function<bool()>& keep_going) {
+ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& options, ShardFetcher& fetcher,
+                           bool in_child, std::chrono::milliseconds timeout, const std::function<bool()>& keep_going) {
+  options.open_shards_lazily = true;  // shard 0 may not be cached when a reader is made
+  options.max_open_shards = std::min(options.max_open_shards, fetcher.capacity());
+  const auto probe = [&](const std::string& some) {
+    if (in_child) return probe_dataset(some, options, timeout, keep_going);
+    return describe_dataset(*formats::open_reader(some, options), some);
+  };
   const std::vector<std::string> paths = formats::shard_paths(source);
   const auto& shards = fetcher.shards();
   const std::string memo = memo_path(fetcher, options, fetcher.cache_dir());

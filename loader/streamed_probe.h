@@ -8,6 +8,7 @@
 // another loader left in the cache).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -17,12 +18,13 @@
 
 namespace stoker::detail {
 
-// `source`: the set, its remote shards named by their cache paths (fetcher.shards()). `probe`
-// reads a source of some of its shards as the loader's probe does. Each remote shard's identity in
-// the result is its content's (formats::FileIdentity::of_content): it may be fetched again between
-// two opens. Throws what the probe or a fetch throws.
-ProbeResult probe_streamed(const std::string& source, const formats::ReaderOptions& options, ShardFetcher& fetcher,
-                           const std::function<ProbeResult(const std::string&)>& probe,
-                           const std::function<bool()>& keep_going);
+// `source`: the set, its remote shards named by their cache paths (fetcher.shards()). Each window
+// is read as the loader's probe reads (in a child process `in_child`, else in this one: loader/
+// child_reads/probe.h). Each remote shard's identity in the result is its content's (formats::
+// FileIdentity::of_content): it may be fetched again between two opens. `options` are made those of
+// readers of such a set: no shard opened before it is read, no more kept open than the cache holds.
+// Throws what the probe or a fetch throws.
+ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& options, ShardFetcher& fetcher,
+                           bool in_child, std::chrono::milliseconds timeout, const std::function<bool()>& keep_going);
 
 }  // namespace stoker::detail
