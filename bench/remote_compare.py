@@ -2,7 +2,8 @@
 stoker through the node's cache, against:
   local      the same shards read from the local disk (the same Loader options);
   ceiling    a plain parallel download of the same objects (4 at once, each read and dropped): the
-             most any loader can fetch from this server here;
+             most any loader can fetch from this server here; "ceiling synced" the same written to
+             files and synced, as a cache that survives a crash must;
   mosaic     Mosaic's StreamingDataset over the same samples written as MDS in the same store, with
              the same cache limit (in its own venv, DATA_DIR/mosaic-venv, made on the first run;
              --no-mosaic leaves it out).
@@ -169,8 +170,9 @@ def small_cache_epoch(source, workers, cache, limit, samples, shards, capacity, 
     }
 
 
-def ceiling(endpoint, names, parallel):
-    """Seconds to download every object, `parallel` at once, each read and dropped in 1 MiB pieces."""
+def ceiling(endpoint, names, parallel, into=None):
+    """Seconds to download every object, `parallel` at once, each read and dropped in 1 MiB pieces;
+    or, with `into`, written to a file there and synced (as a cache that survives a crash must)."""
     import http.client
     import urllib.parse
     from concurrent.futures import ThreadPoolExecutor
@@ -181,8 +183,14 @@ def ceiling(endpoint, names, parallel):
         conn = http.client.HTTPConnection(host.hostname, host.port)
         conn.request("GET", f"/bench/train/{name}")
         answer, buf = conn.getresponse(), bytearray(1 << 20)
-        while answer.readinto(buf):
-            pass
+        out = open(os.path.join(into, name), "wb") if into else None
+        while n := answer.readinto(buf):
+            if out:
+                out.write(memoryview(buf)[:n])
+        if out:
+            out.flush()
+            os.fsync(out.fileno())
+            out.close()
         conn.close()
 
     t0 = time.perf_counter()
@@ -245,6 +253,16 @@ def main():
         rows["stoker warm"] = stoker_epoch("s3://bench/train/", a.workers, cache)
         down = ceiling(endpoint, names, 4)
         rows["ceiling"] = {"samples_per_s": a.shards * a.samples / down, "seconds": down, "downloaded": total}
+        written = os.path.join(a.data, "remote-written")
+        shutil.rmtree(written, ignore_errors=True)
+        os.makedirs(written)
+        synced = ceiling(endpoint, names, 4, written)
+        shutil.rmtree(written, ignore_errors=True)
+        rows["ceiling synced"] = {
+            "samples_per_s": a.shards * a.samples / synced,
+            "seconds": synced,
+            "downloaded": total,
+        }
         if not a.no_mosaic:
             rows["mosaic cold"] = mosaic(a.data, endpoint, local, os.path.join(a.data, "mosaic-cache"), total)
         # A quarter and a half of the set (the labels say each sample's shard: shard * samples + row).
@@ -276,7 +294,8 @@ def main():
         print(f"{name:14}{r['samples_per_s']:>12.0f}{ttfb:>10}{r['seconds']:>10.2f}{r['downloaded'] / 2**20:>10.1f}")
     cold = rows["stoker cold"]["seconds"]
     print(
-        f"cold epoch: {down / cold:.0%} of the download ceiling's speed; warm epoch: "
+        f"cold epoch: {down / cold:.0%} of the download ceiling's speed, {synced / cold:.0%} of a download into "
+        "synced files; warm epoch: "
         f"{rows['stoker warm']['samples_per_s'] / rows['local']['samples_per_s']:.0%} of local"
     )
     for name in ("quarter cold", "quarter again", "half cold", "half again"):
