@@ -100,6 +100,17 @@ void in_parallel(std::size_t n, std::size_t threads, const std::function<void(st
   if (const std::exception_ptr e = first_cause(errors)) std::rethrow_exception(e);
 }
 
+// job(k, policy) for k < n, options.parallelism at once (in_parallel), each with the options'
+// policy and its stop.
+void for_each_object(std::size_t n, const CacheOptions& o,
+                     const std::function<void(std::size_t, const FetchPolicy&)>& job) {
+  std::atomic<bool> stop{false};
+  FetchPolicy policy = o.policy;
+  policy.stop = &stop;
+  in_parallel(
+      n, std::max<std::size_t>(1, o.parallelism), [&](std::size_t k) { job(k, policy); }, o.keep_going, stop);
+}
+
 // "<XXH64 of the URL>-<XXH64 of size and ETag>/<file name>": a directory per object version, and
 // the object under its own file name (which a shard set's identity, and so a saved state, goes by).
 std::string cache_name(const std::string& url, const ObjectInfo& info) {
@@ -195,16 +206,10 @@ std::string default_cache_dir() {
 
 std::vector<ObjectInfo> object_infos(const std::vector<ListedObject>& objects, const CacheOptions& o,
                                      FetchCounters& counters) {
-  std::atomic<bool> stop{false};
-  FetchPolicy policy = o.policy;
-  policy.stop = &stop;
   std::vector<ObjectInfo> infos(objects.size());
-  in_parallel(
-      objects.size(), std::max<std::size_t>(1, o.parallelism),
-      [&](std::size_t k) {
-        infos[k] = objects[k].info ? *objects[k].info : stat_object(objects[k].object, policy, counters);
-      },
-      o.keep_going, stop);
+  for_each_object(objects.size(), o, [&](std::size_t k, const FetchPolicy& policy) {
+    infos[k] = objects[k].info ? *objects[k].info : stat_object(objects[k].object, policy, counters);
+  });
   return infos;
 }
 
@@ -235,14 +240,10 @@ HeldObject hold_object(const RemoteObject& object, const ObjectInfo& info, const
 std::vector<HeldObject> hold_objects(const std::vector<RemoteObject>& objects, const std::vector<ObjectInfo>& infos,
                                      const std::vector<std::string>& paths, const CacheOptions& o,
                                      FetchCounters& counters) {
-  std::atomic<bool> stop{false};
-  FetchPolicy policy = o.policy;
-  policy.stop = &stop;
   std::vector<HeldObject> held(objects.size());
-  in_parallel(
-      objects.size(), std::max<std::size_t>(1, o.parallelism),
-      [&](std::size_t k) { held[k] = hold_object(objects[k], infos[k], paths[k], policy, counters); }, o.keep_going,
-      stop);
+  for_each_object(objects.size(), o, [&](std::size_t k, const FetchPolicy& policy) {
+    held[k] = hold_object(objects[k], infos[k], paths[k], policy, counters);
+  });
   return held;
 }
 
@@ -305,10 +306,6 @@ std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects,
     }
   } timed{counters, started};
   prepare_cache_dir(o, 0);
-  const std::size_t threads = std::max<std::size_t>(1, o.parallelism);
-  std::atomic<bool> stop{false};
-  FetchPolicy policy = o.policy;
-  policy.stop = &stop;
   const std::size_t n = objects.size();
   const std::vector<ObjectInfo> infos = object_infos(objects, o, counters);
   std::vector<std::string> paths(n);
@@ -320,13 +317,10 @@ std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects,
   check_room(infos, cached, o);
   std::vector<std::size_t> missing;
   for (std::size_t k = 0; k < n; ++k) cached[k] ? void(++counters.cache_hits) : missing.push_back(k);
-  in_parallel(
-      missing.size(), threads,
-      [&](std::size_t m) {
-        const std::size_t k = missing[m];
-        fetch_into(objects[k].object, infos[k], paths[k], policy, counters);
-      },
-      o.keep_going, stop);
+  for_each_object(missing.size(), o, [&](std::size_t m, const FetchPolicy& policy) {
+    const std::size_t k = missing[m];
+    fetch_into(objects[k].object, infos[k], paths[k], policy, counters);
+  });
   return paths;
 }
 
