@@ -57,12 +57,12 @@ std::string shard_set_identity(const std::string& source, const std::vector<std:
 }  // namespace
 
 LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
-    : opt_(checked_and_resolved(std::move(options), fetches_, keep_going, streamed_)),
+    : opt_(checked_and_resolved(std::move(options), fetches_, keep_going, remote_)),
       design_(design_loader(opt_, std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),
       skipped_(formats::source_name(opt_.source)) {
-  if (streamed_) fetcher_ = streamed_fetcher(*streamed_, opt_.source, fetches_);
+  if (remote_.streamed) fetcher_ = streamed_fetcher(*remote_.streamed, opt_.source, fetches_);
   if (!opt_.trace.empty()) trace_ = std::make_unique<TraceWriter>(opt_.trace, ::getpid(), design_.num_workers);
   times_.set_trace(trace_.get());
   if (fetcher_) fetcher_->set_trace(trace_.get());

@@ -122,9 +122,10 @@ class LoaderImpl final : public HostSource {
   Batch take(std::uint32_t slot, std::vector<std::string>& warnings);
 
   remote::FetchCounters fetches_;  // before opt_: resolving the options fetches remote shards
-  // A remote set larger than the cache: what resolving the options found of it, and what fetches
-  // its shards as the epochs need them (destroyed after source_, whose gate it is).
-  std::optional<StreamedObjects> streamed_;
+  // Remote shards: held while this loader reads them whole from the cache; or, for a set larger
+  // than the cache, what resolving the options found of it, and what fetches its shards as the
+  // epochs need them (destroyed after source_, whose gate it is).
+  RemoteShards remote_;
   std::unique_ptr<ShardFetcher> fetcher_;
   std::vector<std::uint64_t> shard_starts_;  // fetcher_'s set: each shard's first sample, and the count last
   std::uint64_t built_downloads_ = 0, built_download_bytes_ = 0;  // fetched before the first batch

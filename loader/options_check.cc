@@ -175,7 +175,8 @@ std::string resolved(const std::vector<std::string>& names, const std::optional<
 }  // namespace
 
 Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going,
-                             std::optional<StreamedObjects>& streamed) {
+                             RemoteShards& remote) {
+  const std::optional<StreamedObjects>& streamed = remote.streamed;
   check_options(o);
   if (!o.mix.empty()) {
     // Each source resolved on its own (their remote objects fetched together), then joined as they
@@ -183,7 +184,7 @@ Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const st
     // error), never several that shift the sources' boundaries.
     std::vector<std::string> paths;
     for (const Source& s : o.mix) paths.push_back(s.path);
-    const std::vector<std::vector<std::string>> local = cached_names(paths, o, fetches, keep_going, streamed);
+    const std::vector<std::vector<std::string>> local = cached_names(paths, o, fetches, keep_going, remote);
     std::string joined;
     for (std::size_t k = 0; k < o.mix.size(); ++k) {
       o.mix[k].path = resolved(local[k], streamed);
@@ -193,8 +194,8 @@ Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const st
     return o;
   }
   std::vector<std::string> named;
-  for (auto& each : cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches,
-                                 keep_going, streamed))
+  for (auto& each :
+       cached_names(o.sources.empty() ? std::vector<std::string>{o.source} : o.sources, o, fetches, keep_going, remote))
     named.insert(named.end(), each.begin(), each.end());
   o.source = resolved(named, streamed);
   o.sources.clear();

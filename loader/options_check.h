@@ -18,10 +18,11 @@ void check_options(const Options& options);
 // The options checked, with `source` resolved (formats/shard_set.h): a list, glob or directory of
 // shards becomes the one source every process opens the same way.
 // Remote names are fetched into the node's cache first (loader/remote_sources.h), counted in
-// `fetches`, keep_going asked meanwhile; or, when they take more than Options::cache_limit, named
-// by their paths in the cache and described in `streamed`, to be fetched as the epochs need them.
+// `fetches`, keep_going asked meanwhile, and held in `remote`; or, when they take more than
+// Options::cache_limit, named by their paths in the cache and described in `remote.streamed`, to be
+// fetched as the epochs need them.
 Options checked_and_resolved(Options o, remote::FetchCounters& fetches, const std::function<bool()>& keep_going,
-                             std::optional<StreamedObjects>& streamed);
+                             RemoteShards& remote);
 
 // A bytes field `name` is delivered as `name` and `name.offsets` by the Python package and
 // stoker::to_tensors: a field of that name beside it would replace one of them without a word.

@@ -64,8 +64,7 @@ std::unique_ptr<ShardFetcher> streamed_fetcher(const StreamedObjects& streamed, 
 
 std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& o,
                                                    remote::FetchCounters& counters,
-                                                   const std::function<bool()>& keep_going,
-                                                   std::optional<StreamedObjects>& streamed) {
+                                                   const std::function<bool()>& keep_going, RemoteShards& remote) {
   remote::CacheOptions cache;
   cache.dir = o.cache_dir.empty() ? remote::default_cache_dir() : o.cache_dir;
   cache.limit = o.cache_limit;
@@ -103,7 +102,7 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
     std::uint64_t bytes = 0;
     for (const auto& i : infos) bytes += i.size;
     if (bytes > cache.limit) {
-      streamed = stream_objects(objects, infos, cache, bytes);
+      remote.streamed = stream_objects(objects, infos, cache, bytes);
       for (std::size_t j = 0; j < objects.size(); ++j) {
         out[object_at[j].first][object_at[j].second] = remote::cached_path(cache.dir, objects[j].object.url, infos[j]);
       }
@@ -112,7 +111,12 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
     for (std::size_t j = 0; j < objects.size(); ++j) objects[j].info = infos[j];  // not stat'ed again
   }
   const std::vector<std::string> paths = remote::cache_objects(objects, cache, counters);
-  for (std::size_t j = 0; j < objects.size(); ++j) out[object_at[j].first][object_at[j].second] = paths[j];
+  for (std::size_t j = 0; j < objects.size(); ++j) {
+    out[object_at[j].first][object_at[j].second] = paths[j];
+    if (paths.size() > kMaxHeldWhole) continue;
+    if (std::optional<remote::HeldObject> h = remote::try_hold(paths[j], std::nullopt))
+      remote.held.push_back(std::move(*h));
+  }
   return out;
 }
 

@@ -26,17 +26,26 @@ struct StreamedObjects {
   std::uint64_t bytes = 0;                                   // all of them
 };
 
+// What resolving a loader's remote names leaves it: holds on the shards of a set cached whole
+// (remote::HeldObject: a loader with a smaller cache on the node never deletes them), at most
+// kMaxHeldWhole of them; or the objects of a set streamed.
+struct RemoteShards {
+  std::vector<remote::HeldObject> held;
+  std::optional<StreamedObjects> streamed;
+};
+// More shards than this (a descriptor each) are cached whole without holds: docs/remote.md.
+inline constexpr std::size_t kMaxHeldWhole = 256;
+
 // For each of `named`, what it names locally: itself, or the cached files of the remote objects it
 // stands for (one name may stand for many), in order. The objects of all of `named` are fetched
 // together (Options::fetch_parallelism at once; Options::cache_limit bounds them all), keep_going
-// asked meanwhile (remote/shard_cache.h); or, when they take more than Options::cache_limit, not
-// fetched but described in `streamed` (their names are then their paths in the cache, which may
-// not be there yet). Throws stoker::Error (invalid_option) when the cache cannot hold even the
-// largest object, and the errors of listing, stat'ing and fetching them.
+// asked meanwhile (remote/shard_cache.h), and held in `remote.held`; or, when they take more than
+// Options::cache_limit, not fetched but described in `remote.streamed` (their names are then their
+// paths in the cache, which may not be there yet). Throws stoker::Error (invalid_option) when the cache cannot hold
+// even the largest object, and the errors of listing, stat'ing and fetching them.
 std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& options,
                                                    remote::FetchCounters& counters,
-                                                   const std::function<bool()>& keep_going,
-                                                   std::optional<StreamedObjects>& streamed);
+                                                   const std::function<bool()>& keep_going, RemoteShards& remote);
 
 // The fetcher of `streamed`'s shards for `source`, the set they were resolved into.
 std::unique_ptr<ShardFetcher> streamed_fetcher(const StreamedObjects& streamed, const std::string& source,

@@ -76,11 +76,18 @@ void ShardFetcher::hold_found() {
   std::lock_guard lock(mu_);
   std::size_t held = 0;
   for (const auto& h : held_) held += static_cast<bool>(h);
-  for (std::size_t k = 0; k < shards_.size() && held < capacity_; ++k) {
-    if (!shards_[k] || held_[k] || !remote::is_cached(shards_[k]->path, shards_[k]->info.size)) continue;
-    // Whole: held without a fetch (unless it is evicted meanwhile, and then fetched again).
-    held_[k] = remote::hold_object(shards_[k]->object, shards_[k]->info, shards_[k]->path, cache_.policy, counters_);
-    ++held;
+  for (std::size_t k = 0; k < shards_.size(); ++k) {
+    if (!shards_[k] || held_[k]) continue;
+    // Whole and not being evicted: taken as it is, never waited for nor fetched here.
+    std::optional<remote::HeldObject> found = remote::try_hold(shards_[k]->path, shards_[k]->info.size);
+    if (!found) continue;
+    if (held < capacity_) {
+      held_[k] = std::move(*found);
+      ++held;
+      ++counters_.cache_hits;
+    } else if (remote::evict(std::move(*found))) {
+      ++counters_.evictions;  // left by a loader gone, beyond what this one holds: no one's now
+    }
   }
 }
 
@@ -91,6 +98,8 @@ void ShardFetcher::start(const EpochPlan& plan, std::uint64_t first, const std::
   {
     std::lock_guard lock(mu_);
     for (std::uint32_t k = 0; k < held_.size(); ++k) {
+      // One deleted meanwhile by hand (a cleaned cache directory) is fetched again.
+      if (held_[k] && !remote::is_cached(shards_[k]->path, shards_[k]->info.size)) held_[k] = {};
       if (held_[k]) cached.push_back(k);
     }
   }

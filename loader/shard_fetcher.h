@@ -61,7 +61,9 @@ class ShardFetcher final : public BatchGate {
   void hold_only(const std::vector<std::uint32_t>& wanted, const std::function<bool()>& keep_going);
 
   // Before the first epoch: holds, up to capacity(), the remote shards found whole in the cache
-  // (another loader's), in the set's order: the first epoch starts with them.
+  // (another loader's), in the set's order: the first epoch starts with them. The others found
+  // whole are evicted (deleted where no other process holds them): the cache keeps to its limit
+  // across runs. Never waits for a lock, never fetches.
   void hold_found();
 
   // Starts the fetches of `plan`'s batches from `first` on, the cache's content as it is.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -39,13 +40,26 @@ std::string memo_path(const ShardFetcher& fetcher, const formats::ReaderOptions&
   return fmt::format("{}/sets/{:016x}.json", dir, XXH64(text.data(), text.size(), 0));
 }
 
+// A memo larger than this is not one stoker wrote (a probe's answer is bounded far below it).
+constexpr std::uint64_t kMaxMemoBytes = 64ull << 20;
+
 std::optional<ProbeResult> read_memo(const std::string& path, std::size_t shards) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
+  // A regular file of bounded size, never a link or a FIFO someone left there.
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<std::uint64_t>(st.st_size) > kMaxMemoBytes) {
+    return std::nullopt;
+  }
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n <= 0) return std::nullopt;  // cut short or unreadable: probed again, and rewritten
+    got += static_cast<std::size_t>(n);
+  }
   try {
-    ProbeResult r = probe_result_from_json(text.str());
+    ProbeResult r = probe_result_from_json(text);
     if (r.shard_samples.size() == shards) return r;
   } catch (const Error&) {  // a memo cut short or from another version: probed again, and rewritten
   }

@@ -252,6 +252,17 @@ void HeldObject::release() noexcept {
   lock_.reset();
 }
 
+std::optional<HeldObject> try_hold(const std::string& path, std::optional<std::uint64_t> size) {
+  detail::UniqueFd lock(::open((path + ".lock").c_str(), O_RDWR | O_CLOEXEC));
+  if (!lock || ::flock(lock.get(), LOCK_SH | LOCK_NB) != 0) return std::nullopt;
+  HeldObject held(std::move(lock), path);  // unlocked when it goes, whatever follows
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      (size && static_cast<std::uint64_t>(st.st_size) != *size))
+    return std::nullopt;
+  return held;
+}
+
 bool evict(HeldObject held) {
   if (!held) return false;
   const std::string path = held.path_;

@@ -90,6 +90,10 @@ std::vector<HeldObject> hold_objects(const std::vector<RemoteObject>& objects, c
                                      const std::vector<std::string>& paths, const CacheOptions& options,
                                      FetchCounters& counters);
 
+// The cache file `path` held, if it is there whole (its size `size`, when given) and its lock can be
+// had at once; else nullopt. Never waits, never fetches.
+std::optional<HeldObject> try_hold(const std::string& path, std::optional<std::uint64_t> size);
+
 // Lets go of `held` and deletes its file, unless another process holds it too (which keeps it, and
 // deletes it when its own loader evicts it). Whether the file was deleted.
 bool evict(HeldObject held);

@@ -412,5 +412,31 @@ TEST(RemoteShards, LmdbShardsAreReadOneAtATimeThroughACacheOfOne) {
   EXPECT_EQ(cached, 1u);
 }
 
+TEST(RemoteShards, ASmallerCacheNeverDeletesTheShardsOfALoaderThatCachedTheSetWholeAndKeepsToItsLimitAfter) {
+  TempDir tmp;
+  write_chunked_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"));
+  Options whole = quasi_random_options(server.url("train-{0..15}.h5"));
+  whole.cache_dir = tmp.path("cache");
+  Options small = whole;
+  const std::uint64_t shard_bytes = std::filesystem::file_size(tmp.path("served/train-0.h5"));
+  small.cache_limit = 4 * shard_bytes + shard_bytes / 2;
+  Loader local(quasi_random_options(tmp.path("served/train-*.h5")));
+  const ReadEpoch want = read_epoch(local, 0);
+  {
+    auto cached_whole = std::make_unique<Loader>(whole);  // holds its 16 shards
+    Loader through_small(small);
+    EXPECT_EQ(read_epoch(through_small, 0).bytes, want.bytes);
+    EXPECT_EQ(cached_shard_files(tmp.path("cache")), kShards);  // its evictions deleted none
+    EXPECT_EQ(read_epoch(*cached_whole, 0).bytes, want.bytes);
+  }
+  // Both gone: the next loader with the small cache takes 4 of the 16 left and deletes the rest.
+  Loader next(small);
+  EXPECT_EQ(next.stats().downloads, 0u);
+  EXPECT_EQ(next.stats().evictions, kShards - 4);
+  EXPECT_EQ(cached_shard_files(tmp.path("cache")), 4u);
+  EXPECT_EQ(read_epoch(next, 0).bytes, want.bytes);
+}
+
 }  // namespace
 }  // namespace stoker::test

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "base/unique_fd.h"
 #include "tests/support/test_data.h"
@@ -45,13 +46,14 @@ bool could_lock(const std::string& path, int op) {
 // A child forked now that sleeps until killed, with the parent's descriptors.
 struct SleepingChild {
   SleepingChild() : pid(::fork()) {
+    if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
       ::pause();
       ::_exit(0);
     }
   }
   ~SleepingChild() {
-    ::kill(pid, SIGKILL);
+    ::kill(pid, SIGKILL);  // pid > 0: never kill(-1)
     ::waitpid(pid, nullptr, 0);
   }
   pid_t pid;
