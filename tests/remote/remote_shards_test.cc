@@ -438,5 +438,35 @@ TEST(RemoteShards, ASmallerCacheNeverDeletesTheShardsOfALoaderThatCachedTheSetWh
   EXPECT_EQ(read_epoch(next, 0).bytes, want.bytes);
 }
 
+TEST(RemoteShards, AMixOfRemoteSourcesIsReadThroughASmallerCacheAsTheLocalMix) {
+  TempDir tmp;
+  formats::Hdf5WriteOptions chunks;
+  chunks.rows_per_chunk = 10;
+  std::filesystem::create_directories(tmp.path("served"));
+  for (const char* source : {"a", "b"}) {
+    for (int k = 0; k < 4; ++k)
+      write_hdf5(tmp.path(fmt::format("served/{}-part-{}.h5", source, k)), small_schema(30), chunks);
+  }
+  FaultServer server(tmp, tmp.path("served"));
+  const auto mix = [](const std::string& a, const std::string& b) {
+    Options o;
+    o.mix = {{a, 3}, {b, 1}};
+    o.samples_per_epoch = 200;
+    o.batch_size = 4;
+    o.num_workers = 2;
+    return o;
+  };
+  Options remote = mix(server.url("a-part-{0..3}.h5"), server.url("b-part-{0..3}.h5"));
+  remote.cache_dir = tmp.path("cache");
+  const std::uint64_t shard_bytes = std::filesystem::file_size(tmp.path("served/a-part-0.h5"));
+  remote.cache_limit = 3 * shard_bytes + shard_bytes / 2;  // 3 of the 8 shards
+  Loader through_cache(remote), local(mix(tmp.path("served/a-part-*.h5"), tmp.path("served/b-part-*.h5")));
+  const std::uint64_t learned = through_cache.stats().evictions;
+  // Two epochs: the mix goes on where it stopped, and its shards are fetched again as its draws
+  // come back to them.
+  for (std::uint64_t e = 0; e < 2; ++e) EXPECT_EQ(read_epoch(through_cache, e).bytes, read_epoch(local, e).bytes);
+  EXPECT_GT(through_cache.stats().evictions, learned);
+}
+
 }  // namespace
 }  // namespace stoker::test
