@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "base/unique_fd.h"
 #include "formats/open_reader.h"
@@ -94,8 +93,7 @@ std::string joined(const std::vector<std::string>& paths, std::size_t from, std:
 // The windows' results as one result for the set: their counts and identities in order, the
 // largest bounds and typical sizes, the first window's fields (every other's must equal them),
 // encodings and metadata.
-void join_window(ProbeResult& set, ProbeResult window, const std::vector<std::string>& paths, std::size_t from,
-                 std::size_t to) {
+void join_window(ProbeResult& set, ProbeResult window, const std::vector<std::string>& paths, std::size_t from) {
   if (window.shard_samples.empty()) {  // one shard: not a set
     window.shard_samples = {window.schema.num_samples};
     window.shard_identities = {formats::file_identity(paths[from])};
@@ -123,7 +121,6 @@ void join_window(ProbeResult& set, ProbeResult window, const std::vector<std::st
   set.shard_samples.insert(set.shard_samples.end(), window.shard_samples.begin(), window.shard_samples.end());
   set.shard_identities.insert(set.shard_identities.end(), window.shard_identities.begin(),
                               window.shard_identities.end());
-  (void)to;
 }
 
 }  // namespace
@@ -155,7 +152,7 @@ ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& op
       }
       fetcher.hold_only(held, keep_going);
       if (from == 0) first_window_is_set = to > 1;
-      join_window(set, probe(joined(paths, from, to)), paths, from, to);
+      join_window(set, probe(joined(paths, from, to)), paths, from);
       from = to;
     }
     // The layout of the whole set, as a probe of it says it.

@@ -108,8 +108,10 @@ struct Options {
   // object is fetched into cache_dir once per node (every rank and process on it shares the cache),
   // resumed by Range after a broken connection, retried with backoff on 5xx, 429 and S3's SlowDown,
   // and checked against the size and ETag it had when listed; the loader then reads the cached
-  // files. The whole set is cached before the first batch (docs/remote.md). cache_dir "": the
-  // default of remote/shard_cache.h ($STOKER_CACHE_DIR, else ~/.cache/stoker/shards).
+  // files. A set that fits cache_limit is cached whole before the first batch; a larger one is
+  // read through the cache, each epoch's shards fetched as it reads them and the one read again
+  // furthest ahead evicted (docs/remote.md). cache_dir "": the default of remote/shard_cache.h
+  // ($STOKER_CACHE_DIR, else ~/.cache/stoker/shards).
   std::string cache_dir;
   // The most bytes the set may take in cache_dir (0: as much as its disk has free).
   std::uint64_t cache_limit = 0;
