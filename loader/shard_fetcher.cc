@@ -58,15 +58,7 @@ void ShardFetcher::hold_only(const std::vector<std::uint32_t>& wanted, const std
   }
   remote::CacheOptions o = cache_;
   o.keep_going = keep_going;
-  const auto t0 = Clock::now();
-  struct Timed {  // the construction's fetches, however they end (Stats::fetch_seconds)
-    remote::FetchCounters& counters;
-    Clock::time_point t0;
-    ~Timed() {
-      counters.nanoseconds +=
-          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-    }
-  } timed{counters_, t0};
+  const remote::FetchTime timed(counters_);  // the construction's fetches (Stats::fetch_seconds)
   std::vector<remote::HeldObject> got = remote::hold_objects(objects, infos, paths, o, counters_);
   std::lock_guard lock(mu_);
   for (std::size_t j = 0; j < fetched.size(); ++j) held_[fetched[j]] = std::move(got[j]);

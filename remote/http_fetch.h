@@ -40,6 +40,24 @@ struct FetchCounters {
   std::atomic<std::uint64_t> evictions{0};    // cached objects let go of to make room for others
 };
 
+// Adds the time from its making to its end to FetchCounters::nanoseconds, however the fetching
+// between ends (an error, a stop).
+class FetchTime {
+ public:
+  explicit FetchTime(FetchCounters& counters) noexcept
+      : counters_(counters), started_(std::chrono::steady_clock::now()) {}
+  ~FetchTime() {
+    counters_.nanoseconds += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started_).count());
+  }
+  FetchTime(const FetchTime&) = delete;
+  FetchTime& operator=(const FetchTime&) = delete;
+
+ private:
+  FetchCounters& counters_;
+  std::chrono::steady_clock::time_point started_;
+};
+
 // An object as its server describes it.
 struct ObjectInfo {
   std::uint64_t size = 0;

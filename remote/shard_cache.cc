@@ -169,24 +169,20 @@ void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::s
   fetch_locked(lock.get(), object, info, path, policy, counters);
 }
 
+// What the disk of the cache directory `dir` has free for this process.
+std::uint64_t free_bytes_of(const std::string& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) throw Error::from_errno(errno, dir);
+  return std::uint64_t{fs.f_bavail} * fs.f_frsize;
+}
+
 void check_room(const std::vector<ObjectInfo>& infos, const std::vector<bool>& cached, const CacheOptions& o) {
-  std::uint64_t total = 0, missing = 0;
+  std::uint64_t missing = 0;
   std::size_t missing_count = 0;
   for (std::size_t k = 0; k < infos.size(); ++k) {
-    total += infos[k].size;
     if (!cached[k]) missing += infos[k].size, ++missing_count;
   }
-  if (o.limit != 0 && total > o.limit) {
-    throw Error(ErrorCode::invalid_option,
-                fmt::format("{}: the {} shards take {}, more than {} {}: the whole set is cached before the first "
-                            "batch; raise it (or set it to 0, the disk's free space)",
-                            o.dir, infos.size(), detail::format_bytes(total), detail::option_name("cache_limit"),
-                            detail::format_bytes(o.limit)));
-  }
-  struct statvfs fs {};
-  if (::statvfs(o.dir.c_str(), &fs) != 0) throw Error::from_errno(errno, o.dir);
-  const std::uint64_t free_bytes = std::uint64_t{fs.f_bavail} * fs.f_frsize;
-  if (missing > free_bytes) {
+  if (const std::uint64_t free_bytes = free_bytes_of(o.dir); missing > free_bytes) {
     throw Error(ErrorCode::io,
                 fmt::format("{}: needs {} for the {} shards not yet cached, and its disk has {} free: free some, or "
                             "point {} at a larger disk",
@@ -290,10 +286,7 @@ void prepare_cache_dir(const CacheOptions& o, std::uint64_t needed) {
                                                o.dir, detail::option_name("cache_dir")));
   }
   if (needed == 0) return;
-  struct statvfs fs {};
-  if (::statvfs(o.dir.c_str(), &fs) != 0) throw Error::from_errno(errno, o.dir);
-  const std::uint64_t free_bytes = std::uint64_t{fs.f_bavail} * fs.f_frsize;
-  if (needed > free_bytes) {
+  if (const std::uint64_t free_bytes = free_bytes_of(o.dir); needed > free_bytes) {
     throw Error(ErrorCode::io,
                 fmt::format("{}: needs {} for the shards it holds at once ({} {}), and its disk has {} free: free "
                             "some, lower {}, or point {} at a larger disk",
@@ -307,15 +300,7 @@ bool is_cached(const std::string& path, std::uint64_t size) { return complete(pa
 
 std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects, const CacheOptions& o,
                                        FetchCounters& counters) {
-  const auto started = std::chrono::steady_clock::now();
-  struct Timed {  // the time spent here, however it ends
-    FetchCounters& counters;
-    std::chrono::steady_clock::time_point started;
-    ~Timed() {
-      counters.nanoseconds += static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
-    }
-  } timed{counters, started};
+  const FetchTime timed(counters);  // the time spent here, however it ends
   prepare_cache_dir(o, 0);
   const std::size_t n = objects.size();
   const std::vector<ObjectInfo> infos = object_infos(objects, o, counters);

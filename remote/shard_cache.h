@@ -105,10 +105,11 @@ void prepare_cache_dir(const CacheOptions& options, std::uint64_t needed);
 bool is_cached(const std::string& path, std::uint64_t size);
 
 // Every object in the cache, in order: their local paths. Each is stat'ed where its listing did not
-// say what it is, found in the cache or fetched (`parallelism` at once), and verified. Throws
-// stoker::Error: invalid_option when the set is larger than `limit`; io when the cache directory
-// cannot hold what is missing (how much is needed and free) or cannot be written; the fetch's
-// errors (stat_object, fetch_object) for an object, naming it.
+// say what it is, found in the cache or fetched (`parallelism` at once), and verified. REQUIRES:
+// they fit `limit` (a larger set is held a few objects at a time: hold_object, evict). Throws
+// stoker::Error: io when the cache directory cannot hold what is missing (how much is needed and
+// free) or cannot be written; the fetch's errors (stat_object, fetch_object) for an object, naming
+// it.
 std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects, const CacheOptions& options,
                                        FetchCounters& counters);
 
