@@ -22,6 +22,7 @@
 #include "base/option_spelling.h"
 #include "base/posix_error.h"
 #include "base/unique_fd.h"
+#include "remote/cache_record.h"
 #include "remote/remote_url.h"
 #include "stoker/error.h"
 
@@ -119,11 +120,6 @@ std::string cache_name(const std::string& url, const ObjectInfo& info) {
                      url_file_name(url));
 }
 
-bool complete(const std::string& path, std::uint64_t size) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == size;
-}
-
 // Takes the flock `op` (LOCK_SH or LOCK_EX) of `lock`, waiting for other processes (another rank
 // fetching the object), stoppable by policy.stop.
 void take_lock(int lock, int op, const std::string& lock_path, const RemoteObject& object, const FetchPolicy& policy) {
@@ -150,17 +146,14 @@ detail::UniqueFd open_lock(const std::string& path) {
 void fetch_locked(int lock, const RemoteObject& object, const ObjectInfo& info, const std::string& path,
                   const FetchPolicy& policy, FetchCounters& counters) {
   take_lock(lock, LOCK_EX, path + ".lock", object, policy);
-  if (complete(path, info.size)) {  // another process fetched it while this one waited
+  if (complete(path, info.size, lock)) {  // another process fetched it while this one waited
     ++counters.cache_hits;
     return;
   }
   const std::string partial = path + ".partial";
-  fetch_object(object, info, partial, policy, counters);
-  if (::rename(partial.c_str(), path.c_str()) != 0) throw Error::from_errno(errno, "renaming " + partial);
-  // The rename itself made durable: a crash after it leaves the file named, not a partial again.
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  detail::UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!d || ::fsync(d.get()) != 0) throw Error::from_errno(errno, "syncing " + dir);
+  start_partial(partial, lock, path + ".lock");
+  const std::uint64_t digest = fetch_object(object, info, partial, policy, counters);
+  name_complete(partial, path, digest, lock);
 }
 
 void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::string& path, const FetchPolicy& policy,
@@ -221,14 +214,14 @@ HeldObject hold_object(const RemoteObject& object, const ObjectInfo& info, const
     // that is not there is fetched under the exclusive lock, which is then made shared; one
     // evicted by another process between the two (it held it too) is fetched again.
     take_lock(lock.get(), LOCK_SH, path + ".lock", object, policy);
-    if (complete(path, info.size)) {
+    if (complete(path, info.size, lock.get())) {
       ++counters.cache_hits;
       return HeldObject(std::move(lock), path);
     }
     if (::flock(lock.get(), LOCK_UN) != 0) throw Error::from_errno(errno, "unlocking " + path + ".lock");
     fetch_locked(lock.get(), object, info, path, policy, counters);
     if (::flock(lock.get(), LOCK_SH) != 0) throw Error::from_errno(errno, "locking " + path + ".lock");
-    if (complete(path, info.size)) return HeldObject(std::move(lock), path);
+    if (complete(path, info.size, lock.get())) return HeldObject(std::move(lock), path);
     if (::flock(lock.get(), LOCK_UN) != 0) throw Error::from_errno(errno, "unlocking " + path + ".lock");
   }
 }
@@ -251,10 +244,11 @@ void HeldObject::release() noexcept {
 std::optional<HeldObject> try_hold(const std::string& path, std::optional<std::uint64_t> size) {
   detail::UniqueFd lock(::open((path + ".lock").c_str(), O_RDWR | O_CLOEXEC));
   if (!lock || ::flock(lock.get(), LOCK_SH | LOCK_NB) != 0) return std::nullopt;
+  const int fd = lock.get();
   HeldObject held(std::move(lock), path);  // unlocked when it goes, whatever follows
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      (size && static_cast<std::uint64_t>(st.st_size) != *size))
+  if (::stat(path.c_str(), &st) != 0 || (size && static_cast<std::uint64_t>(st.st_size) != *size) ||
+      !complete(path, static_cast<std::uint64_t>(st.st_size), fd))
     return std::nullopt;
   return held;
 }

@@ -3,6 +3,7 @@
 // through the node's cache equals the local one's, a second loader finds the cache, broken
 // transfers resume by Range, 5xx and SlowDown are retried, and what cannot be fetched is an error
 // naming the URL and the last answer, with nothing half-downloaded left under a shard's name.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,13 +16,16 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "base/unique_fd.h"
 #include "formats/hdf5/hdf5_writer.h"
 #include "loader/plan/shard_schedule.h"
+#include "remote/cache_record.h"
 #include "stoker/loader.h"
 #include "tests/support/run_process.h"
 #include "tests/support/test_data.h"
@@ -144,6 +148,40 @@ TEST(RemoteShards, AnEpochThroughTheCacheEqualsTheLocalOneAndTheNextLoaderFindsI
   local.shuffle = true;
   local.seed = 5;
   EXPECT_EQ(Loader(local).state().shards, second.state().shards);
+}
+
+// After a reboot (a record written by another boot), the cached shards are read back once: those
+// whose bytes match their digest are used, one that a power loss left with zeros is fetched again,
+// and the epoch is the local one.
+TEST(RemoteShards, AfterARebootACachedShardWhoseBytesChangedIsFetchedAgain) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"));
+  EXPECT_EQ(Loader(remote_options(tmp, server, 0)).stats().downloads, 3u);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp.path("cache"))) {
+    if (e.path().extension() != ".h5") continue;
+    const std::string path = e.path().string();
+    const detail::UniqueFd lock(::open((path + ".lock").c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_TRUE(lock);
+    std::optional<remote::CacheRecord> record = remote::read_record(lock.get());
+    ASSERT_TRUE(record && record->boot == remote::this_boot() && record->digest) << path;
+    record->boot = "another-boot";
+    remote::write_record(lock.get(), *record, path + ".lock");
+    if (e.path().filename() == "train-1.h5") {  // bytes in its middle lost: what the disk holds there now
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      std::string middle(512, '\0');
+      f.seekg(static_cast<std::streamoff>(e.file_size() / 2));
+      f.read(middle.data(), 512);
+      for (char& c : middle) c = static_cast<char>(~c);
+      f.seekp(static_cast<std::streamoff>(e.file_size() / 2));
+      f.write(middle.data(), 512);
+      ASSERT_TRUE(f.good()) << path;
+    }
+  }
+  Loader after(remote_options(tmp, server));
+  EXPECT_EQ(after.stats().downloads, 1u);
+  EXPECT_EQ(after.stats().cache_hits, 2u);
+  EXPECT_EQ(epoch_bytes(after), local_epoch(tmp));
 }
 
 TEST(RemoteShards, ResetsMidBodyResumeByRangeAndServerErrorsAreRetried) {

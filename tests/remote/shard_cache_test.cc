@@ -1,36 +1,68 @@
 // The holds of the node's cache (remote/shard_cache.h) between processes: a shard another process
 // holds is not deleted by an eviction, and a process forked while this one held a shard (a
-// DataLoader worker, a multiprocessing child) keeps neither the hold nor the eviction's lock.
+// DataLoader worker, a multiprocessing child) keeps neither the hold nor the eviction's lock. And
+// what a cached file's record (remote/cache_record.h) lets through after a reboot.
 #include "remote/shard_cache.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "base/unique_fd.h"
+#include "remote/cache_record.h"
+#include "remote/content_digest.h"
 #include "tests/support/test_data.h"
 
 namespace stoker::test {
 namespace {
 
-// A shard already whole in the cache at `dir`: held without a fetch (the URL is never asked).
+std::uint64_t digest_of(const std::string& bytes) {
+  remote::ContentDigest digest;
+  digest.add(bytes.data(), bytes.size());
+  return digest.value();
+}
+
+// The record of the cache file `path`.
+std::optional<remote::CacheRecord> record_of(const std::string& path) {
+  const detail::UniqueFd fd(::open((path + ".lock").c_str(), O_RDONLY | O_CLOEXEC));
+  return fd ? remote::read_record(fd.get()) : std::nullopt;
+}
+
+void write_record_of(const std::string& path, const remote::CacheRecord& record) {
+  const detail::UniqueFd fd(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(fd);
+  remote::write_record(fd.get(), record, path + ".lock");
+}
+
+// A shard already whole in the cache at `dir` (its record written by `boot`; none where it is
+// nullopt), its bytes `bytes`, though its object's are "12345": held without a fetch (the URL is
+// never asked, and answers nothing) where the cache trusts it.
 struct CachedShard {
-  explicit CachedShard(const std::string& dir)
+  explicit CachedShard(const std::string& dir, std::optional<std::string> boot = remote::this_boot(),
+                       const std::string& bytes = "12345")
       : object{"http://127.0.0.1:9/a.h5", "http://127.0.0.1:9/a.h5", {}},
         info{5, "e1"},
         path(remote::cached_path(dir, object.url, info)) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    std::ofstream(path) << "12345";
+    std::ofstream(path) << bytes;
+    if (boot) write_record_of(path, remote::CacheRecord{*boot, digest_of("12345")});
   }
   remote::HeldObject hold(remote::FetchCounters& counters) const {
-    return remote::hold_object(object, info, path, remote::FetchPolicy{}, counters);
+    remote::FetchPolicy quick;
+    quick.timeout = std::chrono::milliseconds(300);
+    quick.first_backoff = std::chrono::milliseconds(50);
+    return remote::hold_object(object, info, path, quick, counters);
   }
   remote::RemoteObject object;
   remote::ObjectInfo info;
@@ -90,6 +122,59 @@ TEST(ShardCache, AForkedProcessKeepsNeitherTheHoldNorTheEvictionsLock) {
   EXPECT_FALSE(std::filesystem::exists(shard.path));
   // The next process to want it takes the lock (and fetches it again), the fork still alive.
   EXPECT_TRUE(could_lock(shard.path, LOCK_SH)) << "the fork keeps the eviction's lock";
+}
+
+// A file that another boot wrote without syncing it is read back once: its bytes as its record's
+// digest says, it is used (and its record names this boot from then on); other bytes of the same
+// size (a power loss wrote back only some), or no record at all, and it is fetched again.
+TEST(ShardCache, AFileAnotherBootWroteIsUsedOnlyWhenItsBytesMatchItsDigest) {
+  TempDir tmp;
+  ASSERT_FALSE(remote::this_boot().empty()) << "/proc/sys/kernel/random/boot_id names this boot";
+  {
+    const CachedShard shard(tmp.path("intact"), "another-boot");
+    EXPECT_TRUE(remote::is_cached(shard.path, 5));
+    EXPECT_EQ(record_of(shard.path), (remote::CacheRecord{remote::this_boot(), digest_of("12345")}));
+    remote::FetchCounters counters;
+    EXPECT_TRUE(shard.hold(counters));
+    EXPECT_EQ(counters.cache_hits, 1u);
+  }
+  for (const auto& [dir, boot] :
+       {std::pair<std::string, std::optional<std::string>>{"zeros", "another-boot"}, {"no-record", std::nullopt}}) {
+    const CachedShard shard(tmp.path(dir), boot,
+                            dir == "zeros" ? std::string("12\0\0"
+                                                         "5",
+                                                         5)
+                                           : "12345");
+    EXPECT_FALSE(remote::is_cached(shard.path, 5)) << dir;
+    remote::FetchCounters counters;
+    try {
+      (void)shard.hold(counters);
+      ADD_FAILURE() << dir << ": held without a fetch";
+    } catch (const Error& e) {  // fetched again, from a URL that answers nothing
+      EXPECT_THAT(e.what(), testing::HasSubstr("http://127.0.0.1:9/a.h5")) << dir;
+    }
+    EXPECT_EQ(counters.cache_hits, 0u) << dir;
+  }
+  // The same boot's page cache is trusted: its record is enough (the check reads nothing).
+  const CachedShard shard(tmp.path("this-boot"));
+  EXPECT_TRUE(remote::is_cached(shard.path, 5));
+  EXPECT_FALSE(remote::is_cached(shard.path, 6)) << "another size";
+}
+
+// A partial download is resumed only in the boot that wrote it: one another boot left may hold
+// zeros where its bytes were never written back, and is started over.
+TEST(ShardCache, APartialIsResumedOnlyInTheBootThatWroteIt) {
+  TempDir tmp;
+  const std::string path = tmp.path("a.h5");
+  for (const std::string& boot : {std::string("another-boot"), remote::this_boot()}) {
+    std::ofstream(path + ".partial") << "123";
+    write_record_of(path, remote::CacheRecord{boot, std::nullopt});
+    const detail::UniqueFd lock(::open((path + ".lock").c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_TRUE(lock);
+    remote::start_partial(path + ".partial", lock.get(), path + ".lock");
+    EXPECT_EQ(std::filesystem::exists(path + ".partial"), boot == remote::this_boot()) << boot;
+    EXPECT_EQ(record_of(path), (remote::CacheRecord{remote::this_boot(), std::nullopt}));
+  }
 }
 
 }  // namespace
