@@ -1,18 +1,22 @@
 """The automatic tuner (--workers auto --prefetch auto) against the hand-picked grid.
 
-    .venv/bin/python bench/tuner_compare.py BUILD_DIR DATA_DIR [--runs 3]
+    .venv/bin/python bench/tuner_compare.py BUILD_DIR DATA_DIR [--runs 5]
 
 DATA_DIR gets the standard datasets (loader-bench --make-data) when they are missing. On 3 KB
-records (small.lmdb, batch 256) and 150 KB records (large.lmdb, batch 32), shuffled, 8 epochs each
+records (small.lmdb, batch 256) and 150 KB records (large.lmdb, batch 32), shuffled, 16 epochs each
 run: the grid workers {1, 2} x prefetch {2, 4} and the tuner, each `--runs` times, in turns. A run's
-pace is the mean of its last 3 epochs; each configuration's is its best run's. Reported: the tuner's
-pace against the best of the grid (goal >= 0.95), what it chose, and the batches it took to settle
-(counted to the end of the first epoch that ended settled: an upper bound).
+pace is the mean of its last 12 epochs (an epoch here lasts 15 to 40 ms: fewer are noise). Reported:
+the tuner's median run against the median run of the grid's best configuration (goal >= 0.95; the
+best runs too, for contrast: a maximum over four configurations' runs against one's is biased
+towards the grid by the noise alone), what it chose, and the batches it took to settle (as the
+tuner says, "auto: settled after N batches"; goal <= 200).
 """
 
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 
@@ -20,16 +24,13 @@ import sys
 def run(bench, data, batch, workers, prefetch):
     out = subprocess.run(
         [bench, "--data", data, "--batch-size", str(batch), "--workers", str(workers), "--prefetch", str(prefetch),
-         "--shuffle", "--epochs", "8", "--json"],
+         "--shuffle", "--epochs", "16", "--json"],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    pace = sum(r["samples_per_s"] for r in rows[-3:]) / 3
-    settled_at = None
-    for i, r in enumerate(rows):
-        if "settled" in r.get("auto_tuning", ""):
-            settled_at = (i + 1) * r["batches"]
-            break
+    pace = sum(r["samples_per_s"] for r in rows[-12:]) / 12
+    found = re.search(r"settled after (\d+) batches", rows[-1].get("auto_tuning", ""))
+    settled_at = int(found.group(1)) if found else None
     return pace, rows[-1].get("auto_tuning", ""), settled_at
 
 
@@ -37,7 +38,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build")
     p.add_argument("data")
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5)
     a = p.parse_args()
     bench = os.path.join(a.build, "tools", "loader-bench")
     if not os.path.exists(os.path.join(a.data, "large.lmdb")):
@@ -45,22 +46,27 @@ def main():
     missed = False
     for name, batch in (("small.lmdb", 256), ("large.lmdb", 32)):
         data = os.path.join(a.data, name)
-        grid = {(w, f): 0.0 for w in (1, 2) for f in (2, 4)}
+        grid = {(w, f): [] for w in (1, 2) for f in (2, 4)}
         tuned = []
         for _ in range(a.runs):
             for w, f in grid:
-                grid[(w, f)] = max(grid[(w, f)], run(bench, data, batch, w, f)[0])
+                grid[(w, f)].append(run(bench, data, batch, w, f)[0])
             tuned.append(run(bench, data, batch, "auto", "auto"))
-        best_config, best = max(grid.items(), key=lambda kv: kv[1])
-        pace, chose, settled = max(tuned)
-        ratio = pace / best
-        missed |= ratio < 0.95
+        paces = [t[0] for t in tuned]
         settles = [t[2] for t in tuned]
-        print(f"{name} batch {batch}: grid best {best:,.0f} samples/s (workers {best_config[0]}, prefetch "
-              f"{best_config[1]}); tuner {pace:,.0f} = {ratio:.2f}x (goal >= 0.95), chose {chose}; settled by batch "
-              f"{', '.join(str(s) if s else 'never' for s in settles)} over {a.runs} runs")  # fmt: skip
+        print(f"{name} batch {batch}: the tuner chose {tuned[-1][1]}")
+        after = ", ".join(str(s) if s else "never" for s in settles)
+        print(f"    settled after {after} batches in its {a.runs} runs (goal <= 200)")
+        missed |= any(s is None or s > 200 for s in settles)
+        for label, pick in (("median", statistics.median), ("best", max)):
+            best_config = max(grid, key=lambda c: pick(grid[c]))
+            ratio = pick(paces) / pick(grid[best_config])
+            missed |= label == "median" and ratio < 0.95
+            print(f"    {label} run: tuner {pick(paces):,.0f} samples/s = {ratio:.2f}x the grid's best, workers "
+                  f"{best_config[0]} prefetch {best_config[1]} at {pick(grid[best_config]):,.0f}"
+                  f"{' (goal >= 0.95)' if label == 'median' else ''}")  # fmt: skip
         for (w, f), v in sorted(grid.items()):
-            print(f"    workers {w} prefetch {f}: {v:,.0f} samples/s")
+            print(f"    workers {w} prefetch {f}: median {statistics.median(v):,.0f}, best {max(v):,.0f} samples/s")
     return 1 if missed else 0
 
 

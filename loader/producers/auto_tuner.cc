@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace stoker::detail {
@@ -19,7 +20,15 @@ std::uint32_t AutoTuner::depth() const noexcept {
 }
 
 bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds) {
-  if (settled_ || batches == 0 || seconds <= 0) return false;
+  if (settled_) return false;
+  batches_ += batches;
+  const bool changed = step(batches, seconds, waited_seconds, busy_seconds);
+  if (settled_) settled_after_ = batches_;
+  return changed;
+}
+
+bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds) {
+  if (batches == 0 || seconds <= 0) return false;
   if (skip_ > 0) {
     --skip_;
     return false;
@@ -38,7 +47,7 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
     const double keep = judged == Step::prefetch ? before_ * kGainToGrow : before_;
     if (best_recent < keep) {
       // The step made it slower (a deeper ring: not clearly faster): take it back, and stop.
-      if (judged == Step::worker) --workers_;
+      if (judged == Step::worker) workers_ = from_workers_;
       if (judged == Step::prefetch) --prefetch_;
       settled_ = true;
       return true;
@@ -55,9 +64,29 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
   before_ = best_recent;
   seen_ = 0;  // the next two intervals judge the step
   const double busy = busy_seconds / (workers_ * seconds);
+  // The workers the loop needs: a worker fills a batch in `fill` seconds, the loop uses one every
+  // `use` seconds when it does not wait.
+  const double fill = busy_seconds / static_cast<double>(batches);
+  const double use = std::max(seconds - waited_seconds, 0.0) / static_cast<double>(batches);
+  const double needed = use > 0 ? std::ceil(fill / use) : static_cast<double>(limits_.max_workers);
   if (busy >= kBusyForWorkers && limits_.tune_workers && workers_ < limits_.max_workers &&
       (workers_ + 1) * prefetch_ <= limits_.max_depth) {
-    ++workers_;
+    std::uint32_t to = workers_ + 1;
+    const bool jump = !jumped_;  // the first step goes where the stage times point, at once
+    if (jump) {
+      jumped_ = true;
+      to = static_cast<std::uint32_t>(std::clamp<double>(needed, to, limits_.max_workers));
+      while (to > workers_ + 1 && to * prefetch_ > limits_.max_depth) --to;
+    }
+    from_workers_ = workers_;
+    workers_ = to;
+    if (jump && needed >= limits_.max_workers && workers_ == limits_.max_workers) {
+      // The stage times say the loop needs every core, and every core works: nothing is left to
+      // try. (The workers' idle share, measured with fewer of them and a shallower ring, says
+      // nothing of the ring they now have.)
+      settled_ = true;
+      return true;
+    }
     pending_ = Step::worker;
     skip_ = kWorkerWarmupIntervals;
     return true;
@@ -74,8 +103,8 @@ bool AutoTuner::observe(std::uint64_t batches, double seconds, double waited_sec
 }
 
 std::string AutoTuner::describe() const {
-  return fmt::format("{} worker{}, prefetch {} (auto{})", workers_, workers_ == 1 ? "" : "s", prefetch_,
-                     settled_ ? ": settled" : ": tuning");
+  return fmt::format("{} worker{}, prefetch {} (auto: {})", workers_, workers_ == 1 ? "" : "s", prefetch_,
+                     settled_ ? fmt::format("settled after {} batches", settled_after_) : "tuning");
 }
 
 }  // namespace stoker::detail

@@ -2,24 +2,31 @@
 // Options::num_workers / prefetch = stoker::kAuto, from what the training loop experiences.
 //
 // It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
-// measures intervals of the consumer's loop (at least 16 batches and 20 ms each, across epochs; the
+// measures intervals of the consumer's loop (at least 16 batches and 5 ms each, across epochs; the
 // first, when workers open the dataset and caches fill, is not counted): the share of the time it
-// waited for data (stall), the batches per second, and the share of the interval the active
-// workers spent filling the batches that arrived in it. While the stall is above 5% it tries the
-// one step the verdict's rule (docs/observability.md) points to: workers busy at least 60% of the
-// time are the limit, so one more worker while there are idle forked ones; workers idle more than
-// that wait for a free slot, so one more batch in flight per worker while the ring has room (tried
-// too for busy workers no worker can join, unless they never idle: a deeper ring fills no idle
-// time). With no step left it settles. The better of the next two intervals is compared with the
-// better of the two before: slower, and the step is taken back; less than 5% faster, and a worker
-// is kept (on a shared machine intervals vary by 10% and more, so a small gain cannot be told from
-// noise, and taking back a real one would cost more than keeping a useless one while the loop
-// waits) but a deeper ring is taken back (it costs memory, and on large samples its slots stop
+// waited for data (stall), the batches per second, and the time the active workers spent filling
+// the batches that arrived in it. While the stall is above 5% it takes the step the verdict's rule
+// (docs/observability.md) points to: workers busy at least 60% of the time are the limit, so more
+// workers while there are idle forked ones; workers idle more than that wait for a free slot, so
+// one more batch in flight per worker while the ring has room (tried too for busy workers no
+// worker can join, unless they never idle: a deeper ring fills no idle time).
+//
+// The first step to more workers goes at once where the stage times point: a worker fills a batch
+// in F seconds and the loop, when it does not wait, uses one every U seconds, so it needs F / U
+// workers (at least one more than now, at most every forked one). Where that is every core,
+// nothing is left to try and the tuner settles there, two intervals after it started (the workers'
+// idle share, measured with fewer of them and a shallower ring, says nothing of the ring they then
+// have). Every other step is judged: the better of the next two intervals (of
+// 20 ms at least: short ones vary with the scheduler) against the better of the two before it.
+// Slower, and the step is taken back (a jump: to where it started); less than 5% faster, and a
+// worker is kept (on a shared machine intervals vary by 10% and more, so a small gain cannot be
+// told from noise, and taking back a real one would cost more than keeping a useless one while the
+// loop waits) but a deeper ring is taken back (it costs memory, and on large samples its slots stop
 // sharing the caches, which a gain within the noise may hide); either way the tuner settles: more
-// does not help. At least 5% faster, it goes on. A new worker's first two intervals are not
-// judged: the worker opens the dataset then and, on a memory-mapped one, fills its page tables
-// (its first pass runs well below its pace). Pure logic, fed measurements: unit-tested without
-// processes or clocks.
+// does not help. At least 5% faster, it goes on, one step at a time. A new worker's first two
+// intervals are not judged: the worker opens the dataset then and, on a memory-mapped one, fills
+// its page tables (its first pass runs well below its pace). Pure logic, fed measurements:
+// unit-tested without processes or clocks.
 #pragma once
 
 #include <cstdint>
@@ -49,17 +56,27 @@ class AutoTuner {
   // Slots the active workers may have in flight.
   std::uint32_t depth() const noexcept;
   bool settled() const noexcept { return settled_; }
+  // How long an interval must last, at least kMinBatches batches: longer while a step is judged,
+  // which compares the throughputs of intervals (short ones vary with the scheduler's whims).
+  double min_seconds() const noexcept { return pending_ != Step::none ? kMinJudgedSeconds : kMinSeconds; }
 
   // One interval of the consumer's loop: `batches` received in `seconds`, of which it waited
   // `waited_seconds`, and which the workers spent `busy_seconds` filling (all workers together).
   // Returns true when the configuration changed.
   bool observe(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds);
 
-  // "2 workers, prefetch 3 (auto: settled)"
+  // An interval that is not observed (the first, while workers open the dataset): its batches
+  // count towards the number the tuner settled after.
+  void skip(std::uint64_t batches) noexcept {
+    if (!settled_) batches_ += batches;
+  }
+
+  // "2 workers, prefetch 3 (auto: settled after 144 batches)", "1 worker, prefetch 2 (auto: tuning)"
   std::string describe() const;
 
   static constexpr std::uint64_t kMinBatches = 16;
-  static constexpr double kMinSeconds = 0.02;
+  static constexpr double kMinSeconds = 0.005;
+  static constexpr double kMinJudgedSeconds = 0.02;
   static constexpr double kStallToGrow = 0.05;
   // The active workers' busy share at which they are the limit, as the verdict judges it
   // (loader/time_report.cc): below it they wait for a free slot.
@@ -70,6 +87,7 @@ class AutoTuner {
 
  private:
   enum class Step { none, worker, prefetch };
+  bool step(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds);
   Limits limits_;
   std::uint32_t workers_, prefetch_;
   Step pending_ = Step::none;  // the step being judged
@@ -78,6 +96,10 @@ class AutoTuner {
   std::uint64_t seen_ = 0;     // intervals since the last step
   std::uint64_t skip_ = 0;     // intervals still to be ignored (a new worker warming up)
   bool settled_ = false;
+  bool jumped_ = false;
+  std::uint64_t batches_ = 0;        // observed and skipped so far
+  std::uint64_t settled_after_ = 0;  // batches_ when it settled          // the first step was taken
+  std::uint32_t from_workers_ = 0;   // the workers before the step being judged
 };
 
 }  // namespace stoker::detail

@@ -354,9 +354,10 @@ std::uint32_t WorkerSource::next_filled() {
         static_cast<double>(slots_->view().slot_header(s).busy_ns) * 1e-9;  // the worker's word: steers only the tuner
     ++interval_batches_;
     const double seconds = std::chrono::duration<double>(t1 - interval_start_).count();
-    if (interval_batches_ >= AutoTuner::kMinBatches && seconds >= AutoTuner::kMinSeconds) {
-      if (!std::exchange(warming_, false) &&
-          tuner_->observe(interval_batches_, seconds, interval_waited_, interval_busy_)) {
+    if (interval_batches_ >= AutoTuner::kMinBatches && seconds >= tuner_->min_seconds()) {
+      if (std::exchange(warming_, false)) {
+        tuner_->skip(interval_batches_);
+      } else if (tuner_->observe(interval_batches_, seconds, interval_waited_, interval_busy_)) {
         tasks_.set_active(tuner_->workers(), tuner_->depth());
       }
       interval_batches_ = 0;

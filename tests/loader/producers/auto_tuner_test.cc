@@ -16,34 +16,66 @@ AutoTuner::Limits limits(std::uint32_t workers, std::uint32_t depth) {
   return l;
 }
 
-TEST(AutoTuner, AddsWorkersWhileTheyHelpThenSettles) {
-  AutoTuner t(limits(4, 16));
+// The first step goes where the stage times point: a worker fills a batch in 10 ms (busy the whole
+// second for 100 batches), the loop uses one every 3 ms when it does not wait (0.3 s of 1 s for 100
+// batches): 10 / 3 = 3.3, so 4 workers at once. Later steps go one worker at a time, judged.
+TEST(AutoTuner, TheFirstStepGoesWhereTheStageTimesPointThenOneAtATime) {
+  AutoTuner t(limits(8, 32));
   EXPECT_EQ(t.workers(), 1u);
   EXPECT_EQ(t.prefetch(), 2u);
-  EXPECT_FALSE(t.observe(100, 1.0, 0.5, kBusy));  // every decision takes two intervals
-  EXPECT_TRUE(t.observe(100, 1.0, 0.5, kBusy));   // waiting half the time: one more worker
-  EXPECT_EQ(t.workers(), 2u);
-  EXPECT_FALSE(t.observe(90, 1.0, 0.5, kBusy));   // the new worker's warm-up is not judged
-  EXPECT_FALSE(t.observe(90, 1.0, 0.5, kBusy));   // its second
-  EXPECT_FALSE(t.observe(120, 1.0, 0.2, kBusy));  // an interval across an epoch's end reads low...
-  EXPECT_TRUE(t.observe(180, 1.0, 0.2, kBusy));   // ...the better one counts: 80% faster, still waiting: a third
-  EXPECT_EQ(t.workers(), 3u);
-  EXPECT_FALSE(t.observe(60, 1.0, 0.6, kBusy));  // warm-up
-  EXPECT_FALSE(t.observe(60, 1.0, 0.6, kBusy));  // its second
-  EXPECT_FALSE(t.observe(150, 1.0, 0.2, kBusy));
-  EXPECT_TRUE(t.observe(170, 1.0, 0.2, kBusy));  // slower than 180: back to 2, settled
-  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_FALSE(t.observe(100, 1.0, 0.7, 1.0));  // every decision takes two intervals
+  EXPECT_TRUE(t.observe(100, 1.0, 0.7, 1.0));
+  EXPECT_EQ(t.workers(), 4u);
+  EXPECT_DOUBLE_EQ(t.min_seconds(), AutoTuner::kMinJudgedSeconds) << "judged on longer intervals";
+  EXPECT_FALSE(t.observe(90, 1.0, 0.7, 4.0));   // the new workers' warm-up is not judged
+  EXPECT_FALSE(t.observe(90, 1.0, 0.7, 4.0));   // its second
+  EXPECT_FALSE(t.observe(250, 1.0, 0.2, 4.0));  // an interval across an epoch's end reads low...
+  EXPECT_TRUE(t.observe(330, 1.0, 0.2, 4.0));   // ...the better one counts: faster, still waiting: a fifth
+  EXPECT_EQ(t.workers(), 5u);
+  EXPECT_FALSE(t.observe(60, 1.0, 0.6, 5.0));  // warm-up
+  EXPECT_FALSE(t.observe(60, 1.0, 0.6, 5.0));  // its second
+  EXPECT_FALSE(t.observe(300, 1.0, 0.2, 5.0));
+  EXPECT_TRUE(t.observe(320, 1.0, 0.2, 5.0));  // slower than 330: back to 4, settled
+  EXPECT_EQ(t.workers(), 4u);
   EXPECT_TRUE(t.settled());
   EXPECT_FALSE(t.observe(10, 1.0, 0.9, kBusy));  // settled stays settled
-  EXPECT_EQ(t.describe(), "2 workers, prefetch 2 (auto: settled)");
+  EXPECT_EQ(t.describe(), "4 workers, prefetch 2 (auto: settled after 1700 batches)");
+}
+
+// Workers that never idle, with more of them needed than there are cores: every core at once, and
+// nothing left to try, so the tuner settles then (the skipped first interval counts in the batches
+// it settled after).
+TEST(AutoTuner, AJumpToEveryCoreByWorkersThatNeverIdleSettlesAtOnce) {
+  AutoTuner t(limits(4, 16));
+  t.skip(16);
+  EXPECT_FALSE(t.observe(16, 0.01, 0.005, kBusy));
+  EXPECT_TRUE(t.observe(16, 0.01, 0.005, kBusy));
+  EXPECT_EQ(t.workers(), 4u);
+  EXPECT_EQ(t.prefetch(), 2u);
+  EXPECT_TRUE(t.settled());
+  EXPECT_EQ(t.describe(), "4 workers, prefetch 2 (auto: settled after 48 batches)");
+}
+
+// A jump that made it slower is taken back whole, to where it started.
+TEST(AutoTuner, AJumpThatMadeItSlowerIsTakenBackWhole) {
+  AutoTuner t(limits(8, 32));
+  t.observe(100, 1.0, 0.7, 1.0);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.7, 1.0));
+  EXPECT_EQ(t.workers(), 4u);
+  t.observe(90, 1.0, 0.7, 4.0);  // warm-up
+  t.observe(90, 1.0, 0.7, 4.0);  // its second
+  t.observe(80, 1.0, 0.7, 4.0);
+  EXPECT_TRUE(t.observe(95, 1.0, 0.7, 4.0));  // slower than 100
+  EXPECT_EQ(t.workers(), 1u);
+  EXPECT_TRUE(t.settled());
 }
 
 // A step that gains less than 5% is kept, not taken back, and the tuner stops there: on a shared
 // machine such a gain cannot be told from the intervals' noise, and a real one is worth keeping.
 TEST(AutoTuner, ASmallGainIsKeptAndEndsTheTuning) {
   AutoTuner t(limits(4, 16));
-  t.observe(100, 1.0, 0.5, kBusy);
-  EXPECT_TRUE(t.observe(100, 1.0, 0.5, kBusy));
+  t.observe(100, 1.0, 0.5, 1.0);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5, 1.0));  // 10 ms to fill, 5 ms to use: 2 workers
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_FALSE(t.observe(60, 1.0, 0.6, kBusy));  // warm-up
   EXPECT_FALSE(t.observe(60, 1.0, 0.6, kBusy));  // its second
@@ -52,15 +84,15 @@ TEST(AutoTuner, ASmallGainIsKeptAndEndsTheTuning) {
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_EQ(t.prefetch(), 2u);
   EXPECT_TRUE(t.settled());
-  EXPECT_EQ(t.describe(), "2 workers, prefetch 2 (auto: settled)");
+  EXPECT_EQ(t.describe(), "2 workers, prefetch 2 (auto: settled after 518 batches)");
 }
 
 // A worker added to a memory-mapped dataset runs its first pass well below its pace (it opens the
 // dataset and fills its page tables): those intervals are not held against it.
 TEST(AutoTuner, ANewWorkersWarmUpIsNotHeldAgainstIt) {
-  AutoTuner t(limits(2, 8));
-  t.observe(100, 1.0, 0.5, kBusy);
-  EXPECT_TRUE(t.observe(100, 1.0, 0.5, kBusy));
+  AutoTuner t(limits(4, 16));
+  t.observe(100, 1.0, 0.5, 1.0);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5, 1.0));
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_FALSE(t.observe(60, 1.0, 0.8, kBusy));   // warm-up: slower than 1 worker was
   EXPECT_FALSE(t.observe(60, 1.0, 0.8, kBusy));   // its second
@@ -81,9 +113,12 @@ TEST(AutoTuner, AConsumerThatDoesNotWaitNeedsNothingMore) {
 
 TEST(AutoTuner, DeepensTheRingWhenWorkersRunOut) {
   AutoTuner t(limits(2, 6));
-  t.observe(100, 1.0, 0.5, kBusy);
-  EXPECT_TRUE(t.observe(100, 1.0, 0.5, kBusy));
+  t.observe(100, 1.0, 0.1, 0.8);
+  // Waiting 10% though one worker fills a batch (8 ms) faster than the loop uses one (9 ms): one
+  // more, judged, though it is every core.
+  EXPECT_TRUE(t.observe(100, 1.0, 0.1, 0.8));
   EXPECT_EQ(t.workers(), 2u);
+  EXPECT_FALSE(t.settled());
   EXPECT_FALSE(t.observe(10, 1.0, 0.9, kBusy));  // warm-up
   EXPECT_FALSE(t.observe(10, 1.0, 0.9, kBusy));  // its second
   t.observe(150, 1.0, 0.5, kIdle);
@@ -111,16 +146,21 @@ TEST(AutoTuner, AFixedWorkerCountTunesOnlyPrefetch) {
 // Workers that never idle gain nothing from a deeper ring (on large samples it is slower: its
 // slots stop sharing the caches): with no worker left to add, the tuner settles.
 TEST(AutoTuner, WorkersThatNeverIdleSettleWithoutDeepeningTheRing) {
-  AutoTuner t(limits(2, 8));
-  t.observe(100, 1.0, 0.5, 1.0);  // one worker, busy the whole second
+  AutoTuner t(limits(3, 12));
+  t.observe(100, 1.0, 0.5, 1.0);  // one worker, busy the whole second: 2 needed
   EXPECT_TRUE(t.observe(100, 1.0, 0.5, 0.97));
   EXPECT_EQ(t.workers(), 2u);
   EXPECT_FALSE(t.observe(60, 1.0, 0.6, 1.2));  // warm-up
   EXPECT_FALSE(t.observe(90, 1.0, 0.6, 1.6));  // its second
   t.observe(170, 1.0, 0.3, 1.96);
-  EXPECT_FALSE(t.observe(175, 1.0, 0.3, 1.96));  // 75% faster, both busy 98%: no third worker to add
+  EXPECT_TRUE(t.observe(175, 1.0, 0.3, 1.96));  // 75% faster, both busy 98%, still waiting: a third
+  EXPECT_EQ(t.workers(), 3u);
+  EXPECT_FALSE(t.observe(60, 1.0, 0.6, 2.9));  // warm-up
+  EXPECT_FALSE(t.observe(90, 1.0, 0.6, 2.9));  // its second
+  t.observe(240, 1.0, 0.1, 2.94);
+  EXPECT_FALSE(t.observe(245, 1.0, 0.1, 2.94));  // faster, all busy 98%: no worker left to add
   EXPECT_TRUE(t.settled());
-  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_EQ(t.workers(), 3u);
   EXPECT_EQ(t.prefetch(), 2u);
 }
 
@@ -128,10 +168,10 @@ TEST(AutoTuner, WorkersThatNeverIdleSettleWithoutDeepeningTheRing) {
 // back when it is slower.
 TEST(AutoTuner, BusyWorkersThatIdleALittleTryADeeperRingAndKeepItOnlyIfFaster) {
   AutoTuner t(limits(2, 8));
-  t.observe(100, 1.0, 0.5, 1.0);
-  EXPECT_TRUE(t.observe(100, 1.0, 0.5, 0.97));
-  EXPECT_FALSE(t.observe(60, 1.0, 0.6, 1.2));  // warm-up
-  EXPECT_FALSE(t.observe(90, 1.0, 0.6, 1.6));  // its second
+  t.observe(100, 1.0, 0.1, 0.85);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.1, 0.85));  // 8.5 ms to fill, 9 ms to use: one more, judged
+  EXPECT_FALSE(t.observe(60, 1.0, 0.6, 1.2));   // warm-up
+  EXPECT_FALSE(t.observe(90, 1.0, 0.6, 1.6));   // its second
   t.observe(170, 1.0, 0.3, 1.7);
   EXPECT_TRUE(t.observe(175, 1.0, 0.3, 1.7));  // busy 85%: a ring of 2 x 3
   EXPECT_EQ(t.prefetch(), 3u);
