@@ -1,19 +1,22 @@
 """A shard set in an S3-compatible store (moto's server on 127.0.0.1, a process of its own), read by
 stoker through the node's cache, against:
-  local      the same shards read from the local disk (the same Loader options);
+  local      the same shards read from the local disk (the same Loader options: the quasi-random
+             order, which reads a few shards at a time);
   ceiling    a plain parallel download of the same objects (4 at once, each read and dropped): the
-             most any loader can fetch from this server here; "ceiling synced" the same written to
-             files and synced, as a cache that survives a crash must;
+             most any loader can fetch from this server here (the store runs on this machine's
+             cores too: each row says the CPU time it took);
   mosaic     Mosaic's StreamingDataset over the same samples written as MDS in the same store, with
              the same cache limit (in its own venv, DATA_DIR/mosaic-venv, made on the first run;
              --no-mosaic leaves it out).
-stoker's cold epoch starts with an empty cache; its warm one finds the cache full. Each row: samples
-per second over the epoch (construction included: the cold epoch's downloads), the time to the first
-batch, and the bytes downloaded.
+The shards are stored with their index (stoker-index.json, Loader.write_index) under train/, and
+alone under plain/. stoker's cold epoch starts with an empty cache and the index, so it reads the
+shards as they arrive; "cold, no index" first fetches the set whole to count it; the warm epoch
+finds the cache full. Each row: samples per second over the epoch (construction included: the cold
+epoch's downloads), the time to the first batch, and the bytes downloaded.
 
 Then a cache of a quarter of the set, and one of half (order quasi_random, which reads a few shards
-at a time): a cold loader (it learns the set that much at a time, then reads its epoch through the
-cache) and a second
+at a time), of plain/: a cold loader (it learns the set that much at a time, then reads its epoch
+through the cache) and a second
 one on the same node, which finds what the first learned; for each, the shards its epoch fetched
 against Belady's count for the epoch's order (computed here from the batches' indices, from the
 cache's content at the start) and an LRU cache's.
@@ -60,10 +63,14 @@ def make_shards(local, shards, samples):
                 "label", data=np.arange(samples, dtype=np.int64) + k * samples, chunks=(min(256, samples),)
             )
         os.rename(path + ".tmp", path)
+    import stoker
+
+    stoker.Loader(local).write_index()  # stoker-index.json beside them
 
 
 def start_store(local, python):
-    """moto's server in a process of its own, holding s3://bench/train/ (the local shards)."""
+    """moto's server in a process of its own, holding s3://bench/train/ (the local shards and their
+    index) and s3://bench/plain/ (the shards alone)."""
     import boto3
 
     port = free_port()
@@ -84,15 +91,27 @@ def start_store(local, python):
             time.sleep(0.1)
     for name in sorted(os.listdir(local)):
         s3.upload_file(os.path.join(local, name), "bench", f"train/{name}")
+        if name.endswith(".h5"):
+            s3.upload_file(os.path.join(local, name), "bench", f"plain/{name}")
     return server, endpoint, s3
 
 
 def stoker_epoch(source, workers, cache=None):
+    """An epoch in the quasi-random order, which shuffles and reads a few shards at a time (as
+    Mosaic's shuffle does): a fully random order reads every shard for every batch, so its first
+    batch waits for the whole set."""
     import stoker
 
+    os.sync()  # no dirty pages of an earlier row are written back during this one
     t0 = time.perf_counter()
     loader = stoker.Loader(
-        source, batch_size=256, num_workers=workers, shuffle=True, seed=1, framework="numpy", cache_dir=cache
+        source,
+        batch_size=256,
+        num_workers=workers,
+        order="quasi_random",
+        seed=1,
+        framework="numpy",
+        cache_dir=cache,
     )
     first = None
     n = 0
@@ -170,27 +189,21 @@ def small_cache_epoch(source, workers, cache, limit, samples, shards, capacity, 
     }
 
 
-def ceiling(endpoint, names, parallel, into=None):
-    """Seconds to download every object, `parallel` at once, each read and dropped in 1 MiB pieces;
-    or, with `into`, written to a file there and synced (as a cache that survives a crash must)."""
+def ceiling(endpoint, names, parallel):
+    """Seconds to download every object, `parallel` at once, each read and dropped in 1 MiB pieces."""
     import http.client
     import urllib.parse
     from concurrent.futures import ThreadPoolExecutor
 
     host = urllib.parse.urlsplit(endpoint)
+    os.sync()  # as stoker_epoch
 
     def get(name):
         conn = http.client.HTTPConnection(host.hostname, host.port)
         conn.request("GET", f"/bench/train/{name}")
         answer, buf = conn.getresponse(), bytearray(1 << 20)
-        out = open(os.path.join(into, name), "wb") if into else None
-        while n := answer.readinto(buf):
-            if out:
-                out.write(memoryview(buf)[:n])
-        if out:
-            out.flush()
-            os.fsync(out.fileno())
-            out.close()
+        while answer.readinto(buf):
+            pass
         conn.close()
 
     t0 = time.perf_counter()
@@ -238,33 +251,45 @@ def main():
     a = p.parse_args()
     local = os.path.join(a.data, f"remote-shards-{a.shards}x{a.samples}")
     make_shards(local, a.shards, a.samples)
-    names = sorted(os.listdir(local))
+    names = sorted(n for n in os.listdir(local) if n.endswith(".h5"))
     total = sum(os.path.getsize(os.path.join(local, n)) for n in names)
     server, endpoint, _ = start_store(local, sys.executable)
     os.environ.update(
         AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_REGION="us-east-1"
     )
+
+    def server_cpu():
+        """The store's CPU seconds so far: it runs on this machine's cores, beside the loader."""
+        with open(f"/proc/{server.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def row(run):
+        before = server_cpu()
+        r = run()
+        r["server_cpu_s"] = server_cpu() - before
+        return r
+
     try:
         rows = {}
-        rows["local"] = stoker_epoch(local, a.workers)
+        rows["local"] = row(lambda: stoker_epoch(local, a.workers))
         cache = os.path.join(a.data, "remote-cache")
         shutil.rmtree(cache, ignore_errors=True)
-        rows["stoker cold"] = stoker_epoch("s3://bench/train/", a.workers, cache)
-        rows["stoker warm"] = stoker_epoch("s3://bench/train/", a.workers, cache)
-        down = ceiling(endpoint, names, 4)
-        rows["ceiling"] = {"samples_per_s": a.shards * a.samples / down, "seconds": down, "downloaded": total}
-        written = os.path.join(a.data, "remote-written")
-        shutil.rmtree(written, ignore_errors=True)
-        os.makedirs(written)
-        synced = ceiling(endpoint, names, 4, written)
-        shutil.rmtree(written, ignore_errors=True)
-        rows["ceiling synced"] = {
-            "samples_per_s": a.shards * a.samples / synced,
-            "seconds": synced,
-            "downloaded": total,
-        }
+        rows["stoker cold"] = row(lambda: stoker_epoch("s3://bench/train/", a.workers, cache))
+        rows["stoker warm"] = row(lambda: stoker_epoch("s3://bench/train/", a.workers, cache))
+        shutil.rmtree(cache, ignore_errors=True)
+        rows["cold, no index"] = row(lambda: stoker_epoch("s3://bench/plain/", a.workers, cache))
+        shutil.rmtree(cache, ignore_errors=True)
+
+        def downloaded():
+            seconds = ceiling(endpoint, names, 4)
+            return {"samples_per_s": a.shards * a.samples / seconds, "seconds": seconds, "downloaded": total}
+
+        rows["ceiling"] = row(downloaded)
+        down = rows["ceiling"]["seconds"]
         if not a.no_mosaic:
-            rows["mosaic cold"] = mosaic(a.data, endpoint, local, os.path.join(a.data, "mosaic-cache"), total)
+            mosaic_cache = os.path.join(a.data, "mosaic-cache")
+            rows["mosaic cold"] = row(lambda: mosaic(a.data, endpoint, local, mosaic_cache, total))
         # A quarter and a half of the set (the labels say each sample's shard: shard * samples + row).
         for part, capacity in (("quarter", max(1, a.shards // 4)), ("half", max(1, a.shards // 2))):
             limit = capacity * os.path.getsize(os.path.join(local, names[0]))
@@ -272,7 +297,7 @@ def main():
             shutil.rmtree(small, ignore_errors=True)
             last_window = list(range((a.shards - 1) // capacity * capacity, a.shards))
             rows[f"{part} cold"] = small_cache_epoch(
-                "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, last_window
+                "s3://bench/plain/", a.workers, small, limit, a.samples, a.shards, capacity, last_window
             )
             rows[f"{part} cold"]["capacity"] = capacity
             # The next loader finds the set learned, and starts with the shards the first one left
@@ -281,21 +306,26 @@ def main():
                 int(f[len("train-") : -len(".h5")]) for _, _, fs in os.walk(small) for f in fs if f.endswith(".h5")
             )
             rows[f"{part} again"] = small_cache_epoch(
-                "s3://bench/train/", a.workers, small, limit, a.samples, a.shards, capacity, found[:capacity]
+                "s3://bench/plain/", a.workers, small, limit, a.samples, a.shards, capacity, found[:capacity]
             )
             rows[f"{part} again"]["capacity"] = capacity
     finally:
         server.kill()
         server.wait()
     print(f"{a.shards} shards x {a.samples} samples, {total / 2**20:.1f} MiB, {a.workers} workers")
-    print(f"{'':14}{'samples/s':>12}{'ttfb s':>10}{'seconds':>10}{'MiB down':>10}")
+    print(f"{'':16}{'samples/s':>12}{'ttfb s':>10}{'seconds':>10}{'MiB down':>10}{'store CPU s':>13}")
     for name, r in rows.items():
         ttfb = f"{r['ttfb_s']:.2f}" if r.get("ttfb_s") is not None else "-"
-        print(f"{name:14}{r['samples_per_s']:>12.0f}{ttfb:>10}{r['seconds']:>10.2f}{r['downloaded'] / 2**20:>10.1f}")
+        cpu = f"{r['server_cpu_s']:.2f}" if "server_cpu_s" in r else "-"
+        print(
+            f"{name:16}{r['samples_per_s']:>12.0f}{ttfb:>10}{r['seconds']:>10.2f}{r['downloaded'] / 2**20:>10.1f}"
+            f"{cpu:>13}"
+        )
     cold = rows["stoker cold"]["seconds"]
     print(
-        f"cold epoch: {down / cold:.0%} of the download ceiling's speed, {synced / cold:.0%} of a download into "
-        "synced files; warm epoch: "
+        f"cold epoch: {down / cold:.0%} of the download ceiling's speed (the store took "
+        f"{rows['ceiling']['server_cpu_s'] / down:.1f} of this machine's {os.cpu_count()} cores for that download); "
+        "warm epoch: "
         f"{rows['stoker warm']['samples_per_s'] / rows['local']['samples_per_s']:.0%} of local"
     )
     for name in ("quarter cold", "quarter again", "half cold", "half again"):

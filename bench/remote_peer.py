@@ -28,7 +28,7 @@ def main():
     shutil.rmtree(cache, ignore_errors=True)
     columns = {"image": "ndarray:uint8", "label": "int"}
     with MDSWriter(out=(staging, "s3://bench/mds"), columns=columns, keep_local=True) as out:
-        for name in sorted(os.listdir(local)):
+        for name in sorted(n for n in os.listdir(local) if n.endswith(".h5")):
             with h5py.File(os.path.join(local, name), "r") as f:
                 images, labels = f["image"][:], f["label"][:]
             for image, label in zip(images, labels):

@@ -11,6 +11,7 @@
 #include "base/posix_error.h"
 #include "formats/shard_set.h"
 #include "loader/loader_impl.h"
+#include "loader/set_index.h"
 
 namespace stoker {
 namespace {
@@ -65,6 +66,9 @@ std::uint64_t Loader::batches_per_epoch() const { return impl_->sampler().batche
 std::uint64_t Loader::samples_per_epoch() const { return impl_->sampler().samples_per_epoch(); }
 Stats Loader::stats() const { return impl_->stats(); }
 std::vector<int> Loader::worker_pids() const { return impl_->worker_pids(); }
+std::string Loader::write_index(const std::string& path) const {
+  return detail::write_loader_index(path, impl_->options(), impl_->reader_options(), impl_->streams_shards());
+}
 
 std::optional<Batch> Epoch::next() {
   const std::shared_ptr<detail::LoaderImpl> impl = impl_.lock();

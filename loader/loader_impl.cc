@@ -66,6 +66,7 @@ LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
   if (!opt_.trace.empty()) trace_ = std::make_unique<TraceWriter>(opt_.trace, ::getpid(), design_.num_workers);
   times_.set_trace(trace_.get());
   if (fetcher_) fetcher_->set_trace(trace_.get());
+  for (const std::string& w : remote_.warnings) warn(w);
   Scanned scanned = scan_dataset(keep_going);
   times_.set_stage_names(worker_stage_names(scanned.pipelines));
   if (keep_going && !keep_going()) {
@@ -111,8 +112,11 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   std::optional<DatasetIdentity> identity = dataset_identity(opt_.source);  // before anything reads it
   ProbeResult probe;
   if (fetcher_) {
+    const StreamedObjects& streamed = *remote_.streamed;
     probe = probe_streamed(opt_.source, design_.reader_options, *fetcher_, design_.num_workers > 0, opt_.timeout,
-                           keep_going);
+                           keep_going,
+                           IndexAtHand{streamed.index ? &*streamed.index : nullptr, streamed.index_name,
+                                       [this](const std::string& w) { warn(w); }});
   } else if (design_.num_workers == 0) {
     s.reader = formats::open_reader(opt_.source, design_.reader_options);
     probe = describe_dataset(*s.reader, opt_.source);

@@ -1,6 +1,7 @@
 #include "loader/remote_sources.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <optional>
@@ -15,20 +16,45 @@
 namespace stoker::detail {
 namespace {
 
+// Each shard a fetcher holds keeps a descriptor open (remote::HeldObject): as many shards as the
+// process may open beside kDescriptorsBeside others, its soft limit raised towards its hard one
+// where that is needed.
+constexpr rlim_t kDescriptorsBeside = 512;
+std::size_t holdable(std::size_t wanted) {
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return wanted;
+  if (const rlim_t need = wanted + kDescriptorsBeside; l.rlim_cur < need) {
+    rlimit raised = l;
+    raised.rlim_cur = l.rlim_max == RLIM_INFINITY ? need : std::min(need, l.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) l = raised;
+  }
+  return l.rlim_cur > 2 * kDescriptorsBeside ? std::min<std::size_t>(wanted, l.rlim_cur - kDescriptorsBeside)
+                                             : std::min<std::size_t>(wanted, l.rlim_cur / 2);
+}
+
 StreamedObjects stream_objects(const std::vector<remote::ListedObject>& objects,
                                const std::vector<remote::ObjectInfo>& infos, const remote::CacheOptions& cache,
-                               std::uint64_t bytes) {
+                               std::uint64_t bytes, std::optional<SetIndex> index) {
   StreamedObjects s;
   s.cache = cache;
   s.bytes = bytes;
+  std::vector<std::string> paths(objects.size());
+  std::uint64_t cached = 0;
+  for (std::size_t k = 0; k < objects.size(); ++k) {
+    paths[k] = remote::cached_path(cache.dir, objects[k].object.url, infos[k]);
+    if (remote::is_cached(paths[k], infos[k].size)) cached += infos[k].size;
+  }
+  // No limit: what the disk has free, beside what the set has cached already.
+  const std::uint64_t limit = cache.limit != 0 ? cache.limit : cached + remote::free_bytes_of(cache.dir);
   // As many shards as fit whatever their sizes: the largest ones.
   std::vector<std::size_t> by_size(objects.size());
   for (std::size_t k = 0; k < by_size.size(); ++k) by_size[k] = k;
   std::sort(by_size.begin(), by_size.end(),
             [&](std::size_t a, std::size_t b) { return infos[a].size > infos[b].size; });
   std::uint64_t used = 0;
+  const std::size_t most = holdable(objects.size());
   for (std::size_t k : by_size) {
-    if (used + infos[k].size > cache.limit) break;
+    if (used + infos[k].size > limit || s.capacity == most) break;
     used += infos[k].size;
     ++s.capacity;
   }
@@ -37,17 +63,66 @@ StreamedObjects stream_objects(const std::vector<remote::ListedObject>& objects,
     throw Error(ErrorCode::invalid_option,
                 fmt::format("{}: {} is {}, and shard {} alone takes {}: the cache must hold a shard at least, and a "
                             "batch's shards at once",
-                            cache.dir, option_name("cache_limit"), format_bytes(cache.limit), objects[big].object.name,
-                            format_bytes(infos[big].size)));
+                            cache.dir, cache.limit != 0 ? option_name("cache_limit") : "the free space of its disk",
+                            format_bytes(limit), objects[big].object.name, format_bytes(infos[big].size)));
   }
-  std::uint64_t cached = 0;
   for (std::size_t k = 0; k < objects.size(); ++k) {
-    const std::string path = remote::cached_path(cache.dir, objects[k].object.url, infos[k]);
-    if (remote::is_cached(path, infos[k].size)) cached += infos[k].size;
-    s.by_path.emplace(path, ShardFetcher::RemoteShard{objects[k].object, infos[k], path});
+    std::optional<std::uint64_t> digest;
+    if (index) digest = index->shards[k].digest;
+    s.by_path.emplace(paths[k], ShardFetcher::RemoteShard{objects[k].object, infos[k], paths[k], digest});
   }
-  remote::prepare_cache_dir(cache, used > cached ? used - cached : 0);
+  remote::CacheOptions checked = cache;
+  checked.limit = limit;
+  remote::prepare_cache_dir(checked, used > cached ? used - cached : 0);
+  s.index = std::move(index);
   return s;
+}
+
+// `object`'s sibling named `name`: the same store, signing and directory.
+remote::RemoteObject sibling(const remote::RemoteObject& object, std::string_view name) {
+  const auto replaced = [&](const std::string& url) {
+    const std::string base = url.substr(0, url.find_first_of("?#"));
+    return base.substr(0, base.find_last_of('/') + 1) + std::string(name);
+  };
+  return remote::RemoteObject{replaced(object.url), replaced(object.name), object.signing};
+}
+
+// The index beside the first of `objects` (all of one remote set, of sizes `infos`), when the store
+// has one that describes them; nullopt (with a warning, for one that does not) else. Throws what
+// fetching it throws but an answer that it is not there.
+std::optional<SetIndex> find_index(const std::vector<remote::ListedObject>& objects,
+                                   const std::vector<remote::ObjectInfo>& infos, const remote::CacheOptions& cache,
+                                   remote::FetchCounters& counters, std::vector<std::string>& warnings,
+                                   std::string& where) {
+  const remote::RemoteObject index_object = sibling(objects.front().object, kIndexName);
+  where = index_object.name;
+  std::string text;
+  try {
+    text = remote::fetch_text(index_object, cache.policy, counters);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::dataset) return std::nullopt;  // none there (404, 403)
+    throw;
+  }
+  try {
+    SetIndex index = parse_set_index(text, where);
+    std::vector<std::string> names;
+    std::vector<std::uint64_t> sizes;
+    for (std::size_t k = 0; k < objects.size(); ++k) {
+      names.push_back(remote::url_file_name(objects[k].object.url));
+      sizes.push_back(infos[k].size);
+    }
+    if (const std::string why = index_mismatch(index, names, sizes); !why.empty()) {
+      warnings.push_back(
+          fmt::format("{} does not describe the shards beside it ({}): it is not used, and the set is "
+                      "fetched whole to be counted; write it again (Loader::write_index)",
+                      where, why));
+      return std::nullopt;
+    }
+    return index;
+  } catch (const Error& e) {
+    warnings.push_back(fmt::format("{}; the set is fetched whole to be counted", e.what()));
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -97,19 +172,29 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
     }
   }
   if (objects.empty()) return out;
-  if (cache.limit != 0) {
-    std::vector<remote::ObjectInfo> infos = remote::object_infos(objects, cache, counters);
-    std::uint64_t bytes = 0;
-    for (const auto& i : infos) bytes += i.size;
-    if (bytes > cache.limit) {
-      remote.streamed = stream_objects(objects, infos, cache, bytes);
-      for (std::size_t j = 0; j < objects.size(); ++j) {
-        out[object_at[j].first][object_at[j].second] = remote::cached_path(cache.dir, objects[j].object.url, infos[j]);
-      }
-      return out;
-    }
-    for (std::size_t j = 0; j < objects.size(); ++j) objects[j].info = infos[j];  // not stat'ed again
+  std::vector<remote::ObjectInfo> infos = remote::object_infos(objects, cache, counters);
+  std::uint64_t bytes = 0;
+  for (const auto& i : infos) bytes += i.size;
+  remote::prepare_cache_dir(cache, 0);
+  // One remote set not cached whole: its index, if its store has one, lets the first epoch start
+  // at once and read the shards as they arrive.
+  std::optional<SetIndex> index;
+  std::string index_name;
+  if (named.size() == 1 && objects.size() == out[0].size()) {
+    bool whole = true;
+    for (std::size_t j = 0; j < objects.size() && whole; ++j)
+      whole = remote::is_cached(remote::cached_path(cache.dir, objects[j].object.url, infos[j]), infos[j].size);
+    if (!whole) index = find_index(objects, infos, cache, counters, remote.warnings, index_name);
   }
+  if ((cache.limit != 0 && bytes > cache.limit) || index) {
+    remote.streamed = stream_objects(objects, infos, cache, bytes, std::move(index));
+    remote.streamed->index_name = index_name;
+    for (std::size_t j = 0; j < objects.size(); ++j) {
+      out[object_at[j].first][object_at[j].second] = remote::cached_path(cache.dir, objects[j].object.url, infos[j]);
+    }
+    return out;
+  }
+  for (std::size_t j = 0; j < objects.size(); ++j) objects[j].info = infos[j];  // not stat'ed again
   const std::vector<std::string> paths = remote::cache_objects(objects, cache, counters);
   for (std::size_t j = 0; j < objects.size(); ++j) {
     out[object_at[j].first][object_at[j].second] = paths[j];

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/set_index.h"
 #include "loader/shard_fetcher.h"
 #include "remote/http_fetch.h"
 #include "stoker/options.h"
@@ -19,11 +20,15 @@ namespace stoker::detail {
 
 // A loader's remote objects when together they take more than Options::cache_limit: not fetched
 // before the first batch, but as the epochs need them (loader/shard_fetcher.h).
+// So are those of a set with an index (loader/set_index.h) on a node that has not cached it
+// whole: its first epoch reads them as they arrive.
 struct StreamedObjects {
   remote::CacheOptions cache;
   std::map<std::string, ShardFetcher::RemoteShard> by_path;  // by its path in the cache
   std::size_t capacity = 0;                                  // shards the cache holds at once
   std::uint64_t bytes = 0;                                   // all of them
+  std::optional<SetIndex> index;                             // the set's, when the store has one
+  std::string index_name;                                    // where it was read
 };
 
 // What resolving a loader's remote names leaves it: holds on the shards of a set cached whole
@@ -32,6 +37,7 @@ struct StreamedObjects {
 struct RemoteShards {
   std::vector<remote::HeldObject> held;
   std::optional<StreamedObjects> streamed;
+  std::vector<std::string> warnings;  // for the loader to give (an index that is not used, and why)
 };
 // More shards than this (a descriptor each) are cached whole without holds: docs/remote.md.
 inline constexpr std::size_t kMaxHeldWhole = 256;
@@ -40,9 +46,11 @@ inline constexpr std::size_t kMaxHeldWhole = 256;
 // stands for (one name may stand for many), in order. The objects of all of `named` are fetched
 // together (Options::fetch_parallelism at once; Options::cache_limit bounds them all), keep_going
 // asked meanwhile (remote/shard_cache.h), and held in `remote.held`; or, when they take more than
-// Options::cache_limit, not fetched but described in `remote.streamed` (their names are then their
-// paths in the cache, which may not be there yet). Throws stoker::Error (invalid_option) when the cache cannot hold
-// even the largest object, and the errors of listing, stat'ing and fetching them.
+// Options::cache_limit, or when `named` is one remote set, not all cached, whose store has an index
+// beside its first shard (loader/set_index.h), not fetched but described in `remote.streamed`
+// (their names are then their paths in the cache, which may not be there yet). Throws
+// stoker::Error (invalid_option) when the cache cannot hold even the largest object, and the
+// errors of listing, stat'ing and fetching them.
 std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& options,
                                                    remote::FetchCounters& counters,
                                                    const std::function<bool()>& keep_going, RemoteShards& remote);

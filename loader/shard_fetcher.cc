@@ -8,11 +8,30 @@
 
 #include "base/option_spelling.h"
 #include "base/posix_error.h"
+#include "loader/set_index.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// Whether `held`, cached for `shard`, is what the set's index says it is (or nothing says).
+bool as_indexed(const ShardFetcher::RemoteShard& shard, const remote::HeldObject& held) {
+  return !shard.digest || held.digest() == shard.digest;
+}
+
+// Throws unless as_indexed(shard, held).
+void check_indexed(const ShardFetcher::RemoteShard& shard, const remote::HeldObject& held) {
+  if (as_indexed(shard, held)) return;
+  const std::optional<std::uint64_t> got = held.digest();
+  throw Error(
+      ErrorCode::dataset,
+      fmt::format("{}: its bytes are not those the set's index ({} beside it) describes (XXH3 {:016x} there, {} "
+                  "here): the shard changed since the index was written; write it again "
+                  "(Loader::write_index), or delete it",
+                  shard.object.name, kIndexName, *shard.digest,
+                  got ? fmt::format("{:016x}", *got) : std::string("none")));
+}
 }  // namespace
 
 ShardFetcher::ShardFetcher(std::vector<std::optional<RemoteShard>> shards, std::size_t capacity,
@@ -60,6 +79,7 @@ void ShardFetcher::hold_only(const std::vector<std::uint32_t>& wanted, const std
   o.keep_going = keep_going;
   const remote::FetchTime timed(counters_);  // the construction's fetches (Stats::fetch_seconds)
   std::vector<remote::HeldObject> got = remote::hold_objects(objects, infos, paths, o, counters_);
+  for (std::size_t j = 0; j < fetched.size(); ++j) check_indexed(*shards_[fetched[j]], got[j]);
   std::lock_guard lock(mu_);
   for (std::size_t j = 0; j < fetched.size(); ++j) held_[fetched[j]] = std::move(got[j]);
 }
@@ -72,7 +92,7 @@ void ShardFetcher::hold_found() {
     if (!shards_[k] || held_[k]) continue;
     // Whole and not being evicted: taken as it is, never waited for nor fetched here.
     std::optional<remote::HeldObject> found = remote::try_hold(shards_[k]->path, shards_[k]->info.size);
-    if (!found) continue;
+    if (!found || !as_indexed(*shards_[k], *found)) continue;  // another version: the epoch's fetch says so
     if (held < capacity_) {
       held_[k] = std::move(*found);
       ++held;
@@ -176,6 +196,7 @@ void ShardFetcher::fetch_loop(std::uint32_t thread) {
       }
       const RemoteShard& shard = *shards_[step.shard];
       got = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
+      check_indexed(shard, got);
     } catch (...) {
       failed = std::current_exception();
     }

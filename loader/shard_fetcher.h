@@ -42,6 +42,9 @@ class ShardFetcher final : public BatchGate {
     remote::RemoteObject object;
     remote::ObjectInfo info;
     std::string path;
+    // What the set's index says its bytes are (loader/set_index.h): a shard cached with another
+    // digest is an error naming it. nullopt: not checked.
+    std::optional<std::uint64_t> digest;
   };
   // shards[k]: shard k of the set, or nullopt for a local file. `capacity`: how many shards the
   // cache holds at once (at least one). `cache`: its directory, fetch_parallelism and policy.

@@ -14,6 +14,7 @@
 #include "base/unique_fd.h"
 #include "formats/open_reader.h"
 #include "formats/shard_set.h"
+#include "loader/set_index.h"
 #include "loader/worker/reader_options_json.h"
 #include "stoker/error.h"
 
@@ -126,7 +127,8 @@ void join_window(ProbeResult& set, ProbeResult window, const std::vector<std::st
 }  // namespace
 
 ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& options, ShardFetcher& fetcher,
-                           bool in_child, std::chrono::milliseconds timeout, const std::function<bool()>& keep_going) {
+                           bool in_child, std::chrono::milliseconds timeout, const std::function<bool()>& keep_going,
+                           const IndexAtHand& index) {
   options.open_shards_lazily = true;  // shard 0 may not be cached when a reader is made
   options.max_open_shards = std::min(options.max_open_shards, fetcher.capacity());
   const auto probe = [&](const std::string& some) {
@@ -137,6 +139,17 @@ ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& op
   const auto& shards = fetcher.shards();
   const std::string memo = memo_path(fetcher, options, fetcher.cache_dir());
   std::optional<ProbeResult> result = memo.empty() ? std::nullopt : read_memo(memo, paths.size());
+  if (!result && index.index) {
+    std::string why;
+    result = probe_from_index(*index.index, options, paths, why);
+    if (result && !memo.empty()) write_memo(memo, *result);
+    if (!result && index.warn) {
+      index.warn(
+          fmt::format("{} is not used ({}): the set is fetched whole to be counted; write it again with this "
+                      "loader's options (Loader::write_index)",
+                      index.name, why));
+    }
+  }
   if (result) fetcher.hold_found();
   if (!result) {
     ProbeResult set;

@@ -1,11 +1,11 @@
 // The probe of a shard set whose remote shards take more than the cache holds (loader/
 // shard_fetcher.h): what a probe of the whole set would say (loader/child_reads/probe.h), learned
 // without holding every shard at once. It is the cache's memo of an earlier loader's probe of the
-// same objects (their URLs, sizes and ETags) with the same reader options, when there is one; else
-// the set is read window by window, each window's shards held in the cache while a probe reads them,
-// the windows' results joined, and the memo written for the next loader on the node. The last
-// window's shards stay cached: the first epoch starts with them (or, from a memo, with the shards
-// another loader left in the cache).
+// same objects (their URLs, sizes and ETags) with the same reader options, when there is one, else
+// the set's index (loader/set_index.h) when its store has one; else the set is read window by window, each window's
+// shards held in the cache while a probe reads them, the windows' results joined, and the memo written for the next
+// loader on the node. The last window's shards stay cached: the first epoch starts with them (or, from a memo, with the
+// shards another loader left in the cache).
 #pragma once
 
 #include <chrono>
@@ -14,9 +14,17 @@
 
 #include "formats/core/reader.h"
 #include "loader/child_reads/probe.h"
+#include "loader/set_index.h"
 #include "loader/shard_fetcher.h"
 
 namespace stoker::detail {
+
+// The set's index (loader/set_index.h), where its store has one: read when the cache has no memo.
+struct IndexAtHand {
+  const SetIndex* index = nullptr;
+  std::string name;                              // where it was read
+  std::function<void(const std::string&)> warn;  // told when it is not used, and why
+};
 
 // `source`: the set, its remote shards named by their cache paths (fetcher.shards()). Each window
 // is read as the loader's probe reads (in a child process `in_child`, else in this one: loader/
@@ -25,6 +33,7 @@ namespace stoker::detail {
 // readers of such a set: no shard opened before it is read, no more kept open than the cache holds.
 // Throws what the probe or a fetch throws.
 ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& options, ShardFetcher& fetcher,
-                           bool in_child, std::chrono::milliseconds timeout, const std::function<bool()>& keep_going);
+                           bool in_child, std::chrono::milliseconds timeout, const std::function<bool()>& keep_going,
+                           const IndexAtHand& index = {});
 
 }  // namespace stoker::detail

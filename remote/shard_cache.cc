@@ -162,13 +162,6 @@ void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::s
   fetch_locked(lock.get(), object, info, path, policy, counters);
 }
 
-// What the disk of the cache directory `dir` has free for this process.
-std::uint64_t free_bytes_of(const std::string& dir) {
-  struct statvfs fs {};
-  if (::statvfs(dir.c_str(), &fs) != 0) throw Error::from_errno(errno, dir);
-  return std::uint64_t{fs.f_bavail} * fs.f_frsize;
-}
-
 void check_room(const std::vector<ObjectInfo>& infos, const std::vector<bool>& cached, const CacheOptions& o) {
   std::uint64_t missing = 0;
   std::size_t missing_count = 0;
@@ -191,6 +184,12 @@ std::string default_cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/stoker/shards";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/stoker/shards";
   return "/tmp/stoker-shards";
+}
+
+std::uint64_t free_bytes_of(const std::string& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) throw Error::from_errno(errno, dir);
+  return std::uint64_t{fs.f_bavail} * fs.f_frsize;
 }
 
 std::vector<ObjectInfo> object_infos(const std::vector<ListedObject>& objects, const CacheOptions& o,
@@ -234,6 +233,12 @@ std::vector<HeldObject> hold_objects(const std::vector<RemoteObject>& objects, c
     held[k] = hold_object(objects[k], infos[k], paths[k], policy, counters);
   });
   return held;
+}
+
+std::optional<std::uint64_t> HeldObject::digest() const {
+  if (!lock_) return std::nullopt;
+  const std::optional<CacheRecord> record = read_record(lock_.get());
+  return record ? record->digest : std::nullopt;
 }
 
 void HeldObject::release() noexcept {

@@ -68,6 +68,8 @@ class HeldObject {
   ~HeldObject() { release(); }
   const std::string& path() const noexcept { return path_; }
   explicit operator bool() const noexcept { return static_cast<bool>(lock_); }
+  // The digest of its bytes its record keeps (remote/cache_record.h), nullopt where it has none.
+  std::optional<std::uint64_t> digest() const;
 
  private:
   friend bool evict(HeldObject held);
@@ -101,6 +103,8 @@ bool evict(HeldObject held);
 // Creates the cache directory where it is missing and checks it is writable, and that its disk has
 // `needed` bytes free (0: not checked). Throws stoker::Error (io) saying what to do.
 void prepare_cache_dir(const CacheOptions& options, std::uint64_t needed);
+// What the disk of the cache directory `dir` has free for this process. Throws stoker::Error (io).
+std::uint64_t free_bytes_of(const std::string& dir);
 // Whether the cache file `path` (cached_path) is there whole.
 bool is_cached(const std::string& path, std::uint64_t size);
 

@@ -177,6 +177,11 @@ void bench(const std::string& path, const Args& args) {
   if (!args.resume.empty()) resume = read_state(args.resume);
   const Options o = args.loader_options(path);
   Loader loader(o);
+  if (!args.write_index.empty()) {
+    const std::string where = loader.write_index(args.write_index);
+    std::cout << fmt::format("wrote the index of {} ({} samples) to {}\n", path, loader.schema().num_samples, where);
+    return;
+  }
   std::unique_ptr<DeviceLoop> device;
   if (o.device.staged()) device = std::make_unique<DeviceLoop>(o.device);
   if (!args.json) {

@@ -152,6 +152,12 @@ class STOKER_API Loader {
   Stats stats() const;
   // Process ids of the workers (empty with num_workers = 0), for monitoring and debugging.
   std::vector<int> worker_pids() const;
+  // Writes the index of this loader's shard set to `path` ("": "stoker-index.json" beside its first
+  // shard) and returns where: store it beside the shards, and a loader that reads them from the
+  // store on a node that never did starts at once, fetching the shards as its first epoch reads
+  // them (docs/remote.md, "An index"). Reads every shard once. Throws stoker::Error
+  // (invalid_option) for a mix, or a set read through a cache smaller than it.
+  std::string write_index(const std::string& path = "") const;
 
  private:
   std::shared_ptr<detail::LoaderImpl> impl_;

@@ -221,6 +221,9 @@ class PyLoader {
   std::uint64_t samples_per_epoch() const { return get().samples_per_epoch(); }
   std::string describe_source() const { return get().describe_source(); }
   std::map<std::string, std::string> metadata() const { return get().metadata(); }
+  std::string write_index(const std::string& path) const {
+    return without_gil([&](stoker::Loader& l) { return l.write_index(path); });
+  }
   nb::list worker_pids() const {
     nb::list out;
     for (const int pid : without_gil([](stoker::Loader& l) { return l.worker_pids(); })) out.append(pid);
@@ -444,6 +447,7 @@ NB_MODULE(_core, m) {
       .def("describe_source", &PyLoader::describe_source)
       .def("metadata", &PyLoader::metadata)
       .def("worker_pids", &PyLoader::worker_pids, nb::call_guard<Inside>())
+      .def("write_index", &PyLoader::write_index, nb::call_guard<Inside>())
       .def("schema", &PyLoader::schema, nb::call_guard<Inside>())
       .def("num_samples", &PyLoader::num_samples)
       .def("stats", &PyLoader::stats, nb::call_guard<Inside>())

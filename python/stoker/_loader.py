@@ -357,6 +357,13 @@ class Loader:
         """Process ids of the workers (empty with num_workers=0)."""
         return self._core.worker_pids()
 
+    def write_index(self, path=None) -> str:
+        """Writes the index of this Loader's shard set to ``path`` (default: ``stoker-index.json``
+        beside its first shard) and returns where. Store it beside the shards: a Loader reading them
+        from the store on a node that never did starts at once, fetching shards as its first epoch
+        reads them (docs/remote.md). Reads every shard once."""
+        return self._core.write_index("" if path is None else os.fspath(path))
+
     def close(self) -> None:
         """Stops the workers and frees the ring now (also done when the Loader is collected), or,
         while another thread is inside a call of this Loader, as soon as that call returns (a wait

@@ -186,3 +186,19 @@ def test_a_set_larger_than_the_cache_is_read_through_it_for_every_rank_and_acros
     # A batch that reads all three shards cannot be read through a cache of two.
     with pytest.raises(stoker.Error, match=r"reads 3 shards, and the cache holds 2 at once \(cache_limit is "):
         epoch(through_cache(shuffle=True, seed=3))
+
+
+def test_a_set_stored_with_its_index_starts_without_fetching_it_and_reads_as_the_local_shards(aws, tmp_path):
+    shards = tmp_path / "indexed"
+    shards.mkdir()
+    for k in range(len(SIZES)):
+        (shards / f"train-00{k}.h5").write_bytes((aws["local"] / f"train-00{k}.h5").read_bytes())
+    local = stoker.Loader(str(shards), batch_size=8, shuffle=True, seed=3, framework="numpy")
+    assert local.write_index() == str(shards / "stoker-index.json")
+    s3 = boto3.client("s3", endpoint_url=aws["endpoint"], region_name="us-east-1")
+    for name in sorted(os.listdir(shards)):
+        s3.upload_file(str(shards / name), "data", f"indexed/{name}")
+    remote = make("s3://data/indexed/", tmp_path / "cache", num_workers=2)
+    assert remote.stats()["downloads"] == 0  # nothing fetched to count the samples
+    assert epoch(remote) == epoch(local)
+    assert remote.stats()["downloads"] == 3

@@ -188,6 +188,9 @@ void add_output_options(CLI::App& app, Args& args) {
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
+  app.add_option("--write-index", args.write_index,
+                 "Write the index of the --data shard set to PATH (store it beside the shards as stoker-index.json: a "
+                 "node that reads them from the store starts at once; docs/remote.md) and exit");
   app.add_option("--make-demo", args.make_demo,
                  "Write the demo dataset (--demo-samples samples) into DIR as demo.h5 "
                  "and demo.lmdb, and exit");

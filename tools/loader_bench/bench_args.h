@@ -44,6 +44,7 @@ struct Args {
   bool digest = false;
   std::string make_data;
   std::string make_demo;
+  std::string write_index;
   std::uint64_t demo_samples = 100000;
   std::uint64_t max_batches = 0;
   std::uint64_t stop_after_batches = 0;

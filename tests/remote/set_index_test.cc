@@ -1,0 +1,180 @@
+// A shard set's index (loader/set_index.h) beside the shards on a real server the test starts on
+// 127.0.0.1: a loader on a node that never read the set fetches nothing before its first batch and
+// reads the epoch the local shards give; a shard changed since the index was written is an error
+// naming it; an index that does not describe the store, or was written with other reader options,
+// is not used, and a warning says why.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "stoker/loader.h"
+#include "tests/remote/remote_fixtures.h"
+#include "tests/support/test_data.h"
+
+namespace stoker::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The index of the three shards in `dir`, written beside them by a loader of the local set.
+std::string write_local_index(const TempDir& tmp, const std::string& dir) {
+  Options local;
+  local.source = tmp.path(dir + "/train-*.h5");
+  return Loader(local).write_index();
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(SetIndex, ANodeThatNeverReadTheSetFetchesNothingBeforeItsFirstBatchAndReadsItAsItArrives) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  EXPECT_EQ(write_local_index(tmp, "served"), tmp.path("served/stoker-index.json"));
+  FaultServer server(tmp, tmp.path("served"));
+  Loader first(remote_options(tmp, server));
+  EXPECT_EQ(first.stats().downloads, 0u) << "nothing fetched to count the samples";
+  EXPECT_EQ(first.schema().num_samples, 100u);
+  EXPECT_EQ(epoch_bytes(first), local_epoch(tmp));
+  EXPECT_EQ(first.stats().downloads, 3u);
+  for (Batch& b : first.epoch(1)) (void)b;
+  EXPECT_EQ(first.stats().downloads, 3u) << "a cache that holds the set never fetches a shard again";
+  EXPECT_EQ(first.stats().evictions, 0u);
+  // Another rank on the node finds the set cached whole: it asks the store for no index.
+  Loader second(remote_options(tmp, server, 0));
+  EXPECT_EQ(second.stats().downloads, 0u);
+  EXPECT_EQ(second.stats().cache_hits, 3u);
+  EXPECT_EQ(epoch_bytes(second), local_epoch(tmp));
+  EXPECT_EQ(occurrences(server.log(), "stoker-index.json"), 1u) << server.log();
+  // Through a cache smaller than the set, with a reader that selects fields, the same: nothing
+  // fetched before the first batch.
+  Options small = remote_options(tmp, server);
+  small.cache_dir = tmp.path("small-cache");
+  small.cache_limit = 2 * std::filesystem::file_size(tmp.path("served/train-0.h5"));
+  small.fields = {"label"};
+  small.shuffle = false;  // in storage order, each batch of 5 in one shard
+  small.batch_size = 5;
+  Loader streamed(small);
+  EXPECT_EQ(streamed.stats().downloads, 0u);
+  EXPECT_EQ(streamed.schema().fields.size(), 1u);
+  std::vector<std::int64_t> labels;
+  std::vector<std::int64_t> want;
+  for (Batch& b : streamed.epoch(0)) {
+    const auto* l = reinterpret_cast<const std::int64_t*>(b.fields()[0].data);
+    labels.insert(labels.end(), l, l + b.size());
+  }
+  Options local = small;
+  local.source = tmp.path("served/train-*.h5");
+  Loader here(local);
+  for (Batch& b : here.epoch(0)) {
+    const auto* l = reinterpret_cast<const std::int64_t*>(b.fields()[0].data);
+    want.insert(want.end(), l, l + b.size());
+  }
+  EXPECT_EQ(labels.size(), 100u);
+  EXPECT_EQ(labels, want);
+  EXPECT_EQ(streamed.stats().downloads, 3u);
+}
+
+TEST(SetIndex, AShardThatChangedSinceTheIndexWasWrittenIsAnErrorNamingIt) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  write_local_index(tmp, "served");
+  {  // the same size, other bytes in its middle
+    const std::string path = tmp.path("served/train-1.h5");
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(path) / 2);
+    std::string bytes(64, '\0');
+    f.seekg(middle);
+    f.read(bytes.data(), 64);
+    for (char& c : bytes) c = static_cast<char>(~c);
+    f.seekp(middle);
+    f.write(bytes.data(), 64);
+  }
+  FaultServer server(tmp, tmp.path("served"));
+  Loader loader(remote_options(tmp, server));
+  try {
+    for (Batch& b : loader.epoch(0)) (void)b;
+    ADD_FAILURE() << "the changed shard was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dataset);
+    EXPECT_THAT(e.what(), HasSubstr("/train-1.h5: its bytes are not those the set's index (stoker-index.json"));
+    EXPECT_THAT(e.what(), HasSubstr("write it again (Loader::write_index), or delete it"));
+  }
+}
+
+TEST(SetIndex, AnIndexThatDoesNotDescribeTheStoreOrThisReaderIsNotUsedAndAWarningSaysWhy) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  write_local_index(tmp, "served");
+  write_hdf5(tmp.path("served/train-1.h5"), small_schema(30), {});  // 30 samples now, not 25
+  FaultServer server(tmp, tmp.path("served"));
+  std::vector<std::string> warnings;
+  Options o = remote_options(tmp, server);
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  Loader stale(o);
+  EXPECT_EQ(stale.stats().downloads, 3u) << "fetched whole to be counted";
+  EXPECT_EQ(stale.schema().num_samples, 105u);
+  EXPECT_EQ(epoch_bytes(stale), local_epoch(tmp));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json does not describe the shards beside it (it lists train-1.h5 "
+                                     "as "));
+  EXPECT_THAT(warnings[0], HasSubstr("it is not used, and the set is fetched whole to be counted"));
+
+  write_local_index(tmp, "served");  // describes the store again
+  warnings.clear();
+  o.cache_dir = tmp.path("cache-2");
+  o.format = Format::hdf5;  // said, where the index's loader let stoker find it
+  Loader other(o);
+  EXPECT_EQ(other.stats().downloads, 3u);
+  EXPECT_EQ(epoch_bytes(other), local_epoch(tmp));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json is not used (it was written by a loader with another format"));
+}
+
+TEST(SetIndex, WhatAnIndexCannotBeWrittenForIsAnError) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  Options mix;
+  mix.mix = {Source{tmp.path("served/train-0.h5"), 1.0}, Source{tmp.path("served/train-1.h5"), 1.0}};
+  mix.batch_size = 5;
+  try {
+    (void)Loader(mix).write_index();
+    ADD_FAILURE() << "an index of a mix";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option);
+    EXPECT_THAT(e.what(), HasSubstr("this loader mixes 2 sources, and an index describes one shard set"));
+  }
+  FaultServer server(tmp, tmp.path("served"));
+  Options small = remote_options(tmp, server, 0);
+  small.cache_limit = std::filesystem::file_size(tmp.path("served/train-0.h5")) + 1;
+  small.order = Order::quasi_random;
+  small.batch_size = 5;
+  try {
+    (void)Loader(small).write_index();
+    ADD_FAILURE() << "an index of a set not all here";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option);
+    EXPECT_THAT(e.what(), HasSubstr("read through a cache smaller than the set, whose shards are not all here"));
+  }
+  std::filesystem::create_directories(tmp.path("dir.lmdb"));
+  write_lmdb(tmp.path("dir.lmdb/data.mdb"), small_schema(10));
+  Options lmdb;
+  lmdb.source = tmp.path("dir.lmdb");
+  try {
+    (void)Loader(lmdb).write_index(tmp.path("index.json"));
+    ADD_FAILURE() << "an index of an LMDB directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option);
+    EXPECT_THAT(e.what(), HasSubstr("dir.lmdb: not a file, and a store holds each shard as one"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp.path("index.json")));
+}
+
+}  // namespace
+}  // namespace stoker::test
