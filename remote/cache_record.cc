@@ -76,43 +76,73 @@ bool complete(const std::string& path, std::uint64_t size, int lock_fd) {
     return false;
   const std::string lock_path = path + ".lock";
   detail::UniqueFd own;
+  bool writable = true;
   if (lock_fd < 0) {
     own.reset(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!own) {  // a cache this process may read, not write: checked, its record left as it is
+      own.reset(::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC));
+      writable = false;
+    }
     if (!own) return false;
   }
   const int lock = lock_fd < 0 ? own.get() : lock_fd;
-  const std::optional<CacheRecord> record = read_record(lock);
+  const auto trusted = [](const std::optional<CacheRecord>& r) {
+    return r && r->digest && (r->boot == kSynced || (!this_boot().empty() && r->boot == this_boot()));
+  };
+  std::optional<CacheRecord> record = read_record(lock);
   if (!record || !record->digest) return false;
-  if (record->boot == kSynced || (!this_boot().empty() && record->boot == this_boot())) return true;
+  if (trusted(record)) return true;
   // Written in another boot, and never synced: its bytes are read back and checked, under a shared
-  // lock (a process fetching or deleting it holds it exclusively: then it is not complete here).
+  // lock (a process fetching or deleting it holds it exclusively: then it is not complete here),
+  // and the record read again under it.
   if (lock_fd < 0 && ::flock(lock, LOCK_SH | LOCK_NB) != 0) return false;
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) (void)::flock(fd, LOCK_UN);
+    }
+  } unlock{lock_fd < 0 ? lock : -1};
+  record = read_record(lock);
+  if (!record || !record->digest) return false;
+  if (trusted(record)) return true;
   const detail::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!file) throw Error::from_errno(errno, path);
+  if (!file) {
+    if (errno == ENOENT) return false;
+    throw Error::from_errno(errno, path);
+  }
+  if (::fstat(file.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != size) return false;
   ContentDigest digest;
   digest.add_file(file.get(), size, path);
-  const bool same = digest.value() == *record->digest;
-  if (same && !this_boot().empty()) write_record(lock, CacheRecord{this_boot(), record->digest}, lock_path);
-  if (lock_fd < 0) (void)::flock(lock, LOCK_UN);
-  return same;
+  if (digest.value() != *record->digest) return false;
+  if (writable && !this_boot().empty()) {
+    try {
+      write_record(lock, CacheRecord{this_boot(), record->digest}, lock_path);
+    } catch (const Error&) {  // checked again next time
+    }
+  }
+  return true;
 }
 
-void start_partial(const std::string& partial, int lock_fd, const std::string& lock_path) {
+void start_partial(const std::string& path, const std::string& partial, int lock_fd) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw Error::from_errno(errno, "deleting " + path);
   const std::optional<CacheRecord> record = read_record(lock_fd);
   if (this_boot().empty() || !record || record->boot != this_boot()) {
     if (::unlink(partial.c_str()) != 0 && errno != ENOENT) throw Error::from_errno(errno, "deleting " + partial);
   }
-  write_record(lock_fd, CacheRecord{this_boot().empty() ? std::string(kSynced) : this_boot(), std::nullopt}, lock_path);
+  write_record(lock_fd, CacheRecord{this_boot().empty() ? std::string(kSynced) : this_boot(), std::nullopt},
+               path + ".lock");
 }
 
 void name_complete(const std::string& partial, const std::string& path, std::uint64_t digest, int lock_fd) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
   if (this_boot().empty()) sync_path(partial, O_RDONLY);
-  write_record(lock_fd, CacheRecord{this_boot().empty() ? std::string(kSynced) : this_boot(), digest}, path + ".lock");
   if (::rename(partial.c_str(), path.c_str()) != 0) throw Error::from_errno(errno, "renaming " + partial);
   // Where nothing names the boot, the rename is made durable too: a crash after it leaves the file
   // named, not a partial again.
   if (this_boot().empty()) sync_path(dir, O_RDONLY | O_DIRECTORY);
+  // Only now the record vouches for it: until then it says "a partial", and a process killed
+  // before this line leaves a file that is fetched again.
+  write_record(lock_fd, CacheRecord{this_boot().empty() ? std::string(kSynced) : this_boot(), digest}, path + ".lock");
 }
 
 }  // namespace stoker::remote

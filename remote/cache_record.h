@@ -41,12 +41,14 @@ void write_record(int lock_fd, const CacheRecord& record, const std::string& loc
 bool complete(const std::string& path, std::uint64_t size, int lock_fd = -1);
 
 // Makes the download `partial`, whose bytes have the digest `digest`, the cache file `path`: synced
-// first where the kernel names no boot; its record written (`lock_fd`, held exclusively), then
-// renamed. Throws stoker::Error (io).
+// first where the kernel names no boot, renamed, then its record written (`lock_fd`, held
+// exclusively). Throws stoker::Error (io).
 void name_complete(const std::string& partial, const std::string& path, std::uint64_t digest, int lock_fd);
 
-// Before a fetch (`lock_fd` held exclusively): deletes a partial that another boot (or a run that
-// synced) left, whose bytes may not be those it wrote, and records the partial this boot writes.
-void start_partial(const std::string& partial, int lock_fd, const std::string& lock_path);
+// Before a fetch (`lock_fd` held exclusively): deletes the file at `path` that is not complete() (a
+// copy that failed its check, which the record must never vouch for), and a partial that another
+// boot (or a run that synced) left, whose bytes may not be those it wrote; and records the partial
+// this boot writes.
+void start_partial(const std::string& path, const std::string& partial, int lock_fd);
 
 }  // namespace stoker::remote

@@ -151,7 +151,7 @@ void fetch_locked(int lock, const RemoteObject& object, const ObjectInfo& info, 
     return;
   }
   const std::string partial = path + ".partial";
-  start_partial(partial, lock, path + ".lock");
+  start_partial(path, partial, lock);
   const std::uint64_t digest = fetch_object(object, info, partial, policy, counters);
   name_complete(partial, path, digest, lock);
 }

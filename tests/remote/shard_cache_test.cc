@@ -162,17 +162,21 @@ TEST(ShardCache, AFileAnotherBootWroteIsUsedOnlyWhenItsBytesMatchItsDigest) {
 }
 
 // A partial download is resumed only in the boot that wrote it: one another boot left may hold
-// zeros where its bytes were never written back, and is started over.
+// zeros where its bytes were never written back, and is started over. The file a fetch replaces
+// goes first, so that the record, rewritten when the fetch ends, never vouches for it.
 TEST(ShardCache, APartialIsResumedOnlyInTheBootThatWroteIt) {
   TempDir tmp;
   const std::string path = tmp.path("a.h5");
   for (const std::string& boot : {std::string("another-boot"), remote::this_boot()}) {
     std::ofstream(path + ".partial") << "123";
+    std::ofstream(path) << "12\0\0"
+                           "5";  // a copy that failed its check: never vouched for
     write_record_of(path, remote::CacheRecord{boot, std::nullopt});
     const detail::UniqueFd lock(::open((path + ".lock").c_str(), O_RDWR | O_CLOEXEC));
     ASSERT_TRUE(lock);
-    remote::start_partial(path + ".partial", lock.get(), path + ".lock");
+    remote::start_partial(path, path + ".partial", lock.get());
     EXPECT_EQ(std::filesystem::exists(path + ".partial"), boot == remote::this_boot()) << boot;
+    EXPECT_FALSE(std::filesystem::exists(path)) << boot;
     EXPECT_EQ(record_of(path), (remote::CacheRecord{remote::this_boot(), std::nullopt}));
   }
 }
