@@ -35,16 +35,23 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
   }
   const double throughput = static_cast<double>(batches) / seconds;
   const double stall = waited_seconds / seconds;
+  // The workers the loop needs: a worker fills a batch in `fill` seconds, the loop uses one every
+  // `use` seconds when it does not wait.
+  const double fill = busy_seconds / static_cast<double>(batches);
+  const double use = std::max(seconds - waited_seconds, 0.0) / static_cast<double>(batches);
   // Judged on the better of two intervals on each side of a step: one interval may straddle an
-  // epoch's end (its drain and the next epoch's first batch) and read low.
-  recent_[seen_++ % 2] = throughput;
+  // epoch's end (its drain and the next epoch's first batch) and read low; and the workers needed
+  // are the fewer the two say (a worker's first pass, slower, may still be in the first).
+  recent_[seen_ % 2] = throughput;
+  recent_need_[seen_++ % 2] = use > 0 ? std::ceil(fill / use) : static_cast<double>(limits_.max_workers);
   if (seen_ < 2) return false;
   const double best_recent = std::max(recent_[0], recent_[1]);
   if (pending_ != Step::none) {
     const Step judged = std::exchange(pending_, Step::none);
     // A deeper ring must prove itself: it costs memory, and on large samples its slots stop sharing
-    // the caches, which a gain within the noise may hide.
-    const double keep = judged == Step::prefetch ? before_ * kGainToGrow : before_;
+    // the caches, which a gain within the noise may hide. More workers are taken back only when
+    // clearly slower: the throughput before them was measured on shorter intervals, which vary more.
+    const double keep = judged == Step::prefetch ? before_ * kGainToGrow : before_ / kGainToGrow;
     if (best_recent < keep) {
       // The step made it slower (a deeper ring: not clearly faster): take it back, and stop.
       if (judged == Step::worker) workers_ = from_workers_;
@@ -64,11 +71,7 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
   before_ = best_recent;
   seen_ = 0;  // the next two intervals judge the step
   const double busy = busy_seconds / (workers_ * seconds);
-  // The workers the loop needs: a worker fills a batch in `fill` seconds, the loop uses one every
-  // `use` seconds when it does not wait.
-  const double fill = busy_seconds / static_cast<double>(batches);
-  const double use = std::max(seconds - waited_seconds, 0.0) / static_cast<double>(batches);
-  const double needed = use > 0 ? std::ceil(fill / use) : static_cast<double>(limits_.max_workers);
+  const double needed = std::min(recent_need_[0], recent_need_[1]);
   if (busy >= kBusyForWorkers && limits_.tune_workers && workers_ < limits_.max_workers &&
       (workers_ + 1) * prefetch_ <= limits_.max_depth) {
     std::uint32_t to = workers_ + 1;

@@ -13,12 +13,13 @@
 //
 // The first step to more workers goes at once where the stage times point: a worker fills a batch
 // in F seconds and the loop, when it does not wait, uses one every U seconds, so it needs F / U
-// workers (at least one more than now, at most every forked one). Where that is every core,
-// nothing is left to try and the tuner settles there, two intervals after it started (the workers'
-// idle share, measured with fewer of them and a shallower ring, says nothing of the ring they then
-// have). Every other step is judged: the better of the next two intervals (of
-// 20 ms at least: short ones vary with the scheduler) against the better of the two before it.
-// Slower, and the step is taken back (a jump: to where it started); less than 5% faster, and a
+// workers (the fewer of two intervals' counts; at least one more than now, at most every forked
+// one). Where that is every core, nothing is left to try and the tuner settles there, two
+// intervals after it started (the workers' idle share, measured with fewer of them and a shallower
+// ring, says nothing of the ring they then have). Every other step is judged: the better of the
+// next two intervals (of 20 ms at least: short ones vary with the scheduler) against the better
+// of the two before it. Slower (more workers: by 5%, the intervals before them being the shorter
+// ones), and the step is taken back (a jump: to where it started); less than 5% faster, and a
 // worker is kept (on a shared machine intervals vary by 10% and more, so a small gain cannot be
 // told from noise, and taking back a real one would cost more than keeping a useless one while the
 // loop waits) but a deeper ring is taken back (it costs memory, and on large samples its slots stop
@@ -90,11 +91,12 @@ class AutoTuner {
   bool step(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds);
   Limits limits_;
   std::uint32_t workers_, prefetch_;
-  Step pending_ = Step::none;  // the step being judged
-  double before_ = 0;          // throughput before it (the better of two intervals)
-  double recent_[2] = {0, 0};  // the last two intervals' throughputs
-  std::uint64_t seen_ = 0;     // intervals since the last step
-  std::uint64_t skip_ = 0;     // intervals still to be ignored (a new worker warming up)
+  Step pending_ = Step::none;       // the step being judged
+  double before_ = 0;               // throughput before it (the better of two intervals)
+  double recent_[2] = {0, 0};       // the last two intervals' throughputs
+  double recent_need_[2] = {0, 0};  // and the workers each says the loop needs
+  std::uint64_t seen_ = 0;          // intervals since the last step
+  std::uint64_t skip_ = 0;          // intervals still to be ignored (a new worker warming up)
   bool settled_ = false;
   bool jumped_ = false;
   std::uint64_t batches_ = 0;        // observed and skipped so far

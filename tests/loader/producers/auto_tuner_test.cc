@@ -34,12 +34,54 @@ TEST(AutoTuner, TheFirstStepGoesWhereTheStageTimesPointThenOneAtATime) {
   EXPECT_EQ(t.workers(), 5u);
   EXPECT_FALSE(t.observe(60, 1.0, 0.6, 5.0));  // warm-up
   EXPECT_FALSE(t.observe(60, 1.0, 0.6, 5.0));  // its second
-  EXPECT_FALSE(t.observe(300, 1.0, 0.2, 5.0));
-  EXPECT_TRUE(t.observe(320, 1.0, 0.2, 5.0));  // slower than 330: back to 4, settled
+  EXPECT_FALSE(t.observe(280, 1.0, 0.2, 5.0));
+  EXPECT_TRUE(t.observe(300, 1.0, 0.2, 5.0));  // 9% slower than 330: back to 4, settled
   EXPECT_EQ(t.workers(), 4u);
   EXPECT_TRUE(t.settled());
   EXPECT_FALSE(t.observe(10, 1.0, 0.9, kBusy));  // settled stays settled
-  EXPECT_EQ(t.describe(), "4 workers, prefetch 2 (auto: settled after 1700 batches)");
+  EXPECT_EQ(t.describe(), "4 workers, prefetch 2 (auto: settled after 1660 batches)");
+}
+
+// A worker that seems a few percent slower is kept: the intervals before it were the shorter,
+// noisier ones. It gained nothing clear either, so the tuner settles.
+TEST(AutoTuner, MoreWorkersThatSeemAFewPercentSlowerAreKept) {
+  AutoTuner t(limits(8, 32));
+  t.observe(100, 1.0, 0.7, 1.0);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.7, 1.0));
+  EXPECT_EQ(t.workers(), 4u);
+  t.observe(90, 1.0, 0.7, 4.0);  // warm-up
+  t.observe(90, 1.0, 0.7, 4.0);  // its second
+  t.observe(90, 1.0, 0.7, 4.0);
+  EXPECT_FALSE(t.observe(97, 1.0, 0.7, 4.0));  // 3% slower than 100: within the noise
+  EXPECT_EQ(t.workers(), 4u);
+  EXPECT_TRUE(t.settled());
+  EXPECT_DOUBLE_EQ(t.min_seconds(), AutoTuner::kMinSeconds);
+}
+
+// The workers needed are the fewer two intervals say: the first may hold a worker's slow first
+// pass (20 ms a batch, then 10).
+TEST(AutoTuner, TheJumpGoesAsFarAsTheCalmerOfTwoIntervalsSays) {
+  AutoTuner t(limits(16, 64));
+  t.observe(100, 1.0, 0.7, 2.0);               // 20 ms to fill, 3 ms to use: 7
+  EXPECT_TRUE(t.observe(100, 1.0, 0.7, 1.0));  // 10 ms, 3 ms: 4
+  EXPECT_EQ(t.workers(), 4u);
+  EXPECT_FALSE(t.settled());
+}
+
+// A loop that only waits (it uses a batch in no time) needs every core; a ring too shallow for
+// that many cuts the jump short, and the step is then judged.
+TEST(AutoTuner, ALoopThatOnlyWaitsGetsEveryCoreTheRingHasRoomFor) {
+  AutoTuner every(limits(4, 16));
+  every.observe(16, 0.01, 0.01, 0.01);
+  EXPECT_TRUE(every.observe(16, 0.01, 0.01, 0.01));
+  EXPECT_EQ(every.workers(), 4u);
+  EXPECT_TRUE(every.settled());
+  AutoTuner shallow(limits(8, 8));  // room for 4 workers of 2 batches
+  shallow.observe(16, 0.01, 0.01, 0.01);
+  EXPECT_TRUE(shallow.observe(16, 0.01, 0.01, 0.01));
+  EXPECT_EQ(shallow.workers(), 4u);
+  EXPECT_EQ(shallow.depth(), 8u);
+  EXPECT_FALSE(shallow.settled());
 }
 
 // Workers that never idle, with more of them needed than there are cores: every core at once, and
