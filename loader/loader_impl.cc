@@ -113,10 +113,9 @@ LoaderImpl::Scanned LoaderImpl::scan_dataset(const std::function<bool()>& keep_g
   ProbeResult probe;
   if (fetcher_) {
     const StreamedObjects& streamed = *remote_.streamed;
-    probe = probe_streamed(opt_.source, design_.reader_options, *fetcher_, design_.num_workers > 0, opt_.timeout,
-                           keep_going,
-                           IndexAtHand{streamed.index ? &*streamed.index : nullptr, streamed.index_name,
-                                       [this](const std::string& w) { warn(w); }});
+    probe = probe_streamed(
+        opt_.source, design_.reader_options, *fetcher_, design_.num_workers > 0, opt_.timeout, keep_going,
+        IndexAtHand{streamed.find_index, streamed.index_name, [this](const std::string& w) { warn(w); }});
   } else if (design_.num_workers == 0) {
     s.reader = formats::open_reader(opt_.source, design_.reader_options);
     probe = describe_dataset(*s.reader, opt_.source);

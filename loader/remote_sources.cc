@@ -34,7 +34,7 @@ std::size_t holdable(std::size_t wanted) {
 
 StreamedObjects stream_objects(const std::vector<remote::ListedObject>& objects,
                                const std::vector<remote::ObjectInfo>& infos, const remote::CacheOptions& cache,
-                               std::uint64_t bytes, std::optional<SetIndex> index) {
+                               std::uint64_t bytes) {
   StreamedObjects s;
   s.cache = cache;
   s.bytes = bytes;
@@ -66,23 +66,18 @@ StreamedObjects stream_objects(const std::vector<remote::ListedObject>& objects,
                             cache.dir, cache.limit != 0 ? option_name("cache_limit") : "the free space of its disk",
                             format_bytes(limit), objects[big].object.name, format_bytes(infos[big].size)));
   }
-  for (std::size_t k = 0; k < objects.size(); ++k) {
-    std::optional<std::uint64_t> digest;
-    if (index) digest = index->shards[k].digest;
-    s.by_path.emplace(paths[k], ShardFetcher::RemoteShard{objects[k].object, infos[k], paths[k], digest});
-  }
-  remote::CacheOptions checked = cache;
-  checked.limit = limit;
-  remote::prepare_cache_dir(checked, used > cached ? used - cached : 0);
-  s.index = std::move(index);
+  for (std::size_t k = 0; k < objects.size(); ++k)
+    s.by_path.emplace(paths[k], ShardFetcher::RemoteShard{objects[k].object, infos[k], paths[k]});
+  s.cache.limit = limit;
+  remote::prepare_cache_dir(s.cache, used > cached ? used - cached : 0);
   return s;
 }
 
-// `object`'s sibling named `name`: the same store, signing and directory.
+// `object`'s sibling named `name`: the same store, signing, directory and query (a token).
 remote::RemoteObject sibling(const remote::RemoteObject& object, std::string_view name) {
   const auto replaced = [&](const std::string& url) {
-    const std::string base = url.substr(0, url.find_first_of("?#"));
-    return base.substr(0, base.find_last_of('/') + 1) + std::string(name);
+    const std::size_t end = std::min(url.find_first_of("?#"), url.size());
+    return url.substr(0, url.substr(0, end).find_last_of('/') + 1) + std::string(name) + url.substr(end);
   };
   return remote::RemoteObject{replaced(object.url), replaced(object.name), object.signing};
 }
@@ -92,23 +87,29 @@ remote::RemoteObject sibling(const remote::RemoteObject& object, std::string_vie
 // fetching it throws but an answer that it is not there.
 std::optional<SetIndex> find_index(const std::vector<remote::ListedObject>& objects,
                                    const std::vector<remote::ObjectInfo>& infos, const remote::CacheOptions& cache,
-                                   remote::FetchCounters& counters, std::vector<std::string>& warnings,
-                                   std::string& where) {
+                                   remote::FetchCounters& counters, std::vector<std::string>& warnings) {
   const remote::RemoteObject index_object = sibling(objects.front().object, kIndexName);
-  where = index_object.name;
+  const std::string& where = index_object.name;
   std::string text;
   try {
     text = remote::fetch_text(index_object, cache.policy, counters);
   } catch (const Error& e) {
-    if (e.code() == ErrorCode::dataset) return std::nullopt;  // none there (404, 403)
-    throw;
+    if (e.code() == ErrorCode::interrupted) throw;
+    if (e.code() != ErrorCode::dataset) {  // none there (404, 403) is no news; a store that fails is
+      warnings.push_back(
+          fmt::format("{}: could not be read ({}); the set is fetched whole to be counted", where, e.what()));
+    }
+    return std::nullopt;
   }
   try {
     SetIndex index = parse_set_index(text, where);
     std::vector<std::string> names;
     std::vector<std::uint64_t> sizes;
     for (std::size_t k = 0; k < objects.size(); ++k) {
-      names.push_back(remote::url_file_name(objects[k].object.url));
+      // Files' names: an S3 key is named as it is, a URL percent-encoded.
+      const std::string& name = objects[k].object.name;
+      names.push_back(remote::is_s3(name) ? remote::url_file_name(name)
+                                          : remote::percent_decoded(remote::url_file_name(name)));
       sizes.push_back(infos[k].size);
     }
     if (const std::string why = index_mismatch(index, names, sizes); !why.empty()) {
@@ -172,27 +173,54 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
     }
   }
   if (objects.empty()) return out;
+  remote.any = true;
   std::vector<remote::ObjectInfo> infos = remote::object_infos(objects, cache, counters);
   std::uint64_t bytes = 0;
   for (const auto& i : infos) bytes += i.size;
   remote::prepare_cache_dir(cache, 0);
-  // One remote set not cached whole: its index, if its store has one, lets the first epoch start
-  // at once and read the shards as they arrive.
-  std::optional<SetIndex> index;
-  std::string index_name;
-  if (named.size() == 1 && objects.size() == out[0].size()) {
-    bool whole = true;
-    for (std::size_t j = 0; j < objects.size() && whole; ++j)
-      whole = remote::is_cached(remote::cached_path(cache.dir, objects[j].object.url, infos[j]), infos[j].size);
-    if (!whole) index = find_index(objects, infos, cache, counters, remote.warnings, index_name);
-  }
-  if ((cache.limit != 0 && bytes > cache.limit) || index) {
-    remote.streamed = stream_objects(objects, infos, cache, bytes, std::move(index));
-    remote.streamed->index_name = index_name;
+  const bool one_set = named.size() == 1 && objects.size() == out[0].size();
+  // Called later, while the loader is built (no keep_going of the caller's kept).
+  remote::CacheOptions quiet = cache;
+  quiet.keep_going = nullptr;
+  const std::function<std::optional<SetIndex>(std::vector<std::string>&)> index_finder =
+      [objects, infos, quiet, &counters](std::vector<std::string>& warnings) {
+        return find_index(objects, infos, quiet, counters, warnings);
+      };
+  const std::string index_name = sibling(objects.front().object, kIndexName).name;
+  const auto stream = [&] {
+    remote.streamed = stream_objects(objects, infos, cache, bytes);
     for (std::size_t j = 0; j < objects.size(); ++j) {
       out[object_at[j].first][object_at[j].second] = remote::cached_path(cache.dir, objects[j].object.url, infos[j]);
     }
+  };
+  if (cache.limit != 0 && bytes > cache.limit) {
+    stream();  // the set's index, where the store has one, is read when the cache has no memo of it
+    if (one_set) {
+      remote.streamed->find_index = index_finder;
+      remote.streamed->index_name = index_name;
+    }
     return out;
+  }
+  // One remote set that fits, not cached whole: with its index the first epoch starts at once and
+  // reads the shards as they arrive, the cache holding them all (a descriptor each: where the
+  // process may not open that many, it is fetched whole first, as without an index).
+  if (one_set) {
+    std::uint64_t cached = 0;
+    for (std::size_t j = 0; j < objects.size(); ++j) {
+      if (remote::is_cached(remote::cached_path(cache.dir, objects[j].object.url, infos[j]), infos[j].size))
+        cached += infos[j].size;
+    }
+    const bool fits = cache.limit != 0 || bytes <= cached + remote::free_bytes_of(cache.dir);
+    if (cached < bytes && fits && holdable(objects.size()) == objects.size()) {
+      if (std::optional<SetIndex> index = index_finder(remote.warnings)) {
+        stream();
+        remote.streamed->index_name = index_name;
+        remote.streamed->find_index = [index = std::move(*index)](std::vector<std::string>&) {
+          return std::optional<SetIndex>(index);
+        };
+        return out;
+      }
+    }
   }
   for (std::size_t j = 0; j < objects.size(); ++j) objects[j].info = infos[j];  // not stat'ed again
   const std::vector<std::string> paths = remote::cache_objects(objects, cache, counters);

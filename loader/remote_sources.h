@@ -27,8 +27,11 @@ struct StreamedObjects {
   std::map<std::string, ShardFetcher::RemoteShard> by_path;  // by its path in the cache
   std::size_t capacity = 0;                                  // shards the cache holds at once
   std::uint64_t bytes = 0;                                   // all of them
-  std::optional<SetIndex> index;                             // the set's, when the store has one
-  std::string index_name;                                    // where it was read
+  // The set's index (loader/set_index.h), read from the store when first called, where it has one
+  // that describes the set (else nullopt, with a warning where it has one that does not); empty
+  // for a loader of several sources.
+  std::function<std::optional<SetIndex>(std::vector<std::string>& warnings)> find_index;
+  std::string index_name;  // where it is looked for, once it has been
 };
 
 // What resolving a loader's remote names leaves it: holds on the shards of a set cached whole
@@ -38,6 +41,7 @@ struct RemoteShards {
   std::vector<remote::HeldObject> held;
   std::optional<StreamedObjects> streamed;
   std::vector<std::string> warnings;  // for the loader to give (an index that is not used, and why)
+  bool any = false;                   // some of the names were remote
 };
 // More shards than this (a descriptor each) are cached whole without holds: docs/remote.md.
 inline constexpr std::size_t kMaxHeldWhole = 256;

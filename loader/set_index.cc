@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <filesystem>
+#include <limits>
 
 #include "base/option_spelling.h"
 #include "base/posix_error.h"
@@ -101,7 +102,7 @@ std::string set_index_json(const std::vector<std::string>& paths, const ProbeRes
 }
 
 std::string write_loader_index(const std::string& path, const Options& o, const formats::ReaderOptions& reader,
-                               bool streamed) {
+                               bool remote, bool streamed) {
   if (!o.mix.empty()) {
     throw Error(ErrorCode::invalid_option,
                 fmt::format("stoker: this loader mixes {} sources, and an index describes one shard set: write one "
@@ -116,10 +117,20 @@ std::string write_loader_index(const std::string& path, const Options& o, const 
                             "the set",
                             formats::source_name(o.source), option_name("cache_limit")));
   }
+  // Probed afresh, as a loader that never read the set does: every shard counted and its bounds
+  // read (with the counts the loader was built with, only the first shard would be opened).
   formats::ReaderOptions options = reader;
   options.open_shards_lazily = false;
+  options.shard_samples.clear();
+  options.shard_identities.clear();
+  options.known.reset();
   const ProbeResult probe = describe_dataset(*formats::open_reader(o.source, options), o.source);
   const std::string text = set_index_json(paths, probe, options);
+  if (path.empty() && remote) {
+    throw Error(ErrorCode::invalid_option,
+                "stoker: this loader reads its shards from a store, through the node's cache: give the index a path "
+                "(then store it beside the shards, as stoker-index.json)");
+  }
   const std::string where =
       path.empty() ? (std::filesystem::path(paths.front()).parent_path() / kIndexName).string() : path;
   const std::string tmp = fmt::format("{}.{}.tmp", where, ::getpid());
@@ -165,6 +176,16 @@ SetIndex parse_set_index(std::string_view text, const std::string& url) {
         index.probe.shard_identities.size() != index.shards.size()) {
       throw Error(ErrorCode::dataset, fmt::format("it lists {} shards and counts the samples of {}",
                                                   index.shards.size(), index.probe.shard_samples.size()));
+    }
+    std::uint64_t samples = 0;
+    for (std::uint64_t n : index.probe.shard_samples) {
+      if (n > std::numeric_limits<std::uint64_t>::max() - samples)
+        throw Error(ErrorCode::dataset, "its shards' sample counts overflow");
+      samples += n;
+    }
+    if (samples != index.probe.schema.num_samples) {
+      throw Error(ErrorCode::dataset, fmt::format("its shards hold {} samples, and its schema says {}", samples,
+                                                  index.probe.schema.num_samples));
     }
     return index;
   } catch (const std::exception& e) {

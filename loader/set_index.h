@@ -48,10 +48,11 @@ std::string set_index_json(const std::vector<std::string>& paths, const ProbeRes
 // Writes the index of the set a loader with options `o` reads (its reader's `reader`) to `path`
 // ("": kIndexName beside its first shard), whole or not at all (a temporary file renamed), and
 // returns where. The set is probed again here, in this process. Throws stoker::Error:
-// invalid_option for a mix, or a set read through a cache smaller than it (`streamed`: not all its
-// shards are here), and what set_index_json() and writing throw.
+// invalid_option for a mix, a `remote` set without a path (its files are the cache's), or a set
+// read through a cache smaller than it (`streamed`: not all its shards are here), and what
+// set_index_json() and writing throw.
 std::string write_loader_index(const std::string& path, const Options& o, const formats::ReaderOptions& reader,
-                               bool streamed);
+                               bool remote, bool streamed);
 
 // The index `text`, read from `url`. Throws stoker::Error (dataset) for a text that is not an index
 // this version of stoker wrote, naming `url`.

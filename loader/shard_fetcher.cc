@@ -15,22 +15,9 @@ namespace stoker::detail {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// Whether `held`, cached for `shard`, is what the set's index says it is (or nothing says).
-bool as_indexed(const ShardFetcher::RemoteShard& shard, const remote::HeldObject& held) {
-  return !shard.digest || held.digest() == shard.digest;
-}
-
-// Throws unless as_indexed(shard, held).
-void check_indexed(const ShardFetcher::RemoteShard& shard, const remote::HeldObject& held) {
-  if (as_indexed(shard, held)) return;
-  const std::optional<std::uint64_t> got = held.digest();
-  throw Error(
-      ErrorCode::dataset,
-      fmt::format("{}: its bytes are not those the set's index ({} beside it) describes (XXH3 {:016x} there, {} "
-                  "here): the shard changed since the index was written; write it again "
-                  "(Loader::write_index), or delete it",
-                  shard.object.name, kIndexName, *shard.digest,
-                  got ? fmt::format("{:016x}", *got) : std::string("none")));
+// Whether `held` is the bytes of digest `digest` (or nothing says which they must be).
+bool as_indexed(const std::optional<std::uint64_t>& digest, const remote::HeldObject& held) {
+  return !digest || held.digest() == digest;
 }
 }  // namespace
 
@@ -50,6 +37,31 @@ ShardFetcher::~ShardFetcher() {
   stop_fetches_ = true;
   changed_.notify_all();
   for (auto& t : threads_) t.join();
+}
+
+void ShardFetcher::expect_digests(std::vector<std::optional<std::uint64_t>> digests) {
+  std::lock_guard lock(mu_);
+  digests.resize(shards_.size());
+  digests_ = std::move(digests);
+}
+
+remote::HeldObject ShardFetcher::hold_checked(std::size_t k, const remote::FetchPolicy& policy) {
+  const RemoteShard& shard = *shards_[k];
+  const std::optional<std::uint64_t> digest = k < digests_.size() ? digests_[k] : std::nullopt;
+  remote::HeldObject held = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
+  if (as_indexed(digest, held)) return held;
+  // A copy cached before the shard changed under the same name and size (a server without ETags):
+  // fetched again, and refused if its bytes are still not the index's.
+  if (remote::evict(std::move(held))) ++counters_.evictions;
+  held = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
+  if (as_indexed(digest, held)) return held;
+  const std::optional<std::uint64_t> got = held.digest();
+  throw Error(
+      ErrorCode::dataset,
+      fmt::format("{}: its bytes are not those the set's index ({} beside it) describes (XXH3 {:016x} there, {} "
+                  "here): the shard changed since the index was written; write it again "
+                  "(Loader::write_index), or delete it",
+                  shard.object.name, kIndexName, *digest, got ? fmt::format("{:016x}", *got) : std::string("none")));
 }
 
 void ShardFetcher::hold_only(const std::vector<std::uint32_t>& wanted, const std::function<bool()>& keep_going) {
@@ -79,7 +91,6 @@ void ShardFetcher::hold_only(const std::vector<std::uint32_t>& wanted, const std
   o.keep_going = keep_going;
   const remote::FetchTime timed(counters_);  // the construction's fetches (Stats::fetch_seconds)
   std::vector<remote::HeldObject> got = remote::hold_objects(objects, infos, paths, o, counters_);
-  for (std::size_t j = 0; j < fetched.size(); ++j) check_indexed(*shards_[fetched[j]], got[j]);
   std::lock_guard lock(mu_);
   for (std::size_t j = 0; j < fetched.size(); ++j) held_[fetched[j]] = std::move(got[j]);
 }
@@ -92,7 +103,8 @@ void ShardFetcher::hold_found() {
     if (!shards_[k] || held_[k]) continue;
     // Whole and not being evicted: taken as it is, never waited for nor fetched here.
     std::optional<remote::HeldObject> found = remote::try_hold(shards_[k]->path, shards_[k]->info.size);
-    if (!found || !as_indexed(*shards_[k], *found)) continue;  // another version: the epoch's fetch says so
+    if (!found) continue;
+    if (!as_indexed(k < digests_.size() ? digests_[k] : std::nullopt, *found)) continue;  // fetched again
     if (held < capacity_) {
       held_[k] = std::move(*found);
       ++held;
@@ -194,9 +206,7 @@ void ShardFetcher::fetch_loop(std::uint32_t thread) {
         remote::evict(std::move(victim));
         ++counters_.evictions;
       }
-      const RemoteShard& shard = *shards_[step.shard];
-      got = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
-      check_indexed(shard, got);
+      got = hold_checked(step.shard, policy);
     } catch (...) {
       failed = std::current_exception();
     }

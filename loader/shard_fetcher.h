@@ -42,9 +42,6 @@ class ShardFetcher final : public BatchGate {
     remote::RemoteObject object;
     remote::ObjectInfo info;
     std::string path;
-    // What the set's index says its bytes are (loader/set_index.h): a shard cached with another
-    // digest is an error naming it. nullopt: not checked.
-    std::optional<std::uint64_t> digest;
   };
   // shards[k]: shard k of the set, or nullopt for a local file. `capacity`: how many shards the
   // cache holds at once (at least one). `cache`: its directory, fetch_parallelism and policy.
@@ -57,6 +54,11 @@ class ShardFetcher final : public BatchGate {
   std::size_t capacity() const noexcept { return capacity_; }
   const std::string& cache_dir() const noexcept { return cache_.dir; }
   const std::vector<std::optional<RemoteShard>>& shards() const noexcept { return shards_; }
+
+  // Before the first epoch: the digests of the shards' bytes the set's index gives (loader/
+  // set_index.h), per shard (nullopt: not checked). A shard found cached with another digest is
+  // fetched again; fetched with another, it is an error naming it.
+  void expect_digests(std::vector<std::optional<std::uint64_t>> digests);
 
   // Before the first epoch (no fetch thread yet): holds exactly the remote shards of `wanted` (at
   // most capacity()), evicting the others and fetching what is missing, in the calling thread's
@@ -107,10 +109,13 @@ class ShardFetcher final : public BatchGate {
 
  private:
   void fetch_loop(std::uint32_t thread);
+  // Shard k held as hold_object() holds it, checked against its digest (expect_digests).
+  remote::HeldObject hold_checked(std::size_t k, const remote::FetchPolicy& policy);
   bool can_take() const;                 // mu_ held
   bool is_ready(std::uint64_t b) const;  // mu_ held; rethrows error_
 
   const std::vector<std::optional<RemoteShard>> shards_;
+  std::vector<std::optional<std::uint64_t>> digests_;  // set before the fetch threads start
   const std::size_t capacity_;
   const remote::CacheOptions cache_;
   remote::FetchCounters& counters_;

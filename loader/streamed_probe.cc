@@ -139,11 +139,18 @@ ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& op
   const auto& shards = fetcher.shards();
   const std::string memo = memo_path(fetcher, options, fetcher.cache_dir());
   std::optional<ProbeResult> result = memo.empty() ? std::nullopt : read_memo(memo, paths.size());
-  if (!result && index.index) {
+  std::vector<std::string> warnings;
+  const std::optional<SetIndex> set_index = result || !index.read ? std::nullopt : index.read(warnings);
+  for (const std::string& w : warnings)
+    if (index.warn) index.warn(w);
+  if (set_index) {
     std::string why;
-    result = probe_from_index(*index.index, options, paths, why);
-    if (result && !memo.empty()) write_memo(memo, *result);
-    if (!result && index.warn) {
+    result = probe_from_index(*set_index, options, paths, why);
+    if (result) {
+      std::vector<std::optional<std::uint64_t>> digests;
+      for (const IndexedShard& s : set_index->shards) digests.emplace_back(s.digest);
+      fetcher.expect_digests(std::move(digests));
+    } else if (index.warn) {
       index.warn(
           fmt::format("{} is not used ({}): the set is fetched whole to be counted; write it again with this "
                       "loader's options (Loader::write_index)",

@@ -2,7 +2,9 @@
 // shard_fetcher.h): what a probe of the whole set would say (loader/child_reads/probe.h), learned
 // without holding every shard at once. It is the cache's memo of an earlier loader's probe of the
 // same objects (their URLs, sizes and ETags) with the same reader options, when there is one, else
-// the set's index (loader/set_index.h) when its store has one; else the set is read window by window, each window's
+// the set's index (loader/set_index.h) when its store has one (each shard is then checked against
+// its digest as it is fetched; no memo is written of it, which a rewritten index would not
+// replace); else the set is read window by window, each window's
 // shards held in the cache while a probe reads them, the windows' results joined, and the memo written for the next
 // loader on the node. The last window's shards stay cached: the first epoch starts with them (or, from a memo, with the
 // shards another loader left in the cache).
@@ -10,7 +12,9 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "formats/core/reader.h"
 #include "loader/child_reads/probe.h"
@@ -21,8 +25,9 @@ namespace stoker::detail {
 
 // The set's index (loader/set_index.h), where its store has one: read when the cache has no memo.
 struct IndexAtHand {
-  const SetIndex* index = nullptr;
-  std::string name;                              // where it was read
+  // Empty, or nullopt: none. Its warnings (an index that does not describe the set) go to `warn`.
+  std::function<std::optional<SetIndex>(std::vector<std::string>& warnings)> read;
+  std::string name;                              // where it is
   std::function<void(const std::string&)> warn;  // told when it is not used, and why
 };
 

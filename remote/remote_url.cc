@@ -93,6 +93,25 @@ std::string url_file_name(std::string_view url) {
   return std::string(slash == std::string_view::npos ? url : url.substr(slash + 1));
 }
 
+std::string percent_decoded(std::string_view text) {
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 std::string shown_url(std::string_view url) {
   const std::size_t scheme = url.find("://");
   if (scheme == std::string_view::npos) return std::string(url);

@@ -21,6 +21,8 @@ std::vector<std::string> expand_braces(const std::string& pattern);
 
 // The URL's last path component, without query or fragment ("train-00001.h5").
 std::string url_file_name(std::string_view url);
+// `text` with each %XX (two hex digits) replaced by its byte; anything else kept as it is.
+std::string percent_decoded(std::string_view text);
 
 // `text` as a whole decimal number (digits only, in range), or nullopt: what a brace range, a
 // header and a listing give sizes and bounds as.

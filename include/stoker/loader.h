@@ -155,8 +155,9 @@ class STOKER_API Loader {
   // Writes the index of this loader's shard set to `path` ("": "stoker-index.json" beside its first
   // shard) and returns where: store it beside the shards, and a loader that reads them from the
   // store on a node that never did starts at once, fetching the shards as its first epoch reads
-  // them (docs/remote.md, "An index"). Reads every shard once. Throws stoker::Error
-  // (invalid_option) for a mix, or a set read through a cache smaller than it.
+  // them (docs/remote.md, "An index"). Reads every shard once, in the calling thread: call it while
+  // no other thread reads this Loader's epochs. Throws stoker::Error (invalid_option) for a mix, a
+  // set read from a store without a path, or one read through a cache smaller than it.
   std::string write_index(const std::string& path = "") const;
 
  private:

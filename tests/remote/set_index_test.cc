@@ -3,11 +3,13 @@
 // reads the epoch the local shards give; a shard changed since the index was written is an error
 // naming it; an index that does not describe the store, or was written with other reader options,
 // is not used, and a warning says why.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -97,15 +99,43 @@ TEST(SetIndex, AShardThatChangedSinceTheIndexWasWrittenIsAnErrorNamingIt) {
     f.write(bytes.data(), 64);
   }
   FaultServer server(tmp, tmp.path("served"));
-  Loader loader(remote_options(tmp, server));
-  try {
-    for (Batch& b : loader.epoch(0)) (void)b;
-    ADD_FAILURE() << "the changed shard was read";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::dataset);
-    EXPECT_THAT(e.what(), HasSubstr("/train-1.h5: its bytes are not those the set's index (stoker-index.json"));
-    EXPECT_THAT(e.what(), HasSubstr("write it again (Loader::write_index), or delete it"));
+  {
+    Loader loader(remote_options(tmp, server));
+    try {
+      for (Batch& b : loader.epoch(0)) (void)b;
+      ADD_FAILURE() << "the changed shard was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::dataset);
+      EXPECT_THAT(e.what(), HasSubstr("/train-1.h5: its bytes are not those the set's index (stoker-index.json"));
+      EXPECT_THAT(e.what(), HasSubstr("write it again (Loader::write_index), or delete it"));
+    }
   }
+  // Written again, as the error says: the next loader on the node reads the set (nothing of the
+  // stale index was kept in the cache).
+  write_local_index(tmp, "served");
+  Loader again(remote_options(tmp, server));
+  EXPECT_EQ(epoch_bytes(again), local_epoch(tmp));
+}
+
+// The index is a fresh probe of the set, even when written by a loader that has counted it: the
+// bound of a variable-length field is the largest of every shard's, not the first shard's.
+TEST(SetIndex, AnIndexBoundsEveryShardsSamples) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.path("set"));
+  for (int k = 0; k < 3; ++k) {
+    H5Builder h5(tmp.path(fmt::format("set/part-{}.h5", k)));
+    std::vector<std::vector<std::byte>> samples(4, std::vector<std::byte>(10, std::byte{1}));
+    if (k == 2) samples[3].resize(5000, std::byte{2});
+    h5.vlen("data", samples);
+  }
+  Options o;
+  o.source = tmp.path("set/part-*.h5");
+  o.num_workers = 2;
+  Loader loader(o);
+  std::ifstream in(loader.write_index());
+  const nlohmann::json index = nlohmann::json::parse(in);
+  EXPECT_GE(index.at("probe").at("bounds").at(0).at(0).get<std::uint64_t>(), 5000u) << index.at("probe").dump();
+  EXPECT_EQ(index.at("probe").at("shard_samples"), nlohmann::json::array({4, 4, 4}));
 }
 
 TEST(SetIndex, AnIndexThatDoesNotDescribeTheStoreOrThisReaderIsNotUsedAndAWarningSaysWhy) {
