@@ -96,15 +96,10 @@ def start_store(local, python):
     return server, endpoint, s3
 
 
-def stoker_epoch(source, workers, cache=None):
-    """An epoch in the quasi-random order, which shuffles and reads a few shards at a time (as
-    Mosaic's shuffle does): a fully random order reads every shard for every batch, so its first
-    batch waits for the whole set."""
+def quasi_random_loader(source, workers, cache, **more):
     import stoker
 
-    os.sync()  # no dirty pages of an earlier row are written back during this one
-    t0 = time.perf_counter()
-    loader = stoker.Loader(
+    return stoker.Loader(
         source,
         batch_size=256,
         num_workers=workers,
@@ -112,7 +107,17 @@ def stoker_epoch(source, workers, cache=None):
         seed=1,
         framework="numpy",
         cache_dir=cache,
+        **more,
     )
+
+
+def stoker_epoch(source, workers, cache=None):
+    """An epoch in the quasi-random order, which shuffles and reads a few shards at a time (as
+    Mosaic's shuffle does): a fully random order reads every shard for every batch, so its first
+    batch waits for the whole set."""
+    os.sync()  # no dirty pages of an earlier row are written back during this one
+    t0 = time.perf_counter()
+    loader = quasi_random_loader(source, workers, cache)
     first = None
     n = 0
     for batch in loader:
@@ -153,19 +158,9 @@ def simulate(reads, capacity, cached, policy):
 
 
 def small_cache_epoch(source, workers, cache, limit, samples, shards, capacity, cached):
-    import stoker
-
+    os.sync()  # as stoker_epoch
     t0 = time.perf_counter()
-    loader = stoker.Loader(
-        source,
-        batch_size=256,
-        num_workers=workers,
-        order="quasi_random",
-        seed=1,
-        framework="numpy",
-        cache_dir=cache,
-        cache_limit=limit,
-    )
+    loader = quasi_random_loader(source, workers, cache, cache_limit=limit)
     built = loader.stats()
     first, n, reads = None, 0, []
     for batch in loader:
