@@ -47,21 +47,22 @@ void ShardFetcher::expect_digests(std::vector<std::optional<std::uint64_t>> dige
 
 remote::HeldObject ShardFetcher::hold_checked(std::size_t k, const remote::FetchPolicy& policy) {
   const RemoteShard& shard = *shards_[k];
-  const std::optional<std::uint64_t> digest = k < digests_.size() ? digests_[k] : std::nullopt;
   remote::HeldObject held = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
-  if (as_indexed(digest, held)) return held;
+  if (k >= digests_.size() || !digests_[k]) return held;  // nothing says what its bytes must be
+  const std::uint64_t want = *digests_[k];
+  if (held.digest() == want) return held;
   // A copy cached before the shard changed under the same name and size (a server without ETags):
   // fetched again, and refused if its bytes are still not the index's.
   if (remote::evict(std::move(held))) ++counters_.evictions;
   held = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
-  if (as_indexed(digest, held)) return held;
   const std::optional<std::uint64_t> got = held.digest();
+  if (got == want) return held;
   throw Error(
       ErrorCode::dataset,
       fmt::format("{}: its bytes are not those the set's index ({} beside it) describes (XXH3 {:016x} there, {} "
                   "here): the shard changed since the index was written; write it again "
                   "(Loader::write_index), or delete it",
-                  shard.object.name, kIndexName, *digest, got ? fmt::format("{:016x}", *got) : std::string("none")));
+                  shard.object.name, kIndexName, want, got ? fmt::format("{:016x}", *got) : std::string("none")));
 }
 
 void ShardFetcher::hold_only(const std::vector<std::uint32_t>& wanted, const std::function<bool()>& keep_going) {
