@@ -67,8 +67,7 @@ std::uint64_t Loader::samples_per_epoch() const { return impl_->sampler().sample
 Stats Loader::stats() const { return impl_->stats(); }
 std::vector<int> Loader::worker_pids() const { return impl_->worker_pids(); }
 std::string Loader::write_index(const std::string& path) const {
-  return detail::write_loader_index(path, impl_->options(), impl_->reader_options(), impl_->remote_shards(),
-                                    impl_->streams_shards());
+  return detail::write_loader_index(path, impl_->options(), impl_->reader_options(), impl_->remote_shards());
 }
 
 std::optional<Batch> Epoch::next() {

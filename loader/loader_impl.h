@@ -95,7 +95,6 @@ class LoaderImpl final : public HostSource {
   const Sampler& sampler() const { return sampler_; }
   const formats::ReaderOptions& reader_options() const { return design_.reader_options; }
   bool remote_shards() const { return remote_.any; }
-  bool streams_shards() const { return static_cast<bool>(fetcher_); }  // remote ones, as the epochs read them
   Stats stats() const;
   std::vector<int> worker_pids() const;
 

@@ -97,7 +97,7 @@ std::optional<SetIndex> find_index(const std::vector<remote::ListedObject>& obje
     if (e.code() == ErrorCode::interrupted) throw;
     if (e.code() != ErrorCode::dataset) {  // none there (404, 403) is no news; a store that fails is
       warnings.push_back(
-          fmt::format("{}: could not be read ({}); the set is fetched whole to be counted", where, e.what()));
+          fmt::format("{}: could not be read ({}); the set's shards are fetched to count them", where, e.what()));
     }
     return std::nullopt;
   }
@@ -114,14 +114,14 @@ std::optional<SetIndex> find_index(const std::vector<remote::ListedObject>& obje
     }
     if (const std::string why = index_mismatch(index, names, sizes); !why.empty()) {
       warnings.push_back(
-          fmt::format("{} does not describe the shards beside it ({}): it is not used, and the set is "
-                      "fetched whole to be counted; write it again (Loader::write_index)",
+          fmt::format("{} does not describe the shards beside it ({}): it is not used, and the set's shards are "
+                      "fetched to count them; write it again (Loader::write_index)",
                       where, why));
       return std::nullopt;
     }
     return index;
   } catch (const Error& e) {
-    warnings.push_back(fmt::format("{}; the set is fetched whole to be counted", e.what()));
+    warnings.push_back(fmt::format("{}; the set's shards are fetched to count them", e.what()));
     return std::nullopt;
   }
 }
@@ -203,7 +203,8 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
   }
   // One remote set that fits, not cached whole: with its index the first epoch starts at once and
   // reads the shards as they arrive, the cache holding them all (a descriptor each: where the
-  // process may not open that many, it is fetched whole first, as without an index).
+  // process may not open that many, it is fetched whole first, as without an index, and a warning
+  // says so).
   if (one_set) {
     std::uint64_t cached = 0;
     for (std::size_t j = 0; j < objects.size(); ++j) {
@@ -211,15 +212,21 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
         cached += infos[j].size;
     }
     const bool fits = cache.limit != 0 || bytes <= cached + remote::free_bytes_of(cache.dir);
-    if (cached < bytes && fits && holdable(objects.size()) == objects.size()) {
-      if (std::optional<SetIndex> index = index_finder(remote.warnings)) {
-        stream();
-        remote.streamed->index_name = index_name;
-        remote.streamed->find_index = [index = std::move(*index)](std::vector<std::string>&) {
-          return std::optional<SetIndex>(index);
-        };
-        return out;
-      }
+    std::optional<SetIndex> index = cached < bytes && fits ? index_finder(remote.warnings) : std::nullopt;
+    if (index && holdable(objects.size()) < objects.size()) {
+      remote.warnings.push_back(
+          fmt::format("{}: the set's {} shards are fetched whole before the first batch, not as "
+                      "it reads them: this process may not hold that many files open",
+                      index_name, objects.size()));
+      index.reset();
+    }
+    if (index) {
+      stream();
+      remote.streamed->index_name = index_name;
+      remote.streamed->find_index = [index = std::move(*index)](std::vector<std::string>&) {
+        return std::optional<SetIndex>(index);
+      };
+      return out;
     }
   }
   for (std::size_t j = 0; j < objects.size(); ++j) objects[j].info = infos[j];  // not stat'ed again

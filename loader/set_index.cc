@@ -18,6 +18,7 @@
 #include "formats/shard_set.h"
 #include "loader/worker/reader_options_json.h"
 #include "remote/content_digest.h"
+#include "remote/remote_url.h"
 #include "stoker/error.h"
 
 namespace stoker::detail {
@@ -66,8 +67,8 @@ json index_reader_key(const formats::ReaderOptions& options) {
   return j;
 }
 
-std::string set_index_json(const std::vector<std::string>& paths, const ProbeResult& probe,
-                           const formats::ReaderOptions& options) {
+std::string set_index_json(const std::vector<std::string>& paths, const std::vector<std::string>& names,
+                           const ProbeResult& probe, const formats::ReaderOptions& options) {
   ProbeResult r = probe;
   if (r.shard_samples.empty() && paths.size() == 1) {  // one file: a set of one
     r.shard_samples = {r.schema.num_samples};
@@ -75,7 +76,8 @@ std::string set_index_json(const std::vector<std::string>& paths, const ProbeRes
     if (r.shard_identities[0]) r.shard_identities[0]->version = r.version;
   }
   json shards = json::array();
-  for (const std::string& path : paths) {
+  for (std::size_t k = 0; k < paths.size(); ++k) {
+    const std::string& path = paths[k];
     const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
     if (!fd || ::fstat(fd.get(), &st) != 0) throw Error::from_errno(errno, path);
@@ -87,7 +89,7 @@ std::string set_index_json(const std::vector<std::string>& paths, const ProbeRes
     }
     remote::ContentDigest digest;
     digest.add_file(fd.get(), static_cast<std::uint64_t>(st.st_size), path);
-    shards.push_back({{"name", text_to_json(std::filesystem::path(path).filename().string())},
+    shards.push_back({{"name", text_to_json(names[k])},
                       {"bytes", static_cast<std::uint64_t>(st.st_size)},
                       {"xxh3", hex(digest.value())}});
   }
@@ -102,20 +104,28 @@ std::string set_index_json(const std::vector<std::string>& paths, const ProbeRes
 }
 
 std::string write_loader_index(const std::string& path, const Options& o, const formats::ReaderOptions& reader,
-                               bool remote, bool streamed) {
+                               bool remote) {
   if (!o.mix.empty()) {
     throw Error(ErrorCode::invalid_option,
                 fmt::format("stoker: this loader mixes {} sources, and an index describes one shard set: write one "
                             "for each source, with a loader of its own",
                             o.mix.size()));
   }
-  const std::vector<std::string> paths = formats::shard_paths(o.source);
-  if (streamed) {
+  if (path.empty() && remote) {
     throw Error(ErrorCode::invalid_option,
-                fmt::format("{}: read through a cache smaller than the set, whose shards are not all here: write the "
-                            "index where the shards are files (before they are stored), or with a {} that holds "
-                            "the set",
-                            formats::source_name(o.source), option_name("cache_limit")));
+                "stoker: this loader reads its shards from a store, through the node's cache: give the index a path "
+                "(then store it beside the shards, as stoker-index.json)");
+  }
+  const std::vector<std::string> paths = formats::shard_paths(o.source);
+  for (const std::string& p : paths) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0 && errno == ENOENT) {
+      throw Error(ErrorCode::invalid_option,
+                  fmt::format("{}: not all its shards are in the cache now ({} is not: a cache smaller than the set, "
+                              "or one not yet filled by an epoch): write the index where the shards are files (before "
+                              "they are stored), or after an epoch with a {} that holds the set",
+                              formats::source_name(o.source), p, option_name("cache_limit")));
+    }
   }
   // Probed afresh, as a loader that never read the set does: every shard counted and its bounds
   // read (with the counts the loader was built with, only the first shard would be opened).
@@ -125,12 +135,13 @@ std::string write_loader_index(const std::string& path, const Options& o, const 
   options.shard_identities.clear();
   options.known.reset();
   const ProbeResult probe = describe_dataset(*formats::open_reader(o.source, options), o.source);
-  const std::string text = set_index_json(paths, probe, options);
-  if (path.empty() && remote) {
-    throw Error(ErrorCode::invalid_option,
-                "stoker: this loader reads its shards from a store, through the node's cache: give the index a path "
-                "(then store it beside the shards, as stoker-index.json)");
+  // A cached file is named as its URL is, percent-encoded; the index names it as the store lists it.
+  std::vector<std::string> names;
+  for (const std::string& p : paths) {
+    const std::string name = std::filesystem::path(p).filename().string();
+    names.push_back(remote ? remote::percent_decoded(name) : name);
   }
+  const std::string text = set_index_json(paths, names, probe, options);
   const std::string where =
       path.empty() ? (std::filesystem::path(paths.front()).parent_path() / kIndexName).string() : path;
   const std::string tmp = fmt::format("{}.{}.tmp", where, ::getpid());

@@ -38,21 +38,21 @@ struct SetIndex {
 // read, not the order, the shards' counts or how many are kept open.
 nlohmann::json index_reader_key(const formats::ReaderOptions& options);
 
-// The index of the set whose shards are the files `paths` (in order), which `probe` describes,
-// read with `options`. Reads every shard once, for its digest. Throws stoker::Error:
-// invalid_option for a shard that is not a regular file (an LMDB directory: a store holds files),
-// io for a read that fails.
-std::string set_index_json(const std::vector<std::string>& paths, const ProbeResult& probe,
-                           const formats::ReaderOptions& options);
+// The index of the set whose shards are the files `paths` (in order), named `names` in its store,
+// which `probe` describes, read with `options`. Reads every shard once, for its digest. Throws
+// stoker::Error: invalid_option for a shard that is not a regular file (an LMDB directory: a store
+// holds files), io for a read that fails.
+std::string set_index_json(const std::vector<std::string>& paths, const std::vector<std::string>& names,
+                           const ProbeResult& probe, const formats::ReaderOptions& options);
 
 // Writes the index of the set a loader with options `o` reads (its reader's `reader`) to `path`
 // ("": kIndexName beside its first shard), whole or not at all (a temporary file renamed), and
 // returns where. The set is probed again here, in this process. Throws stoker::Error:
 // invalid_option for a mix, a `remote` set without a path (its files are the cache's), or a set
-// read through a cache smaller than it (`streamed`: not all its shards are here), and what
+// whose shards are not all here (a cache smaller than it, or not yet filled), and what
 // set_index_json() and writing throw.
 std::string write_loader_index(const std::string& path, const Options& o, const formats::ReaderOptions& reader,
-                               bool remote, bool streamed);
+                               bool remote);
 
 // The index `text`, read from `url`. Throws stoker::Error (dataset) for a text that is not an index
 // this version of stoker wrote, naming `url`.

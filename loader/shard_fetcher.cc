@@ -53,10 +53,19 @@ remote::HeldObject ShardFetcher::hold_checked(std::size_t k, const remote::Fetch
   if (held.digest() == want) return held;
   // A copy cached before the shard changed under the same name and size (a server without ETags):
   // fetched again, and refused if its bytes are still not the index's.
-  if (remote::evict(std::move(held))) ++counters_.evictions;
+  const bool deleted = remote::evict(std::move(held));
+  if (deleted) ++counters_.evictions;
   held = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
   const std::optional<std::uint64_t> got = held.digest();
   if (got == want) return held;
+  if (!deleted) {
+    throw Error(ErrorCode::dataset,
+                fmt::format("{}: its copy in the cache ({}) is not the bytes the set's index ({} beside it) "
+                            "describes, and another process on this node holds it, so it cannot be fetched again "
+                            "now: it was cached before the shard changed under the same name and size (a store that "
+                            "gives no ETag); delete it while no loader runs",
+                            shard.object.name, shard.path, kIndexName));
+  }
   throw Error(
       ErrorCode::dataset,
       fmt::format("{}: its bytes are not those the set's index ({} beside it) describes (XXH3 {:016x} there, {} "

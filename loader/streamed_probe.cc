@@ -138,9 +138,11 @@ ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& op
   const std::vector<std::string> paths = formats::shard_paths(source);
   const auto& shards = fetcher.shards();
   const std::string memo = memo_path(fetcher, options, fetcher.cache_dir());
-  std::optional<ProbeResult> result = memo.empty() ? std::nullopt : read_memo(memo, paths.size());
+  // The store's index first: a memo of a store that gives no ETags may be of shards rewritten since
+  // at the same size, which the index's digests catch.
+  std::optional<ProbeResult> result;
   std::vector<std::string> warnings;
-  const std::optional<SetIndex> set_index = result || !index.read ? std::nullopt : index.read(warnings);
+  const std::optional<SetIndex> set_index = index.read ? index.read(warnings) : std::nullopt;
   for (const std::string& w : warnings)
     if (index.warn) index.warn(w);
   if (set_index) {
@@ -152,11 +154,12 @@ ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& op
       fetcher.expect_digests(std::move(digests));
     } else if (index.warn) {
       index.warn(
-          fmt::format("{} is not used ({}): the set is fetched whole to be counted; write it again with this "
+          fmt::format("{} is not used ({}): the set's shards are fetched to count them; write it again with this "
                       "loader's options (Loader::write_index)",
                       index.name, why));
     }
   }
+  if (!result && !memo.empty()) result = read_memo(memo, paths.size());
   if (result) fetcher.hold_found();
   if (!result) {
     ProbeResult set;

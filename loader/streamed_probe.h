@@ -1,13 +1,13 @@
 // The probe of a shard set whose remote shards take more than the cache holds (loader/
 // shard_fetcher.h): what a probe of the whole set would say (loader/child_reads/probe.h), learned
-// without holding every shard at once. It is the cache's memo of an earlier loader's probe of the
-// same objects (their URLs, sizes and ETags) with the same reader options, when there is one, else
-// the set's index (loader/set_index.h) when its store has one (each shard is then checked against
-// its digest as it is fetched; no memo is written of it, which a rewritten index would not
-// replace); else the set is read window by window, each window's
-// shards held in the cache while a probe reads them, the windows' results joined, and the memo written for the next
-// loader on the node. The last window's shards stay cached: the first epoch starts with them (or, from a memo, with the
-// shards another loader left in the cache).
+// without holding every shard at once. It is the set's index (loader/set_index.h) where its store
+// has one (each shard is then checked against its digest as it is fetched; nothing of it is kept
+// in the cache, where a rewritten index would not replace it); else the cache's memo of an earlier
+// loader's probe of the same objects (their URLs, sizes and ETags) with the same reader options,
+// when there is one; else the set is read window by window, each window's shards held in the cache
+// while a probe reads them, the windows' results joined, and the memo written for the next loader
+// on the node. The last window's shards stay cached: the first epoch starts with them (or, from an
+// index or a memo, with the shards another loader left in the cache).
 #pragma once
 
 #include <chrono>

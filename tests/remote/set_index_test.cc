@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -148,13 +149,13 @@ TEST(SetIndex, AnIndexThatDoesNotDescribeTheStoreOrThisReaderIsNotUsedAndAWarnin
   Options o = remote_options(tmp, server);
   o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
   Loader stale(o);
-  EXPECT_EQ(stale.stats().downloads, 3u) << "fetched whole to be counted";
+  EXPECT_EQ(stale.stats().downloads, 3u) << "fetched to be counted";
   EXPECT_EQ(stale.schema().num_samples, 105u);
   EXPECT_EQ(epoch_bytes(stale), local_epoch(tmp));
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json does not describe the shards beside it (it lists train-1.h5 "
                                      "as "));
-  EXPECT_THAT(warnings[0], HasSubstr("it is not used, and the set is fetched whole to be counted"));
+  EXPECT_THAT(warnings[0], HasSubstr("it is not used, and the set's shards are fetched to count them"));
 
   write_local_index(tmp, "served");  // describes the store again
   warnings.clear();
@@ -165,6 +166,25 @@ TEST(SetIndex, AnIndexThatDoesNotDescribeTheStoreOrThisReaderIsNotUsedAndAWarnin
   EXPECT_EQ(epoch_bytes(other), local_epoch(tmp));
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json is not used (it was written by a loader with another format"));
+}
+
+// An index the store fails to give is no reason to fail the loader: a warning, and the set is
+// counted as without one.
+TEST(SetIndex, AnIndexTheStoreFailsToGiveIsAWarning) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  write_local_index(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"), R"({"stoker-index.json": ["always:500"]})");
+  std::vector<std::string> warnings;
+  Options o = remote_options(tmp, server);
+  o.fetch_timeout = std::chrono::milliseconds(600);
+  o.on_warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  Loader loader(o);
+  EXPECT_EQ(loader.stats().downloads, 3u);
+  EXPECT_EQ(epoch_bytes(loader), local_epoch(tmp));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json: could not be read ("));
+  EXPECT_THAT(warnings[0], HasSubstr("the set's shards are fetched to count them"));
 }
 
 TEST(SetIndex, WhatAnIndexCannotBeWrittenForIsAnError) {
@@ -185,12 +205,20 @@ TEST(SetIndex, WhatAnIndexCannotBeWrittenForIsAnError) {
   small.cache_limit = std::filesystem::file_size(tmp.path("served/train-0.h5")) + 1;
   small.order = Order::quasi_random;
   small.batch_size = 5;
+  Loader streamed(small);
   try {
-    (void)Loader(small).write_index();
+    (void)streamed.write_index();
+    ADD_FAILURE() << "an index written into the cache";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_option);
+    EXPECT_THAT(e.what(), HasSubstr("reads its shards from a store, through the node's cache: give the index a path"));
+  }
+  try {
+    (void)streamed.write_index(tmp.path("index.json"));
     ADD_FAILURE() << "an index of a set not all here";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_option);
-    EXPECT_THAT(e.what(), HasSubstr("read through a cache smaller than the set, whose shards are not all here"));
+    EXPECT_THAT(e.what(), HasSubstr("not all its shards are in the cache now"));
   }
   std::filesystem::create_directories(tmp.path("dir.lmdb"));
   write_lmdb(tmp.path("dir.lmdb/data.mdb"), small_schema(10));
