@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "base/option_spelling.h"
@@ -20,6 +21,8 @@ namespace {
 // process may open beside kDescriptorsBeside others, its soft limit raised towards its hard one
 // where that is needed.
 constexpr rlim_t kDescriptorsBeside = 512;
+// The longest a loader waits for a set's index, which it can do without.
+constexpr std::chrono::milliseconds kIndexWait{15'000};
 std::size_t holdable(std::size_t wanted) {
   rlimit l{};
   if (::getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return wanted;
@@ -90,14 +93,18 @@ std::optional<SetIndex> find_index(const std::vector<remote::ListedObject>& obje
                                    remote::FetchCounters& counters, std::vector<std::string>& warnings) {
   const remote::RemoteObject index_object = sibling(objects.front().object, kIndexName);
   const std::string& where = index_object.name;
+  // Optional: waited for kIndexWait at most, and stopped with the loader's build (keep_going).
+  remote::CacheOptions o = cache;
+  o.policy.timeout = std::min(o.policy.timeout, kIndexWait);
   std::string text;
   try {
-    text = remote::fetch_text(index_object, cache.policy, counters);
+    remote::for_each_object(1, o, [&](std::size_t, const remote::FetchPolicy& policy) {
+      text = remote::fetch_text(index_object, policy, counters);
+    });
   } catch (const Error& e) {
     if (e.code() == ErrorCode::interrupted) throw;
     if (e.code() != ErrorCode::dataset) {  // none there (404, 403) is no news; a store that fails is
-      warnings.push_back(
-          fmt::format("{}: could not be read ({}); the set's shards are fetched to count them", where, e.what()));
+      warnings.push_back(fmt::format("{}: could not be read ({}); the set is learned without it", where, e.what()));
     }
     return std::nullopt;
   }
@@ -106,22 +113,22 @@ std::optional<SetIndex> find_index(const std::vector<remote::ListedObject>& obje
     std::vector<std::string> names;
     std::vector<std::uint64_t> sizes;
     for (std::size_t k = 0; k < objects.size(); ++k) {
-      // Files' names: an S3 key is named as it is, a URL percent-encoded.
+      // Files' names: an S3 key's last part as it is, a URL's percent-encoded.
       const std::string& name = objects[k].object.name;
-      names.push_back(remote::is_s3(name) ? remote::url_file_name(name)
+      names.push_back(remote::is_s3(name) ? name.substr(name.find_last_of('/') + 1)
                                           : remote::percent_decoded(remote::url_file_name(name)));
       sizes.push_back(infos[k].size);
     }
     if (const std::string why = index_mismatch(index, names, sizes); !why.empty()) {
       warnings.push_back(
-          fmt::format("{} does not describe the shards beside it ({}): it is not used, and the set's shards are "
-                      "fetched to count them; write it again (Loader::write_index)",
+          fmt::format("{} does not describe the shards beside it ({}): it is not used, and the set is learned "
+                      "without it; write it again (Loader::write_index)",
                       where, why));
       return std::nullopt;
     }
     return index;
   } catch (const Error& e) {
-    warnings.push_back(fmt::format("{}; the set's shards are fetched to count them", e.what()));
+    warnings.push_back(fmt::format("{}; the set is learned without it", e.what()));
     return std::nullopt;
   }
 }

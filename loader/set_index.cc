@@ -120,6 +120,7 @@ std::string write_loader_index(const std::string& path, const Options& o, const 
   for (const std::string& p : paths) {
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0 && errno == ENOENT) {
+      if (!remote) throw Error::from_errno(ENOENT, p);  // deleted since the loader was built
       throw Error(ErrorCode::invalid_option,
                   fmt::format("{}: not all its shards are in the cache now ({} is not: a cache smaller than the set, "
                               "or one not yet filled by an epoch): write the index where the shards are files (before "

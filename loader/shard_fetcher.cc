@@ -53,12 +53,16 @@ remote::HeldObject ShardFetcher::hold_checked(std::size_t k, const remote::Fetch
   if (held.digest() == want) return held;
   // A copy cached before the shard changed under the same name and size (a server without ETags):
   // fetched again, and refused if its bytes are still not the index's.
-  const bool deleted = remote::evict(std::move(held));
-  if (deleted) ++counters_.evictions;
-  held = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
+  if (remote::evict(std::move(held))) ++counters_.evictions;
+  remote::FetchCounters again;  // whether this hold fetched it, whatever the other threads do
+  held = remote::hold_object(shard.object, shard.info, shard.path, policy, again);
+  counters_.downloads += again.downloads;
+  counters_.bytes += again.bytes;
+  counters_.retries += again.retries;
+  counters_.cache_hits += again.cache_hits;
   const std::optional<std::uint64_t> got = held.digest();
   if (got == want) return held;
-  if (!deleted) {
+  if (again.downloads == 0) {  // the same copy: another process holds it, so it stayed
     throw Error(ErrorCode::dataset,
                 fmt::format("{}: its copy in the cache ({}) is not the bytes the set's index ({} beside it) "
                             "describes, and another process on this node holds it, so it cannot be fetched again "

@@ -154,7 +154,7 @@ ProbeResult probe_streamed(const std::string& source, formats::ReaderOptions& op
       fetcher.expect_digests(std::move(digests));
     } else if (index.warn) {
       index.warn(
-          fmt::format("{} is not used ({}): the set's shards are fetched to count them; write it again with this "
+          fmt::format("{} is not used ({}): the set is learned without it; write it again with this "
                       "loader's options (Loader::write_index)",
                       index.name, why));
     }

@@ -101,17 +101,6 @@ void in_parallel(std::size_t n, std::size_t threads, const std::function<void(st
   if (const std::exception_ptr e = first_cause(errors)) std::rethrow_exception(e);
 }
 
-// job(k, policy) for k < n, options.parallelism at once (in_parallel), each with the options'
-// policy and its stop.
-void for_each_object(std::size_t n, const CacheOptions& o,
-                     const std::function<void(std::size_t, const FetchPolicy&)>& job) {
-  std::atomic<bool> stop{false};
-  FetchPolicy policy = o.policy;
-  policy.stop = &stop;
-  in_parallel(
-      n, std::max<std::size_t>(1, o.parallelism), [&](std::size_t k) { job(k, policy); }, o.keep_going, stop);
-}
-
 // "<XXH64 of the URL>-<XXH64 of size and ETag>/<file name>": a directory per object version, and
 // the object under its own file name (which a shard set's identity, and so a saved state, goes by).
 std::string cache_name(const std::string& url, const ObjectInfo& info) {
@@ -190,6 +179,15 @@ std::uint64_t free_bytes_of(const std::string& dir) {
   struct statvfs fs {};
   if (::statvfs(dir.c_str(), &fs) != 0) throw Error::from_errno(errno, dir);
   return std::uint64_t{fs.f_bavail} * fs.f_frsize;
+}
+
+void for_each_object(std::size_t n, const CacheOptions& o,
+                     const std::function<void(std::size_t, const FetchPolicy&)>& job) {
+  std::atomic<bool> stop{false};
+  FetchPolicy policy = o.policy;
+  policy.stop = &stop;
+  in_parallel(
+      n, std::max<std::size_t>(1, o.parallelism), [&](std::size_t k) { job(k, policy); }, o.keep_going, stop);
 }
 
 std::vector<ObjectInfo> object_infos(const std::vector<ListedObject>& objects, const CacheOptions& o,

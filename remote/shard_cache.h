@@ -40,6 +40,12 @@ struct ListedObject {
   std::optional<ObjectInfo> info;
 };
 
+// job(k, policy) for k < n, `options.parallelism` at once, each with the options' policy and a stop
+// that any job's exception and options.keep_going's false (asked every 50 ms on the calling
+// thread) set. Throws the first job's error, or ErrorCode::interrupted.
+void for_each_object(std::size_t n, const CacheOptions& options,
+                     const std::function<void(std::size_t, const FetchPolicy&)>& job);
+
 // What each of `objects` is: its listing's word, else stat'ed (`options.parallelism` at once).
 // Throws as stat_object, naming the object.
 std::vector<ObjectInfo> object_infos(const std::vector<ListedObject>& objects, const CacheOptions& options,

@@ -155,7 +155,7 @@ TEST(SetIndex, AnIndexThatDoesNotDescribeTheStoreOrThisReaderIsNotUsedAndAWarnin
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json does not describe the shards beside it (it lists train-1.h5 "
                                      "as "));
-  EXPECT_THAT(warnings[0], HasSubstr("it is not used, and the set's shards are fetched to count them"));
+  EXPECT_THAT(warnings[0], HasSubstr("it is not used, and the set is learned without it"));
 
   write_local_index(tmp, "served");  // describes the store again
   warnings.clear();
@@ -166,6 +166,22 @@ TEST(SetIndex, AnIndexThatDoesNotDescribeTheStoreOrThisReaderIsNotUsedAndAWarnin
   EXPECT_EQ(epoch_bytes(other), local_epoch(tmp));
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json is not used (it was written by a loader with another format"));
+}
+
+// A loader that cached a remote set whole writes its index, named as the store names the shards:
+// stored beside them, a loader on another node (another cache) starts from it.
+TEST(SetIndex, AnIndexWrittenFromTheCacheDescribesTheStore) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"));
+  Loader cached(remote_options(tmp, server));
+  EXPECT_EQ(cached.stats().downloads, 3u);
+  EXPECT_EQ(cached.write_index(tmp.path("served/stoker-index.json")), tmp.path("served/stoker-index.json"));
+  Options elsewhere = remote_options(tmp, server);
+  elsewhere.cache_dir = tmp.path("other-node");
+  Loader cold(elsewhere);
+  EXPECT_EQ(cold.stats().downloads, 0u);
+  EXPECT_EQ(epoch_bytes(cold), local_epoch(tmp));
 }
 
 // An index the store fails to give is no reason to fail the loader: a warning, and the set is
@@ -184,7 +200,7 @@ TEST(SetIndex, AnIndexTheStoreFailsToGiveIsAWarning) {
   EXPECT_EQ(epoch_bytes(loader), local_epoch(tmp));
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("/stoker-index.json: could not be read ("));
-  EXPECT_THAT(warnings[0], HasSubstr("the set's shards are fetched to count them"));
+  EXPECT_THAT(warnings[0], HasSubstr("the set is learned without it"));
 }
 
 TEST(SetIndex, WhatAnIndexCannotBeWrittenForIsAnError) {
