@@ -133,37 +133,19 @@ std::optional<SetIndex> find_index(const std::vector<remote::ListedObject>& obje
   }
 }
 
-}  // namespace
-
-std::unique_ptr<ShardFetcher> streamed_fetcher(const StreamedObjects& streamed, const std::string& source,
-                                               remote::FetchCounters& counters) {
-  std::vector<std::optional<ShardFetcher::RemoteShard>> shards;
-  for (const std::string& path : formats::shard_paths(source)) {
-    const auto it = streamed.by_path.find(path);
-    shards.push_back(it == streamed.by_path.end() ? std::nullopt : std::make_optional(it->second));
-  }
-  return std::make_unique<ShardFetcher>(std::move(shards), streamed.capacity, streamed.cache, counters);
-}
-
-std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& o,
-                                                   remote::FetchCounters& counters,
-                                                   const std::function<bool()>& keep_going, RemoteShards& remote) {
-  remote::CacheOptions cache;
-  cache.dir = o.cache_dir.empty() ? remote::default_cache_dir() : o.cache_dir;
-  cache.limit = o.cache_limit;
-  cache.parallelism = o.fetch_parallelism;
-  cache.policy.timeout = o.fetch_timeout;
-  cache.keep_going = keep_going;
-  std::vector<std::vector<std::string>> out(named.size());
-  std::vector<remote::ListedObject> objects;
-  std::vector<std::pair<std::size_t, std::size_t>> object_at;  // (named entry, position in it)
+// The remote objects each of `named` stands for, listed (S3) or expanded (brace ranges), appended
+// to `objects` with their place in `out` (`object_at`); a local name goes to `out` as it is.
+void list_named(const std::vector<std::string>& named, const remote::FetchPolicy& policy,
+                remote::FetchCounters& counters, std::vector<std::vector<std::string>>& out,
+                std::vector<remote::ListedObject>& objects,
+                std::vector<std::pair<std::size_t, std::size_t>>& object_at) {
   std::optional<remote::S3Config> s3;  // read once, from the environment, where an s3:// name needs it
   for (std::size_t k = 0; k < named.size(); ++k) {
     const std::string& name = named[k];
     std::vector<remote::ListedObject> found;
     if (remote::is_s3(name)) {
       if (!s3) s3 = remote::S3Config::from_environment();
-      found = remote::s3_objects(name, *s3, cache.policy, counters);
+      found = remote::s3_objects(name, *s3, policy, counters);
     } else if (remote::is_remote(name)) {
       for (std::string& url : remote::expand_braces(name)) {
         const std::string shown = remote::shown_url(url);
@@ -179,6 +161,38 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
       objects.push_back(std::move(f));
     }
   }
+}
+
+remote::CacheOptions cache_options(const Options& o, const std::function<bool()>& keep_going) {
+  remote::CacheOptions cache;
+  cache.dir = o.cache_dir.empty() ? remote::default_cache_dir() : o.cache_dir;
+  cache.limit = o.cache_limit;
+  cache.parallelism = o.fetch_parallelism;
+  cache.policy.timeout = o.fetch_timeout;
+  cache.keep_going = keep_going;
+  return cache;
+}
+
+}  // namespace
+
+std::unique_ptr<ShardFetcher> streamed_fetcher(const StreamedObjects& streamed, const std::string& source,
+                                               remote::FetchCounters& counters) {
+  std::vector<std::optional<ShardFetcher::RemoteShard>> shards;
+  for (const std::string& path : formats::shard_paths(source)) {
+    const auto it = streamed.by_path.find(path);
+    shards.push_back(it == streamed.by_path.end() ? std::nullopt : std::make_optional(it->second));
+  }
+  return std::make_unique<ShardFetcher>(std::move(shards), streamed.capacity, streamed.cache, counters);
+}
+
+std::vector<std::vector<std::string>> cached_names(const std::vector<std::string>& named, const Options& o,
+                                                   remote::FetchCounters& counters,
+                                                   const std::function<bool()>& keep_going, RemoteShards& remote) {
+  const remote::CacheOptions cache = cache_options(o, keep_going);
+  std::vector<std::vector<std::string>> out(named.size());
+  std::vector<remote::ListedObject> objects;
+  std::vector<std::pair<std::size_t, std::size_t>> object_at;  // (named entry, position in it)
+  list_named(named, cache.policy, counters, out, objects, object_at);
   if (objects.empty()) return out;
   remote.any = true;
   std::vector<remote::ObjectInfo> infos = remote::object_infos(objects, cache, counters);

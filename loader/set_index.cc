@@ -181,7 +181,7 @@ SetIndex parse_set_index(std::string_view text, const std::string& url) {
       index.shards.push_back(IndexedShard{text_from_json(s.at("name")), s.at("bytes").get<std::uint64_t>(),
                                           from_hex(s.at("xxh3").get<std::string>())});
     }
-    index.reader = j.at("reader");
+    index.reader = j.at("reader").dump();
     for (const json& f : j.at("fields")) index.fields.push_back(text_from_json(f));
     index.probe = probe_result_from_json(j.at("probe").dump());
     if (index.probe.shard_samples.size() != index.shards.size() ||
@@ -221,7 +221,7 @@ std::string index_mismatch(const SetIndex& index, const std::vector<std::string>
 
 std::optional<ProbeResult> probe_from_index(const SetIndex& index, const formats::ReaderOptions& options,
                                             const std::vector<std::string>& paths, std::string& why) {
-  if (index.reader != index_reader_key(options)) {
+  if (index.reader != index_reader_key(options).dump()) {
     why = "it was written by a loader with another format, group, HDF5 path or LMDB key options";
     return std::nullopt;
   }

@@ -29,7 +29,7 @@ struct IndexedShard {
 
 struct SetIndex {
   std::vector<IndexedShard> shards;
-  nlohmann::json reader;            // index_reader_key() of the options it was probed with
+  std::string reader;               // index_reader_key() of the options it was probed with, as JSON text
   std::vector<std::string> fields;  // the fields those options asked for (empty: all)
   ProbeResult probe;
 };

@@ -61,6 +61,10 @@ void add_data_options(CLI::App& app, Args& args) {
                  "error")
       ->check(number_at_least(0))
       ->capture_default_str();
+  app.add_option("--write-index", args.write_index,
+                 "Write the index of the --data shard set to PATH (store it beside the shards as stoker-index.json: a "
+                 "node that reads them from the store starts at once; docs/remote.md) and exit")
+      ->type_name("PATH");
   app.add_option("--max-open-shards", args.options.max_open_shards, "Shards a worker keeps open at once")
       ->check(whole_number(1))
       ->capture_default_str();
@@ -188,9 +192,6 @@ void add_output_options(CLI::App& app, Args& args) {
   app.add_flag("--json", args.json, "One JSON object per epoch instead of the table");
   app.add_flag("--digest", args.digest, "Print content_digest and order_digest of each epoch (docs/digest.md)");
   app.add_option("--make-data", args.make_data, "Write the standard benchmark datasets into DIR and exit");
-  app.add_option("--write-index", args.write_index,
-                 "Write the index of the --data shard set to PATH (store it beside the shards as stoker-index.json: a "
-                 "node that reads them from the store starts at once; docs/remote.md) and exit");
   app.add_option("--make-demo", args.make_demo,
                  "Write the demo dataset (--demo-samples samples) into DIR as demo.h5 "
                  "and demo.lmdb, and exit");
