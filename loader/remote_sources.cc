@@ -200,12 +200,11 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
   for (const auto& i : infos) bytes += i.size;
   remote::prepare_cache_dir(cache, 0);
   const bool one_set = named.size() == 1 && objects.size() == out[0].size();
-  // Called later, while the loader is built (no keep_going of the caller's kept).
-  remote::CacheOptions quiet = cache;
-  quiet.keep_going = nullptr;
+  // Called now or later while the loader is built, never after: the caller's keep_going it keeps
+  // stops it as it stops the rest of the build.
   const std::function<std::optional<SetIndex>(std::vector<std::string>&)> index_finder =
-      [objects, infos, quiet, &counters](std::vector<std::string>& warnings) {
-        return find_index(objects, infos, quiet, counters, warnings);
+      [objects, infos, cache, &counters](std::vector<std::string>& warnings) {
+        return find_index(objects, infos, cache, counters, warnings);
       };
   const std::string index_name = sibling(objects.front().object, kIndexName).name;
   const auto stream = [&] {
@@ -215,7 +214,7 @@ std::vector<std::vector<std::string>> cached_names(const std::vector<std::string
     }
   };
   if (cache.limit != 0 && bytes > cache.limit) {
-    stream();  // the set's index, where the store has one, is read when the cache has no memo of it
+    stream();  // the set's index, where the store has one, is read first when the set is learned
     if (one_set) {
       remote.streamed->find_index = index_finder;
       remote.streamed->index_name = index_name;
