@@ -15,15 +15,12 @@ namespace stoker::detail {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// Whether `held` is the bytes of digest `digest` (or nothing says which they must be).
-bool as_indexed(const std::optional<std::uint64_t>& digest, const remote::HeldObject& held) {
-  return !digest || held.digest() == digest;
-}
 }  // namespace
 
 ShardFetcher::ShardFetcher(std::vector<std::optional<RemoteShard>> shards, std::size_t capacity,
                            remote::CacheOptions cache, remote::FetchCounters& counters)
     : shards_(std::move(shards)),
+      digests_(shards_.size()),
       capacity_(std::max<std::size_t>(capacity, 1)),
       cache_(std::move(cache)),
       counters_(counters),
@@ -48,7 +45,7 @@ void ShardFetcher::expect_digests(std::vector<std::optional<std::uint64_t>> dige
 remote::HeldObject ShardFetcher::hold_checked(std::size_t k, const remote::FetchPolicy& policy) {
   const RemoteShard& shard = *shards_[k];
   remote::HeldObject held = remote::hold_object(shard.object, shard.info, shard.path, policy, counters_);
-  if (k >= digests_.size() || !digests_[k]) return held;  // nothing says what its bytes must be
+  if (!digests_[k]) return held;  // nothing says what its bytes must be
   const std::uint64_t want = *digests_[k];
   if (held.digest() == want) return held;
   // A copy cached before the shard changed under the same name and size (a server without ETags):
@@ -118,7 +115,7 @@ void ShardFetcher::hold_found() {
     // Whole and not being evicted: taken as it is, never waited for nor fetched here.
     std::optional<remote::HeldObject> found = remote::try_hold(shards_[k]->path, shards_[k]->info.size);
     if (!found) continue;
-    if (!as_indexed(k < digests_.size() ? digests_[k] : std::nullopt, *found)) continue;  // fetched again
+    if (digests_[k] && found->digest() != digests_[k]) continue;  // another version: fetched again
     if (held < capacity_) {
       held_[k] = std::move(*found);
       ++held;

@@ -115,7 +115,7 @@ class ShardFetcher final : public BatchGate {
   bool is_ready(std::uint64_t b) const;  // mu_ held; rethrows error_
 
   const std::vector<std::optional<RemoteShard>> shards_;
-  std::vector<std::optional<std::uint64_t>> digests_;  // set before the fetch threads start
+  std::vector<std::optional<std::uint64_t>> digests_;  // per shard; set before the fetch threads start
   const std::size_t capacity_;
   const remote::CacheOptions cache_;
   remote::FetchCounters& counters_;
