@@ -46,6 +46,17 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
   recent_need_[seen_++ % 2] = use > 0 ? std::ceil(fill / use) : static_cast<double>(limits_.max_workers);
   if (seen_ < 2) return false;
   const double best_recent = std::max(recent_[0], recent_[1]);
+  if (pending_ == Step::recheck) {
+    // Back at the shallower ring: the deeper one is kept only if it beat these intervals too.
+    pending_ = Step::none;
+    if (deeper_ >= std::max(before_, best_recent) * kGainToGrow) {
+      ++prefetch_;
+      seen_ = 0;  // the next step is judged against intervals of the deeper ring
+      return true;
+    }
+    settled_ = true;
+    return false;
+  }
   if (pending_ != Step::none) {
     const Step judged = std::exchange(pending_, Step::none);
     // A deeper ring must prove itself: it costs memory, and on large samples its slots stop sharing
@@ -57,6 +68,15 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
       if (judged == Step::worker) workers_ = from_workers_;
       if (judged == Step::prefetch) --prefetch_;
       settled_ = true;
+      return true;
+    }
+    if (judged == Step::prefetch) {
+      // Clearly faster: set back for two intervals, which tell a gain of the ring from the rise of
+      // the throughput while the workers' first passes fill their page tables.
+      deeper_ = best_recent;
+      --prefetch_;
+      pending_ = Step::recheck;
+      seen_ = 0;
       return true;
     }
     if (best_recent < before_ * kGainToGrow) {

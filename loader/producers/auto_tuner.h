@@ -24,7 +24,12 @@
 // told from noise, and taking back a real one would cost more than keeping a useless one while the
 // loop waits) but a deeper ring is taken back (it costs memory, and on large samples its slots stop
 // sharing the caches, which a gain within the noise may hide); either way the tuner settles: more
-// does not help. At least 5% faster, it goes on, one step at a time. A new worker's first two
+// does not help. At least 5% faster, it goes on, one step at a time; but a deeper ring is first set
+// back for two intervals and kept only if it was 5% faster than those too: throughput rises on its
+// own while the workers' first passes fill their page tables (an epoch of 150 KB records here ran
+// at 40% of its later pace, the next ones at 55, 65, 75%), and judged against the intervals before
+// it alone, a useless deeper ring looked faster (with 2 workers fixed, prefetch went to 4, 10%
+// slower than 2, after 250 batches). A new worker's first two
 // intervals are not judged: the worker opens the dataset then and, on a memory-mapped one, fills
 // its page tables (its first pass runs well below its pace). Pure logic, fed measurements:
 // unit-tested without processes or clocks.
@@ -87,12 +92,13 @@ class AutoTuner {
   static constexpr std::uint64_t kWorkerWarmupIntervals = 2;  // 40 ms at least
 
  private:
-  enum class Step { none, worker, prefetch };
+  enum class Step { none, worker, prefetch, recheck };
   bool step(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds);
   Limits limits_;
   std::uint32_t workers_, prefetch_;
   Step pending_ = Step::none;       // the step being judged
   double before_ = 0;               // throughput before it (the better of two intervals)
+  double deeper_ = 0;               // with the deeper ring, while the shallower one is measured again
   double recent_[2] = {0, 0};       // the last two intervals' throughputs
   double recent_need_[2] = {0, 0};  // and the workers each says the loop needs
   std::uint64_t seen_ = 0;          // intervals since the last step

@@ -168,9 +168,34 @@ TEST(AutoTuner, DeepensTheRingWhenWorkersRunOut) {
   EXPECT_EQ(t.prefetch(), 3u);
   EXPECT_EQ(t.depth(), 6u);
   t.observe(200, 1.0, 0.5, kIdle);
-  EXPECT_FALSE(t.observe(200, 1.0, 0.5, kIdle));  // helped; nothing more fits the ring of 6
+  EXPECT_TRUE(t.observe(200, 1.0, 0.5, kIdle));  // faster: set back to 2 x 2, to check it was the ring
+  EXPECT_EQ(t.prefetch(), 2u);
+  EXPECT_FALSE(t.settled());
+  t.observe(150, 1.0, 0.5, kIdle);
+  EXPECT_TRUE(t.observe(150, 1.0, 0.5, kIdle));  // as slow as before it: 2 x 3 kept
+  EXPECT_EQ(t.prefetch(), 3u);
+  EXPECT_FALSE(t.settled());
+  t.observe(200, 1.0, 0.5, kIdle);
+  EXPECT_FALSE(t.observe(200, 1.0, 0.5, kIdle));  // nothing more fits the ring of 6
   EXPECT_TRUE(t.settled());
   EXPECT_EQ(t.depth(), 6u);
+}
+
+// While the workers warm up (their first passes fill their page tables), throughput rises whatever
+// the ring: a deeper ring that looked faster than the intervals before it, but not than the
+// shallower ring measured again after it, is taken back.
+TEST(AutoTuner, ADeeperRingThatOnlyRodeTheWarmUpIsTakenBack) {
+  AutoTuner t(limits(1, 8));
+  t.observe(100, 1.0, 0.5, kIdle);
+  EXPECT_TRUE(t.observe(100, 1.0, 0.5, kIdle));
+  EXPECT_EQ(t.prefetch(), 3u);
+  t.observe(108, 1.0, 0.5, kIdle);
+  EXPECT_TRUE(t.observe(112, 1.0, 0.5, kIdle));  // 12% faster: set back to 2
+  EXPECT_EQ(t.prefetch(), 2u);
+  t.observe(116, 1.0, 0.5, kIdle);
+  EXPECT_FALSE(t.observe(118, 1.0, 0.5, kIdle));  // faster still without it: 2, settled
+  EXPECT_EQ(t.prefetch(), 2u);
+  EXPECT_TRUE(t.settled());
 }
 
 TEST(AutoTuner, AFixedWorkerCountTunesOnlyPrefetch) {
