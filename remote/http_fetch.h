@@ -92,11 +92,13 @@ ObjectInfo stat_object(const RemoteObject& object, const FetchPolicy& policy, Fe
 
 // Appends the object's bytes to the file `partial` until it holds all `expected.size` of them (a
 // file that holds a prefix, from a transfer broken off before, is resumed), and returns the
-// ContentDigest of the whole file (a resumed prefix read back). The file is not synced: the caller
-// says when it must be (remote/cache_record.h). Throws stoker::Error: ErrorCode::dataset when the
-// object's size or ETag is no longer `expected`, or it is gone; ErrorCode::io for a write that
-// fails (a full disk: how many bytes were still to come) or when the server does not deliver
-// within the policy's timeout.
+// ContentDigest of the whole file (a resumed prefix read back). The blocks of the bytes still to
+// come are reserved first (where the filesystem can), and those past the file's end given back
+// when the fetch fails or is stopped. The file is not synced: the caller says when it must be
+// (remote/cache_record.h). Throws stoker::Error: ErrorCode::dataset when the object's size or ETag
+// is no longer `expected`, or it is gone; ErrorCode::io for a reservation or write that fails (a
+// full disk: how many bytes were still to come) or when the server does not deliver within the
+// policy's timeout.
 std::uint64_t fetch_object(const RemoteObject& object, const ObjectInfo& expected, const std::string& partial,
                            const FetchPolicy& policy, FetchCounters& counters);
 

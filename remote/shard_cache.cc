@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include "base/posix_error.h"
 #include "base/unique_fd.h"
 #include "remote/cache_record.h"
+#include "remote/partial_file.h"
 #include "remote/remote_url.h"
 #include "stoker/error.h"
 
@@ -151,18 +153,21 @@ void fetch_into(const RemoteObject& object, const ObjectInfo& info, const std::s
   fetch_locked(lock.get(), object, info, path, policy, counters);
 }
 
-void check_room(const std::vector<ObjectInfo>& infos, const std::vector<bool>& cached, const CacheOptions& o) {
+void check_room(const std::vector<ObjectInfo>& infos, const std::vector<std::string>& paths,
+                const std::vector<bool>& cached, const CacheOptions& o) {
   std::uint64_t missing = 0;
   std::size_t missing_count = 0;
   for (std::size_t k = 0; k < infos.size(); ++k) {
-    if (!cached[k]) missing += infos[k].size, ++missing_count;
+    if (cached[k]) continue;
+    missing += infos[k].size - std::min(infos[k].size, allocated_bytes(paths[k] + ".partial"));
+    ++missing_count;
   }
   if (const std::uint64_t free_bytes = free_bytes_of(o.dir); missing > free_bytes) {
     throw Error(ErrorCode::io,
-                fmt::format("{}: needs {} for the {} shards not yet cached, and its disk has {} free: free some, or "
-                            "point {} at a larger disk",
-                            o.dir, detail::format_bytes(missing), missing_count, detail::format_bytes(free_bytes),
-                            detail::option_name("cache_dir")));
+                fmt::format("{}: needs {} for the {} shard{} not yet cached, and its disk has {} free: free some, "
+                            "or point {} at a larger disk",
+                            o.dir, detail::format_bytes(missing), missing_count, missing_count == 1 ? "" : "s",
+                            detail::format_bytes(free_bytes), detail::option_name("cache_dir")));
   }
 }
 
@@ -307,7 +312,7 @@ std::vector<std::string> cache_objects(const std::vector<ListedObject>& objects,
     paths[k] = cached_path(o.dir, objects[k].object.url, infos[k]);
     cached[k] = complete(paths[k], infos[k].size);
   }
-  check_room(infos, cached, o);
+  check_room(infos, paths, cached, o);
   std::vector<std::size_t> missing;
   for (std::size_t k = 0; k < n; ++k) cached[k] ? void(++counters.cache_hits) : missing.push_back(k);
   for_each_object(missing.size(), o, [&](std::size_t m, const FetchPolicy& policy) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 namespace stoker::detail {
@@ -46,46 +47,8 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
   recent_need_[seen_++ % 2] = use > 0 ? std::ceil(fill / use) : static_cast<double>(limits_.max_workers);
   if (seen_ < 2) return false;
   const double best_recent = std::max(recent_[0], recent_[1]);
-  if (pending_ == Step::recheck) {
-    // Back at the shallower ring: the deeper one is kept only if it beat these intervals too.
-    pending_ = Step::none;
-    if (deeper_ >= std::max(before_, best_recent) * kGainToGrow) {
-      ++prefetch_;
-      seen_ = 0;  // the next step is judged against intervals of the deeper ring
-      return true;
-    }
-    settled_ = true;
-    return false;
-  }
   if (pending_ != Step::none) {
-    const Step judged = std::exchange(pending_, Step::none);
-    // A deeper ring must prove itself: it costs memory, and on large samples its slots stop sharing
-    // the caches, which a gain within the noise may hide. More workers are taken back only when
-    // clearly slower: the throughput before them was measured on shorter intervals, which vary more.
-    const double keep = judged == Step::prefetch ? before_ * kGainToGrow : before_ / kGainToGrow;
-    if (best_recent < keep) {
-      // The step made it slower (a deeper ring: not clearly faster): take it back, and stop.
-      if (judged == Step::worker) workers_ = from_workers_;
-      if (judged == Step::prefetch) --prefetch_;
-      settled_ = true;
-      return true;
-    }
-    if (judged == Step::prefetch) {
-      // Clearly faster: set back for two intervals, which tell a gain of the ring from the rise of
-      // the throughput while the workers' first passes fill their page tables.
-      deeper_ = best_recent;
-      --prefetch_;
-      pending_ = Step::recheck;
-      seen_ = 0;
-      return true;
-    }
-    if (best_recent < before_ * kGainToGrow) {
-      // No slower, but not clearly faster either: a gain this small is as likely as not the
-      // measurement's noise. Keep the step (taking back a real gain would cost the training
-      // loop; keeping a useless one costs little while the loop waits for data) and stop.
-      settled_ = true;
-      return false;
-    }
+    if (const std::optional<bool> changed = judge(best_recent)) return *changed;
   }
   if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now
   before_ = best_recent;
@@ -123,6 +86,50 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
   }
   settled_ = true;  // nothing left that could help
   return false;
+}
+
+std::optional<bool> AutoTuner::judge(double best_recent) {
+  const Step judged = std::exchange(pending_, Step::none);
+  if (judged == Step::recheck) {
+    // Back at the shallower ring: the deeper one is kept only if it beat these intervals too.
+    if (deeper_ >= std::max(before_, best_recent) * kGainToGrow) {
+      ++prefetch_;
+      seen_ = 0;  // the next step is judged against intervals of the deeper ring
+      return true;
+    }
+    settled_ = true;
+    return false;
+  }
+  // A deeper ring must prove itself: it costs memory, and on large samples its slots stop sharing
+  // the caches, which a gain within the noise may hide. More workers are taken back only when
+  // clearly slower: the throughput before them was measured on shorter intervals, which vary more.
+  const double keep = judged == Step::prefetch ? before_ * kGainToGrow : before_ / kGainToGrow;
+  if (best_recent < keep) {
+    // The step made it slower (a deeper ring: not clearly faster): take it back, and stop.
+    if (judged == Step::worker) workers_ = from_workers_;
+    if (judged == Step::prefetch) --prefetch_;
+    settled_ = true;
+    return true;
+  }
+  if (judged == Step::prefetch) {
+    // Clearly faster: set back for two intervals, which tell a gain of the ring from the rise of
+    // the throughput while the workers' first passes fill their page tables. The one before them
+    // is not judged: batches issued to the deeper ring still arrive in it.
+    deeper_ = best_recent;
+    --prefetch_;
+    pending_ = Step::recheck;
+    seen_ = 0;
+    skip_ = 1;
+    return true;
+  }
+  if (best_recent < before_ * kGainToGrow) {
+    // No slower, but not clearly faster either: a gain this small is as likely as not the
+    // measurement's noise. Keep the worker (taking back a real gain would cost the training loop;
+    // keeping a useless one costs little while the loop waits for data) and stop.
+    settled_ = true;
+    return false;
+  }
+  return std::nullopt;  // clearly faster: on to the next step
 }
 
 std::string AutoTuner::describe() const {

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace stoker::detail {
@@ -94,6 +95,10 @@ class AutoTuner {
  private:
   enum class Step { none, worker, prefetch, recheck };
   bool step(std::uint64_t batches, double seconds, double waited_seconds, double busy_seconds);
+  // The step taken two intervals ago (`pending_`), judged on the better of the two since: the
+  // answer for observe() when the judgment ends the call (a step taken back, the ring set back or
+  // restored, settled), nullopt when the step was clearly faster and the next may be taken.
+  std::optional<bool> judge(double best_recent);
   Limits limits_;
   std::uint32_t workers_, prefetch_;
   Step pending_ = Step::none;       // the step being judged

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "formats/hdf5/hdf5_writer.h"
+#include "remote/http_fetch.h"
 #include "stoker/loader.h"
 #include "tests/support/run_process.h"
 #include "tests/support/test_data.h"
@@ -99,6 +101,31 @@ inline std::vector<std::vector<std::byte>> local_epoch(const TempDir& tmp) {
   o.seed = 5;
   Loader local(o);
   return epoch_bytes(local);
+}
+
+// 3 MiB and a bit of random bytes in `dir`/big.bin: more than the 1 MiB a fetch writes at once.
+inline std::string write_big_object(const TempDir& tmp, const std::string& dir) {
+  std::filesystem::create_directories(tmp.path(dir));
+  std::string bytes((3u << 20) + 12345, '\0');
+  std::mt19937_64 rng(7);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  std::ofstream(tmp.path(dir + "/big.bin"), std::ios::binary) << bytes;
+  return bytes;
+}
+
+inline std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Retries 10 ms apart, and a failing test within 20 s.
+inline remote::FetchPolicy quick_policy() {
+  remote::FetchPolicy policy;
+  policy.timeout = std::chrono::seconds(20);
+  policy.first_backoff = std::chrono::milliseconds(10);
+  return policy;
 }
 
 }  // namespace stoker::test

@@ -1,7 +1,8 @@
 // The holds of the node's cache (remote/shard_cache.h) between processes: a shard another process
 // holds is not deleted by an eviction, and a process forked while this one held a shard (a
-// DataLoader worker, a multiprocessing child) keeps neither the hold nor the eviction's lock. And
-// what a cached file's record (remote/cache_record.h) lets through after a reboot.
+// DataLoader worker, a multiprocessing child) keeps neither the hold nor the eviction's lock. What
+// a cached file's record (remote/cache_record.h) lets through after a reboot. And the room a
+// partial download needs.
 #include "remote/shard_cache.h"
 
 #include <fcntl.h>
@@ -22,6 +23,8 @@
 #include "base/unique_fd.h"
 #include "remote/cache_record.h"
 #include "remote/content_digest.h"
+#include "tests/remote/remote_fixtures.h"
+#include "tests/support/run_process.h"
 #include "tests/support/test_data.h"
 
 namespace stoker::test {
@@ -179,6 +182,36 @@ TEST(ShardCache, APartialIsResumedOnlyInTheBootThatWroteIt) {
     EXPECT_FALSE(std::filesystem::exists(path)) << boot;
     EXPECT_EQ(record_of(path), (remote::CacheRecord{remote::this_boot(), std::nullopt}));
   }
+}
+
+// A download stopped halfway (a run stopped or killed) is resumed on a disk with room for its rest
+// though not for the whole object: the room asked for is what the partial does not hold yet.
+TEST(ShardCache, APartialOnANearlyFullDiskNeedsRoomOnlyForItsRest) {
+  TempDir tmp;
+  const std::string bytes = write_big_object(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"), R"({"big.bin": ["stall:2097152:5"]})");
+  const std::string disk = tmp.path("disk");
+  const int rc = with_small_tmpfs(disk, 4u << 20, [&] {
+    const std::vector<remote::ListedObject> objects{
+        {remote::RemoteObject{server.url("big.bin"), server.url("big.bin"), {}}, remote::ObjectInfo{bytes.size(), ""}}};
+    remote::CacheOptions o;
+    o.dir = disk + "/cache";
+    o.policy = quick_policy();
+    remote::FetchCounters counters;
+    o.keep_going = [&] { return counters.bytes < (2u << 20); };  // stopped in the pause after 2 MiB
+    const Caught stopped = caught([&] { remote::cache_objects(objects, o, counters); });
+    if (stopped.code != ErrorCode::interrupted) {
+      std::fprintf(stderr, "the first run: %s\n", stopped.message.c_str());
+      return 1;
+    }
+    // 2 MiB of the 4 are free: not enough for the object, enough for its rest.
+    o.keep_going = {};
+    const std::vector<std::string> paths = remote::cache_objects(objects, o, counters);
+    return file_bytes(paths.at(0)) == bytes ? 0 : 2;
+  });
+  if (rc == 77) GTEST_SKIP() << "no mount namespace for a small tmpfs here";
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(server.log(), "GET big.bin -\nGET big.bin bytes=2097152-\n");
 }
 
 }  // namespace

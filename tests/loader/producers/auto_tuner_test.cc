@@ -171,6 +171,7 @@ TEST(AutoTuner, DeepensTheRingWhenWorkersRunOut) {
   EXPECT_TRUE(t.observe(200, 1.0, 0.5, kIdle));  // faster: set back to 2 x 2, to check it was the ring
   EXPECT_EQ(t.prefetch(), 2u);
   EXPECT_FALSE(t.settled());
+  EXPECT_FALSE(t.observe(195, 1.0, 0.5, kIdle));  // batches of the deeper ring still arrive: not judged
   t.observe(150, 1.0, 0.5, kIdle);
   EXPECT_TRUE(t.observe(150, 1.0, 0.5, kIdle));  // as slow as before it: 2 x 3 kept
   EXPECT_EQ(t.prefetch(), 3u);
@@ -192,6 +193,8 @@ TEST(AutoTuner, ADeeperRingThatOnlyRodeTheWarmUpIsTakenBack) {
   t.observe(108, 1.0, 0.5, kIdle);
   EXPECT_TRUE(t.observe(112, 1.0, 0.5, kIdle));  // 12% faster: set back to 2
   EXPECT_EQ(t.prefetch(), 2u);
+  EXPECT_EQ(t.min_seconds(), AutoTuner::kMinJudgedSeconds);
+  EXPECT_FALSE(t.observe(110, 1.0, 0.5, kIdle));  // not judged
   t.observe(116, 1.0, 0.5, kIdle);
   EXPECT_FALSE(t.observe(118, 1.0, 0.5, kIdle));  // faster still without it: 2, settled
   EXPECT_EQ(t.prefetch(), 2u);
