@@ -489,7 +489,7 @@ Stats LoaderImpl::stats() const {
   s.cache_hits = fetches_.cache_hits;
   s.fetch_seconds = static_cast<double>(fetches_.nanoseconds) / 1e9;
   s.evictions = fetches_.evictions;
-  if (fetcher_) s.fetch_wait_seconds = fetcher_->waited_seconds();
+  if (fetcher_) s.fetch_wait_seconds += fetcher_->waited_seconds();  // and the source's, added above
   s.verdict = verdict(s, {usable_cpus_, design_.order == Order::quasi_random || !opt_.mix.empty(), opt_.device.staged(),
                           built_downloads_, built_download_bytes_});
   return s;

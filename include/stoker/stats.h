@@ -51,9 +51,10 @@ struct Stats {
   // Seconds the Loader's construction spent listing and fetching remote shards (before its first
   // batch); the verdict says so apart from the epochs' waits.
   double fetch_seconds = 0;
-  // A remote set larger than Options::cache_limit, its shards fetched as the epochs read them:
-  // shards evicted from the cache to make room, and the seconds the consumer waited for a batch
-  // whose shards were still being fetched (part of wait_seconds).
+  // Remote shards fetched as the epochs read them (a set larger than Options::cache_limit, or one
+  // read through its index): shards evicted from the cache to make room, and the seconds the
+  // consumer waited for a batch whose shards were still being fetched, or for the batches in flight
+  // while the ring's room waited for shards (part of wait_seconds).
   std::uint64_t evictions = 0;
   double fetch_wait_seconds = 0;
   // Samples delivered with zeros in a field their pipeline could not decode (Options::

@@ -278,8 +278,11 @@ bool WorkerSource::wait_filled(Clock::time_point until) {
   // another thread's turn) waits for data as one inside next_filled() does: the tuner counts both.
   const auto t0 = Clock::now();
   open_interval(t0);
+  const bool starved = starved_by_gate();
   const bool ready = wait_for(tasks_.next_to_receive(), until);
-  if (tuner_ && !tuner_->settled()) interval_waited_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (tuner_ && !tuner_->settled()) interval_waited_ += waited;
+  if (starved) gate_starved_seconds_ += waited;
   return ready;
 }
 
@@ -290,6 +293,8 @@ bool WorkerSource::gate_ready() noexcept {
     return false;
   }
 }
+
+bool WorkerSource::starved_by_gate() noexcept { return gate_ && tasks_.can_issue() && !gate_ready(); }
 
 bool WorkerSource::gated() {
   return gate_ && tasks_.next_to_issue() < plan_->num_batches && !gate_->ready(tasks_.next_to_issue());
@@ -321,6 +326,7 @@ void WorkerSource::add_stats(Stats& s) const {
   s.worker_cpu_seconds = workers_.cpu_seconds();
   s.respawns = respawns_;
   s.consumer_wakes = workers_.wakes();
+  s.fetch_wait_seconds += gate_starved_seconds_;
   if (tuner_) {
     s.workers = tuner_->workers();
     s.depth = tuner_->depth() + held_slots_;
@@ -345,7 +351,13 @@ std::uint32_t WorkerSource::next_filled() {
     issue();
   }
   if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
-  wait_for(tasks_.next_to_receive());
+  if (starved_by_gate()) {
+    const auto w0 = Clock::now();
+    wait_for(tasks_.next_to_receive());
+    gate_starved_seconds_ += std::chrono::duration<double>(Clock::now() - w0).count();
+  } else {
+    wait_for(tasks_.next_to_receive());
+  }
   const std::uint32_t s = tasks_.receive().slot;
   if (tuner_ && !tuner_->settled()) {
     const auto t1 = Clock::now();

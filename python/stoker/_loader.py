@@ -316,7 +316,8 @@ class Loader:
         epoch's first batch; verdict, one line saying what limits throughput and what to change.
         Remote shards (docs/remote.md): downloads, download_bytes, fetch_retries, cache_hits,
         evictions, fetch_seconds (listing and fetching them, before the first batch),
-        fetch_wait_seconds (the epochs' waits for shards still being fetched)."""
+        fetch_wait_seconds (the epochs' waits for shards still being fetched, and for the batches
+        in flight while the ring's room waits for a shard)."""
         stats = self._core.stats()
         stats["worker_rss_bytes"] = [_rss(pid) for pid in self._core.worker_pids()]
         return stats

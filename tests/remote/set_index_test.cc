@@ -2,19 +2,24 @@
 // 127.0.0.1: a loader on a node that never read the set fetches nothing before its first batch and
 // reads the epoch the local shards give; a shard changed since the index was written is an error
 // naming it; an index that does not describe the store, or was written with other reader options,
-// is not used, and a warning says why.
+// is not used, and a warning says why. The loop's waits while the ring waits for a shard are fetch
+// waits.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stoker/loader.h"
+#include "stoker/pipeline.h"
 #include "tests/remote/remote_fixtures.h"
 #include "tests/support/test_data.h"
 
@@ -82,6 +87,33 @@ TEST(SetIndex, ANodeThatNeverReadTheSetFetchesNothingBeforeItsFirstBatchAndReads
   EXPECT_EQ(labels.size(), 100u);
   EXPECT_EQ(labels, want);
   EXPECT_EQ(streamed.stats().downloads, 3u);
+}
+
+// hold(ms) on an i64 field: passes it through after `ms` milliseconds (a slow worker).
+OpSpec hold_spec(const OpSpec& in, std::span<const double>) { return in; }
+void hold(const SampleIn& in, SampleOut& out, std::span<const double> args, SampleRandom&) {
+  std::memcpy(out.resize(in.dtype, in.shape), in.data.data(), in.data.size());
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args[0]));
+}
+
+// Shard 1 arrives 2.2 s after it is asked for, at the earliest (its fetch pauses 2 s after 100
+// bytes, then breaks off; the request before, its stat, is answered). Meanwhile the four batches
+// of shard 0 are filled, 180 ms each, and the ring's room waits for shard 1: the loop's waits for
+// those batches are fetch waits as much as its wait for batch 4, so the epoch's fetch waits last
+// until shard 1 came. (Counted only while nothing was in flight, they were 0.7 s shorter.)
+TEST(SetIndex, TheLoopsWaitsWhileTheRingWaitsForAShardAreFetchWaits) {
+  TempDir tmp;
+  write_shards(tmp, "served");
+  write_local_index(tmp, "served");
+  FaultServer server(tmp, tmp.path("served"), R"({"train-1.h5": ["ok", "stall:100:2"]})");
+  Options o = remote_options(tmp, server, 1);
+  o.shuffle = false;  // batches 0 to 3 in shard 0; batch 4 begins shard 1
+  o.prefetch = 8;     // room for every batch of shard 0, and more
+  o.pipeline = "label=hold(20)";
+  Loader l(o);
+  for (Batch& b : l.epoch(0)) (void)b;
+  EXPECT_GE(l.stats().fetch_wait_seconds, 2.0);
+  EXPECT_LE(l.stats().fetch_wait_seconds, l.stats().wait_seconds);
 }
 
 TEST(SetIndex, AShardThatChangedSinceTheIndexWasWrittenIsAnErrorNamingIt) {
@@ -252,3 +284,5 @@ TEST(SetIndex, WhatAnIndexCannotBeWrittenForIsAnError) {
 
 }  // namespace
 }  // namespace stoker::test
+
+STOKER_REGISTER_OP(hold, stoker::test::hold_spec, stoker::test::hold);
