@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -44,6 +45,12 @@ struct Message {
 // Sends one message; false when the socket is gone. Async-signal-safe (a child between fork and
 // exec uses it).
 bool send_msg(int sock, const Message& m) noexcept;
+
+// Receives one packet of at most `size` bytes, as recv(2) with `flags`, EINTR retried. A process
+// that exits with a packet of ours unread leaves ECONNRESET pending on our end, and Linux reports
+// a datagram socket's pending error ahead of the packets queued before it: the reset is passed, so
+// that the message the process sent before it ended (a spawn_failed, a setup_failed) is read.
+ssize_t recv_packet(int sock, void* buf, std::size_t size, int flags) noexcept;
 
 // The environment variable that tells stoker::init() it is a fork server: the socket's number.
 inline constexpr const char* kForkServerEnv = "STOKER_FORK_SERVER_SOCKET";

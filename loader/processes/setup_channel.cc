@@ -159,9 +159,7 @@ std::optional<std::string> receive_answer(int sock) {
 
 std::string failure_text(int sock) {
   std::string why(kFailureText, '\0');
-  ssize_t got;
-  while ((got = ::recv(sock, why.data(), why.size(), 0)) < 0 && errno == EINTR) {
-  }
+  const ssize_t got = recv_packet(sock, why.data(), why.size(), 0);
   why.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
   return why;
 }

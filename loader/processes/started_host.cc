@@ -90,7 +90,7 @@ void StartedHost::ended() {
   detail::Message m{};
   std::string why;
   ErrorCode code = ErrorCode::transform;
-  if (::recv(sock_, &m, sizeof m, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof m)) {
+  if (detail::recv_packet(sock_, &m, sizeof m, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof m)) {
     if (m.type == detail::MsgType::spawn_failed) {
       why = fmt::format("{} could not be started: exec: {}", who, std::strerror(m.status));
     } else if (m.type == detail::MsgType::setup_failed) {
