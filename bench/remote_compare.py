@@ -255,6 +255,8 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-mosaic", action="store_true")
     a = p.parse_args()
+    if a.repeats < 1:
+        p.error("--repeats must be at least 1")
     local = os.path.join(a.data, f"remote-shards-{a.shards}x{a.samples}")
     make_shards(local, a.shards, a.samples)
     names = sorted(n for n in os.listdir(local) if n.endswith(".h5"))

@@ -54,7 +54,8 @@ struct Stats {
   // Remote shards fetched as the epochs read them (a set larger than Options::cache_limit, or one
   // read through its index): shards evicted from the cache to make room, and the seconds the
   // consumer waited for a batch whose shards were still being fetched, or for the batches in flight
-  // while the ring's room waited for shards (part of wait_seconds).
+  // while the ring's room waited for shards (part of wait_seconds; with a staged device, the
+  // staging thread's waits).
   std::uint64_t evictions = 0;
   double fetch_wait_seconds = 0;
   // Samples delivered with zeros in a field their pipeline could not decode (Options::

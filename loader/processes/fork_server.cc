@@ -161,8 +161,11 @@ std::optional<Message> ForkServer::next_message(std::chrono::steady_clock::time_
     pollfd fd{sock_.get(), POLLIN, 0};
     if (poll_until(&fd, 1, deadline) == 0) return std::nullopt;
     Message m{};
-    const ssize_t n = recv_packet(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
-    if (n < 0 && errno == EAGAIN) continue;
+    // Not recv_packet: a server that ended with our packet unread is given up on at once, as one
+    // whose socket closed (its exit status says how it ended); its last messages would report
+    // workers it can no longer replace.
+    const ssize_t n = ::recv(sock_.get(), &m, sizeof m, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n == static_cast<ssize_t>(sizeof m)) return m;
     throw Error(ErrorCode::worker_died,
                 fmt::format("stoker: the fork server (pid {}) {}{}", launched_pid_, reap_gone_server(), doing));

@@ -35,13 +35,17 @@ void WorkerSource::fail(ErrorCode code, const std::string& message) {
 
 void WorkerSource::issue() {
   collect();  // what has arrived is no longer load (TaskTable::least_loaded_worker)
+  stopped_at_gate_ = false;
   while (tasks_.can_issue()) {
     // An automatic depth is a ring of that many slots (and the held ones), as a fixed one is: the
     // batches the training loop holds beyond Options::held_batches take their share of it (a larger
     // share of the reserved ring in rotation is slower: its slots stop sharing the caches). One
     // batch is always in flight while a slot is free.
     if (tuner_ && tasks_.in_flight() > 0 && slots_->in_use() >= tuner_->depth() + held_slots_) break;
-    if (gate_ && !gate_ready()) break;  // its shards are not cached yet
+    if (gate_ && !gate_ready()) {  // its shards are not cached yet
+      stopped_at_gate_ = slots_->in_use() < slots_->num_slots();
+      break;
+    }
     auto s = slots_->acquire();
     if (!s) break;
     digests_[*s] = write_task(slots_->view(), *s, *plan_, tasks_.next_to_issue());
@@ -278,7 +282,7 @@ bool WorkerSource::wait_filled(Clock::time_point until) {
   // another thread's turn) waits for data as one inside next_filled() does: the tuner counts both.
   const auto t0 = Clock::now();
   open_interval(t0);
-  const bool starved = starved_by_gate();
+  const bool starved = stopped_at_gate_;
   const bool ready = wait_for(tasks_.next_to_receive(), until);
   const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
   if (tuner_ && !tuner_->settled()) interval_waited_ += waited;
@@ -293,8 +297,6 @@ bool WorkerSource::gate_ready() noexcept {
     return false;
   }
 }
-
-bool WorkerSource::starved_by_gate() noexcept { return gate_ && tasks_.can_issue() && !gate_ready(); }
 
 bool WorkerSource::gated() {
   return gate_ && tasks_.next_to_issue() < plan_->num_batches && !gate_->ready(tasks_.next_to_issue());
@@ -351,7 +353,7 @@ std::uint32_t WorkerSource::next_filled() {
     issue();
   }
   if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
-  if (starved_by_gate()) {
+  if (stopped_at_gate_) {
     const auto w0 = Clock::now();
     wait_for(tasks_.next_to_receive());
     gate_starved_seconds_ += std::chrono::duration<double>(Clock::now() - w0).count();

@@ -124,10 +124,11 @@ class WorkerSource final : public SlotSource {
   // throws the gate's error. gate_ready(): the same without the error (false).
   bool gated();
   bool gate_ready() noexcept;
-  // Whether the ring has room the gate keeps empty: a wait then is for the shards still being
-  // fetched as much as for the batches in flight (fewer than the workers could fill), and counts in
-  // Stats::fetch_wait_seconds with the gate's own waits (nothing in flight).
-  bool starved_by_gate() noexcept;
+  // issue() last stopped at the gate with a slot free: the ring has room that waits for shards, so
+  // a wait for the batches in flight (fewer than the workers could fill) is for the shards still
+  // being fetched as much as for them, and counts in Stats::fetch_wait_seconds with the gate's own
+  // waits (nothing in flight).
+  bool stopped_at_gate_ = false;
   double gate_starved_seconds_ = 0;
   bool warming_ = true;  // the first interval: workers open the dataset, caches fill
 };
