@@ -53,10 +53,7 @@ remote::HeldObject ShardFetcher::hold_checked(std::size_t k, const remote::Fetch
   if (remote::evict(std::move(held))) ++counters_.evictions;
   remote::FetchCounters again;  // whether this hold fetched it, whatever the other threads do
   held = remote::hold_object(shard.object, shard.info, shard.path, policy, again);
-  counters_.downloads += again.downloads;
-  counters_.bytes += again.bytes;
-  counters_.retries += again.retries;
-  counters_.cache_hits += again.cache_hits;
+  counters_.add(again);
   const std::optional<std::uint64_t> got = held.digest();
   if (got == want) return held;
   if (again.downloads == 0) {  // the same copy: another process holds it, so it stayed

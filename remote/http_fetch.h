@@ -38,6 +38,16 @@ struct FetchCounters {
   std::atomic<std::uint64_t> cache_hits{0};   // objects found complete in the cache
   std::atomic<std::uint64_t> nanoseconds{0};  // spent in cache_objects (listing, stats and fetches)
   std::atomic<std::uint64_t> evictions{0};    // cached objects let go of to make room for others
+
+  // Adds what `other` counted (a fetch counted apart, to tell what it did itself).
+  void add(const FetchCounters& other) noexcept {
+    downloads += other.downloads;
+    bytes += other.bytes;
+    retries += other.retries;
+    cache_hits += other.cache_hits;
+    nanoseconds += other.nanoseconds;
+    evictions += other.evictions;
+  }
 };
 
 // Adds the time from its making to its end to FetchCounters::nanoseconds, however the fetching

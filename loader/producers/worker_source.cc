@@ -353,13 +353,10 @@ std::uint32_t WorkerSource::next_filled() {
     issue();
   }
   if (tasks_.in_flight() == 0) throw held_batches_error(*slots_, plan_->epoch);
-  if (stopped_at_gate_) {
-    const auto w0 = Clock::now();
-    wait_for(tasks_.next_to_receive());
-    gate_starved_seconds_ += std::chrono::duration<double>(Clock::now() - w0).count();
-  } else {
-    wait_for(tasks_.next_to_receive());
-  }
+  const bool starved = stopped_at_gate_;
+  const auto w0 = Clock::now();
+  wait_for(tasks_.next_to_receive());
+  if (starved) gate_starved_seconds_ += std::chrono::duration<double>(Clock::now() - w0).count();
   const std::uint32_t s = tasks_.receive().slot;
   if (tuner_ && !tuner_->settled()) {
     const auto t1 = Clock::now();
