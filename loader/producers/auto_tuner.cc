@@ -53,6 +53,7 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
   if (stall <= kStallToGrow) return false;  // the loop hardly waits: nothing to gain now
   before_ = best_recent;
   seen_ = 0;  // the next two intervals judge the step
+  stepped_ = true;
   const double busy = busy_seconds / (workers_ * seconds);
   const double needed = std::min(recent_need_[0], recent_need_[1]);
   if (busy >= kBusyForWorkers && limits_.tune_workers && workers_ < limits_.max_workers &&

@@ -2,8 +2,9 @@
 // Options::num_workers / prefetch = stoker::kAuto, from what the training loop experiences.
 //
 // It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
-// measures intervals of the consumer's loop (at least 16 batches and 5 ms each, across epochs; the
-// first, when workers open the dataset and caches fill, is not counted): the share of the time it
+// measures intervals of the consumer's loop (at least 16 batches and 5 ms each, across epochs; 8
+// before the first step, which they only aim; the wait for the first batch, while workers open the
+// dataset, is not counted): the share of the time it
 // waited for data (stall), the batches per second, and the time the active workers spent filling
 // the batches that arrived in it. While the stall is above 5% it takes the step the verdict's rule
 // (docs/observability.md) points to: workers busy at least 60% of the time are the limit, so more
@@ -66,6 +67,11 @@ class AutoTuner {
   // How long an interval must last, at least kMinBatches batches: longer while a step is judged,
   // which compares the throughputs of intervals (short ones vary with the scheduler's whims).
   double min_seconds() const noexcept { return pending_ != Step::none ? kMinJudgedSeconds : kMinSeconds; }
+  // And how many batches it must hold: fewer before the first step. Those intervals only say how far
+  // it goes (the jump's target is the fewer workers two intervals say the loop needs; the gain is
+  // judged after it, on longer ones), and every batch the loop waits for one worker costs: the
+  // first epoch of a short job ran at 2/3 of a fixed configuration's pace with the step after 48.
+  std::uint64_t min_batches() const noexcept { return stepped_ ? kMinBatches : kMinFirstBatches; }
 
   // One interval of the consumer's loop: `batches` received in `seconds`, of which it waited
   // `waited_seconds`, and which the workers spent `busy_seconds` filling (all workers together).
@@ -82,6 +88,7 @@ class AutoTuner {
   std::string describe() const;
 
   static constexpr std::uint64_t kMinBatches = 16;
+  static constexpr std::uint64_t kMinFirstBatches = 8;
   static constexpr double kMinSeconds = 0.005;
   static constexpr double kMinJudgedSeconds = 0.02;
   static constexpr double kStallToGrow = 0.05;
@@ -110,6 +117,7 @@ class AutoTuner {
   std::uint64_t skip_ = 0;          // intervals still to be ignored (a new worker warming up)
   bool settled_ = false;
   bool jumped_ = false;
+  bool stepped_ = false;             // a step was taken: intervals hold kMinBatches
   std::uint64_t batches_ = 0;        // observed and skipped so far
   std::uint64_t settled_after_ = 0;  // batches_ when it settled          // the first step was taken
   std::uint32_t from_workers_ = 0;   // the workers before the step being judged

@@ -365,7 +365,8 @@ std::uint32_t WorkerSource::next_filled() {
         static_cast<double>(slots_->view().slot_header(s).busy_ns) * 1e-9;  // the worker's word: steers only the tuner
     ++interval_batches_;
     const double seconds = std::chrono::duration<double>(t1 - interval_start_).count();
-    if (interval_batches_ >= AutoTuner::kMinBatches && seconds >= tuner_->min_seconds()) {
+    // The first batch's wait, while workers open the dataset, is an interval of its own, skipped.
+    if (warming_ || (interval_batches_ >= tuner_->min_batches() && seconds >= tuner_->min_seconds())) {
       if (std::exchange(warming_, false)) {
         tuner_->skip(interval_batches_);
       } else if (tuner_->observe(interval_batches_, seconds, interval_waited_, interval_busy_)) {

@@ -130,7 +130,7 @@ class WorkerSource final : public SlotSource {
   // waits (nothing in flight).
   bool stopped_at_gate_ = false;
   double gate_starved_seconds_ = 0;
-  bool warming_ = true;  // the first interval: workers open the dataset, caches fill
+  bool warming_ = true;  // the first batch is still to come: workers open the dataset
 };
 
 }  // namespace stoker::detail

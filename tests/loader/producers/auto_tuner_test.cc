@@ -85,17 +85,31 @@ TEST(AutoTuner, ALoopThatOnlyWaitsGetsEveryCoreTheRingHasRoomFor) {
 }
 
 // Workers that never idle, with more of them needed than there are cores: every core at once, and
-// nothing left to try, so the tuner settles then (the skipped first interval counts in the batches
-// it settled after).
+// nothing left to try, so the tuner settles then (the skipped first batch counts in the batches it
+// settled after). Intervals before the first step hold 8 batches; after it, 16.
 TEST(AutoTuner, AJumpToEveryCoreByWorkersThatNeverIdleSettlesAtOnce) {
   AutoTuner t(limits(4, 16));
-  t.skip(16);
-  EXPECT_FALSE(t.observe(16, 0.01, 0.005, kBusy));
-  EXPECT_TRUE(t.observe(16, 0.01, 0.005, kBusy));
+  t.skip(1);
+  EXPECT_EQ(t.min_batches(), 8u);
+  EXPECT_FALSE(t.observe(8, 0.01, 0.005, kBusy));
+  EXPECT_TRUE(t.observe(8, 0.01, 0.005, kBusy));
   EXPECT_EQ(t.workers(), 4u);
   EXPECT_EQ(t.prefetch(), 2u);
   EXPECT_TRUE(t.settled());
-  EXPECT_EQ(t.describe(), "4 workers, prefetch 2 (auto: settled after 48 batches)");
+  EXPECT_EQ(t.describe(), "4 workers, prefetch 2 (auto: settled after 17 batches)");
+}
+
+// A step that is judged is judged on intervals of 16 batches (and 20 ms), the first step's being
+// aimed by two of 8.
+TEST(AutoTuner, OnlyTheIntervalsBeforeTheFirstStepAreShort) {
+  AutoTuner t(limits(8, 32));
+  EXPECT_EQ(t.min_batches(), AutoTuner::kMinFirstBatches);
+  t.observe(8, 1.0, 0.7, 1.0);  // 125 ms to fill, 37.5 ms to use: 4 workers
+  EXPECT_EQ(t.min_batches(), AutoTuner::kMinFirstBatches);
+  EXPECT_TRUE(t.observe(8, 1.0, 0.7, 1.0));
+  EXPECT_EQ(t.workers(), 4u);
+  EXPECT_EQ(t.min_batches(), AutoTuner::kMinBatches);
+  EXPECT_DOUBLE_EQ(t.min_seconds(), AutoTuner::kMinJudgedSeconds);
 }
 
 // A jump that made it slower is taken back whole, to where it started.
