@@ -46,7 +46,8 @@ std::uint64_t affinity_span(const LoaderDesign& d, std::uint64_t group, std::uin
   return std::max<std::uint64_t>(1, window / batch_size);
 }
 
-std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& d, std::uint32_t depth) {
+std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& d, std::uint32_t depth, std::size_t slot_bytes,
+                                              std::size_t cache_bytes) {
   if (!d.auto_workers && !d.auto_prefetch) return std::nullopt;
   AutoTuner::Limits limits;
   limits.max_workers = d.num_workers;
@@ -55,7 +56,37 @@ std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& d, std::uint32
   limits.tune_prefetch = d.auto_prefetch;
   limits.start_workers = d.auto_workers ? 1 : d.num_workers;
   limits.start_prefetch = d.auto_prefetch ? 2 : d.prefetch;
+  if (slot_bytes > 0) {
+    limits.cached_depth = static_cast<std::uint32_t>(std::min<std::size_t>(cache_bytes / 2 / slot_bytes, depth));
+  }
   return limits;
+}
+
+std::size_t last_level_cache_bytes() {
+  // sysfs, not sysconf(_SC_LEVEL3_CACHE_SIZE): in a VM on an AMD EPYC glibc said 384 MiB of the
+  // host's where the CPU's own cache holds 32.
+  std::size_t bytes = 0;
+  int deepest = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) continue;
+    if (type == "Instruction" || level < deepest) continue;
+    std::size_t used = 0;
+    unsigned long long value = 0;
+    try {
+      value = std::stoull(size, &used);
+    } catch (const std::exception&) {
+      continue;
+    }
+    const std::string unit = size.substr(used);
+    const unsigned long long scale = unit == "K" ? 1ULL << 10 : unit == "M" ? 1ULL << 20 : unit == "G" ? 1ULL << 30 : 1;
+    deepest = level;
+    bytes = static_cast<std::size_t>(value * scale);
+  }
+  return bytes;
 }
 
 void check_fields_fit_device(const Schema& delivered, const Options& o) {

@@ -40,9 +40,14 @@ LoaderDesign design_loader(const Options& options, unsigned hardware_threads);
 std::uint64_t affinity_span(const LoaderDesign& design, std::uint64_t group, std::uint32_t world_size,
                             std::size_t batch_size);
 
-// The auto-tuner's limits over a ring of `depth` slots, `design.held_slots` of them kept for the
-// training loop; nullopt when nothing is automatic.
-std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& design, std::uint32_t depth);
+// The auto-tuner's limits over a ring of `depth` slots of `slot_bytes`, `design.held_slots` of them
+// kept for the training loop, on a CPU whose last-level cache holds `cache_bytes` (0: unknown);
+// nullopt when nothing is automatic.
+std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& design, std::uint32_t depth,
+                                              std::size_t slot_bytes = 0, std::size_t cache_bytes = 0);
+
+// The bytes of the last-level cache of CPU 0, as sysfs gives it; 0 when it does not.
+std::size_t last_level_cache_bytes();
 
 // The CPUs this process may run on: those of its affinity mask, fewer where its cgroup's CPU quota
 // (cpu.max) allows fewer; 0 when unknown.

@@ -68,9 +68,17 @@ bool AutoTuner::step(std::uint64_t batches, double seconds, double waited_second
     from_workers_ = workers_;
     workers_ = to;
     if (jump && needed >= limits_.max_workers && workers_ == limits_.max_workers) {
-      // The stage times say the loop needs every core, and every core works: nothing is left to
-      // try. (The workers' idle share, measured with fewer of them and a shallower ring, says
-      // nothing of the ring they now have.)
+      // The stage times say the loop needs every core, and every core works: no more workers to
+      // try, and the workers' idle share, measured with fewer of them and a shallower ring, says
+      // nothing of a deeper ring. Judging one takes hundreds of batches on a shared machine (it
+      // gains a few percent), so the ring goes as deep as half the last-level cache holds: the
+      // loop's and the workers' slack there (3 KB records in batches of 256 on 2 cores: 2 x 4
+      // beat 2 x 2 by 7%), its slots no longer sharing the cache beyond it (150 KB records in
+      // batches of 32, 4.7 MB slots: 2 x 3 lost 13% to 2 x 2).
+      if (limits_.tune_prefetch) {
+        const std::uint32_t fits = std::min(limits_.cached_depth, limits_.max_depth) / workers_;
+        prefetch_ = std::max(prefetch_, std::min(fits, kAutoMaxPrefetch));
+      }
       settled_ = true;
       return true;
     }

@@ -15,9 +15,10 @@
 // The first step to more workers goes at once where the stage times point: a worker fills a batch
 // in F seconds and the loop, when it does not wait, uses one every U seconds, so it needs F / U
 // workers (the fewer of two intervals' counts; at least one more than now, at most every forked
-// one). Where that is every core, nothing is left to try and the tuner settles there, two
-// intervals after it started (the workers' idle share, measured with fewer of them and a shallower
-// ring, says nothing of the ring they then have). Every other step is judged: the better of the
+// one). Where that is every core, no more workers are left to try and the tuner settles there, two
+// intervals after it started, with the ring as deep as half the last-level cache holds (the
+// workers' idle share, measured with fewer of them and a shallower ring, says nothing of the ring
+// they then have, and judging a deeper one takes hundreds of batches). Every other step is judged: the better of the
 // next two intervals (of 20 ms at least: short ones vary with the scheduler) against the better
 // of the two before it. Slower (more workers: by 5%, the intervals before them being the shorter
 // ones), and the step is taken back (a jump: to where it started); less than 5% faster, and a
@@ -56,6 +57,9 @@ class AutoTuner {
     bool tune_prefetch = true;
     std::uint32_t start_workers = 1;
     std::uint32_t start_prefetch = 2;
+    // The most slots in rotation whose bytes fit in half the last-level cache (0: unknown): how deep
+    // the ring goes where nothing can be judged (every core taken at once).
+    std::uint32_t cached_depth = 0;
   };
   explicit AutoTuner(Limits limits);
 

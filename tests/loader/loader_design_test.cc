@@ -42,6 +42,10 @@ TEST(LoaderDesign, AutoForksOneWorkerPerCoreUpToSixteenAndStartsSmall) {
   EXPECT_EQ(limits->max_depth, 20u);
   EXPECT_EQ(limits->start_workers, 1u);
   EXPECT_EQ(limits->start_prefetch, 2u);
+  EXPECT_EQ(limits->cached_depth, 0u) << "slots of unknown size";
+  EXPECT_EQ(tuner_limits(d, 20, 800 << 10, 32 << 20)->cached_depth, 20u) << "at most the ring";
+  EXPECT_EQ(tuner_limits(d, 20, 5 << 20, 32 << 20)->cached_depth, 3u) << "half of 32 MiB holds 3 slots of 5";
+  EXPECT_EQ(tuner_limits(d, 20, 5 << 20, 0)->cached_depth, 0u) << "a cache of unknown size";
   o.num_workers = 4;  // only the depth automatic: the workers are what they are
   const auto depth_only = tuner_limits(design_loader(o, 6), 16);
   ASSERT_TRUE(depth_only);

@@ -99,6 +99,34 @@ TEST(AutoTuner, AJumpToEveryCoreByWorkersThatNeverIdleSettlesAtOnce) {
   EXPECT_EQ(t.describe(), "4 workers, prefetch 2 (auto: settled after 17 batches)");
 }
 
+// Every core at once leaves nothing that can be judged soon: the ring goes as deep as half the
+// last-level cache holds (Limits::cached_depth slots), at most kAutoMaxPrefetch per worker and never
+// shallower than it started.
+TEST(AutoTuner, EveryCoreAtOnceTakesTheRingTheCacheHolds) {
+  const auto jump = [](std::uint32_t cached_depth, bool tune_prefetch) {
+    AutoTuner::Limits l = limits(2, 8);
+    l.cached_depth = cached_depth;
+    l.tune_prefetch = tune_prefetch;
+    AutoTuner t(l);
+    t.observe(8, 0.01, 0.005, kBusy);
+    EXPECT_TRUE(t.observe(8, 0.01, 0.005, kBusy));
+    EXPECT_EQ(t.workers(), 2u);
+    EXPECT_TRUE(t.settled());
+    return t.prefetch();
+  };
+  EXPECT_EQ(jump(40, true), 4u) << "small slots: 2 x 4";
+  EXPECT_EQ(jump(7, true), 3u);
+  EXPECT_EQ(jump(3, true), 2u) << "large slots: as it started";
+  EXPECT_EQ(jump(0, true), 2u) << "a cache of unknown size";
+  EXPECT_EQ(jump(40, false), 2u) << "a fixed prefetch";
+  AutoTuner::Limits shallow = limits(2, 5);  // /dev/shm held a ring of 5
+  shallow.cached_depth = 40;
+  AutoTuner t(shallow);
+  t.observe(8, 0.01, 0.005, kBusy);
+  t.observe(8, 0.01, 0.005, kBusy);
+  EXPECT_EQ(t.depth(), 4u);
+}
+
 // A step that is judged is judged on intervals of 16 batches (and 20 ms), the first step's being
 // aimed by two of 8.
 TEST(AutoTuner, OnlyTheIntervalsBeforeTheFirstStepAreShort) {
