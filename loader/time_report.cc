@@ -103,7 +103,12 @@ std::string cheaper(const std::string& stage) {
            "only its region)";
   }
   if (stage == "transform") return " (the transform runs per sample: move its work into pipeline operations)";
-  if (stage == "read") return " (reading includes HDF5's inflate: a lighter compression, or none, costs less)";
+  if (stage == "read") {
+    return fmt::format(
+        " (reading copies each sample's bytes and inflates compressed HDF5: fewer {}, or a lighter "
+        "compression, cost less)",
+        option_name("fields"));
+  }
   return "";
 }
 
