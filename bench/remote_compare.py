@@ -27,7 +27,12 @@ cache's content at the start) and an LRU cache's.
 The first five rows (local to ceiling) are each the median run, by its seconds, of --repeats (3)
 taken in turns: on a shared machine one run of the ceiling varied from 0.38 to 0.55 s.
 
+--store-cpus N runs the store on the last N of the CPUs this process may use and every reader
+(each row's) on the others, as a store in object storage runs on machines of its own: the store's
+CPU time then no longer comes out of the reader's, and the ceiling is the store's own.
+
 usage: remote_compare.py DATA_DIR [--shards 8] [--samples 1024] [--workers 2] [--repeats 3] [--no-mosaic]
+                         [--store-cpus 0]
 (with samples a multiple of 1024, each batch of 256 lies in one window of the quasi-random order,
 which reads at most 4 shards: the least a cache may hold)
 """
@@ -75,9 +80,9 @@ def make_shards(local, shards, samples):
     stoker.Loader(local).write_index()  # stoker-index.json beside them
 
 
-def start_store(local, python):
-    """moto's server in a process of its own, holding s3://bench/train/ (the local shards and their
-    index) and s3://bench/plain/ (the shards alone)."""
+def start_store(local, python, cpus=None):
+    """moto's server in a process of its own (on `cpus` alone, when given), holding s3://bench/train/
+    (the local shards and their index) and s3://bench/plain/ (the shards alone)."""
     import boto3
 
     port = free_port()
@@ -85,6 +90,7 @@ def start_store(local, python):
         [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )
     endpoint = f"http://127.0.0.1:{port}"
     s3 = boto3.client(
@@ -254,14 +260,21 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-mosaic", action="store_true")
+    p.add_argument("--store-cpus", type=int, default=0)
     a = p.parse_args()
     if a.repeats < 1:
         p.error("--repeats must be at least 1")
+    mine = sorted(os.sched_getaffinity(0))
+    if not 0 <= a.store_cpus < len(mine):
+        p.error(f"--store-cpus must leave the reader a CPU: this process may use {len(mine)}")
+    store_cpus = set(mine[len(mine) - a.store_cpus :]) if a.store_cpus else None
     local = os.path.join(a.data, f"remote-shards-{a.shards}x{a.samples}")
     make_shards(local, a.shards, a.samples)
     names = sorted(n for n in os.listdir(local) if n.endswith(".h5"))
     total = sum(os.path.getsize(os.path.join(local, n)) for n in names)
-    server, endpoint, _ = start_store(local, sys.executable)
+    server, endpoint, _ = start_store(local, sys.executable, store_cpus)
+    if store_cpus:  # the reader (this process, its loaders' workers, Mosaic) on the others
+        os.sched_setaffinity(0, set(mine) - store_cpus)
     os.environ.update(
         AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_REGION="us-east-1"
     )
@@ -348,15 +361,22 @@ def main():
             f"{cpu:>13}{reader:>14}"
         )
     cold = rows["stoker cold"]
-    cores = os.cpu_count()
-    # The store and the reader share this machine's cores: an epoch takes at least their CPU time
-    # over the cores, however well the reader overlaps its downloads with its reading.
-    bound = (cold["server_cpu_s"] + cold["reader_cpu_s"]) / cores
+    if store_cpus:
+        # Each side on cores of its own: an epoch takes at least the longer of their CPU times over
+        # their cores.
+        reader_cores = len(mine) - len(store_cpus)
+        bound = max(cold["server_cpu_s"] / len(store_cpus), cold["reader_cpu_s"] / reader_cores)
+        where = f"the store on {len(store_cpus)} of this machine's {len(mine)} cores, the reader on {reader_cores}"
+    else:
+        # The store and the reader share this machine's cores: an epoch takes at least their CPU
+        # time over the cores, however well the reader overlaps its downloads with its reading.
+        bound = (cold["server_cpu_s"] + cold["reader_cpu_s"]) / len(mine)
+        where = f"the store and the reader sharing this machine's {len(mine)} cores"
     print(
-        f"cold epoch: {down / cold['seconds']:.0%} of the download ceiling's speed (the store took "
-        f"{rows['ceiling']['server_cpu_s'] / down:.1f} of this machine's {cores} cores for that download); "
+        f"cold epoch: {down / cold['seconds']:.0%} of the download ceiling's speed ({where}; the store took "
+        f"{rows['ceiling']['server_cpu_s'] / down:.1f} cores for that download); "
         f"{bound / cold['seconds']:.0%} of the CPU bound: the store's {cold['server_cpu_s']:.2f} s and the loader's "
-        f"{cold['reader_cpu_s']:.2f} s of CPU over {cores} cores, {bound:.2f} s; warm epoch: "
+        f"{cold['reader_cpu_s']:.2f} s of CPU, {bound:.2f} s; warm epoch: "
         f"{rows['stoker warm']['samples_per_s'] / rows['local']['samples_per_s']:.0%} of local"
     )
     for name in ("quarter cold", "quarter again", "half cold", "half again"):
