@@ -57,23 +57,24 @@ std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& d, std::uint32
   limits.start_workers = d.auto_workers ? 1 : d.num_workers;
   limits.start_prefetch = d.auto_prefetch ? 2 : d.prefetch;
   if (slot_bytes > 0) {
-    limits.cached_depth = static_cast<std::uint32_t>(std::min<std::size_t>(cache_bytes / 2 / slot_bytes, depth));
+    // The batches the loop holds rotate through the cache too.
+    const std::size_t fit = std::min<std::size_t>(cache_bytes / 2 / slot_bytes, depth);
+    limits.cached_depth = static_cast<std::uint32_t>(fit > d.held_slots ? fit - d.held_slots : 0);
   }
   return limits;
 }
 
-std::size_t last_level_cache_bytes() {
-  // sysfs, not sysconf(_SC_LEVEL3_CACHE_SIZE): in a VM on an AMD EPYC glibc said 384 MiB of the
-  // host's where the CPU's own cache holds 32.
+std::size_t cache_bytes_in(const std::string& cache_dir) {
   std::size_t bytes = 0;
   int deepest = 0;
   for (int index = 0; index < 16; ++index) {
-    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    const std::string dir = fmt::format("{}/index{}/", cache_dir, index);
     std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
     int level = 0;
     std::string type, size;
     if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) continue;
-    if (type == "Instruction" || level < deepest) continue;
+    // A level 4 is a memory-side cache (eDRAM), not the one the CPU's cores share.
+    if (type == "Instruction" || level < deepest || level > 3) continue;
     std::size_t used = 0;
     unsigned long long value = 0;
     try {
@@ -81,12 +82,26 @@ std::size_t last_level_cache_bytes() {
     } catch (const std::exception&) {
       continue;
     }
-    const std::string unit = size.substr(used);
+    const std::string unit = size.substr(used);  // sysfs writes "32768K"
     const unsigned long long scale = unit == "K" ? 1ULL << 10 : unit == "M" ? 1ULL << 20 : unit == "G" ? 1ULL << 30 : 1;
+    if (value > (1ULL << 40) / scale) continue;  // no cache holds a TiB
     deepest = level;
     bytes = static_cast<std::size_t>(value * scale);
   }
   return bytes;
+}
+
+std::size_t last_level_cache_bytes() {
+  // sysfs, not sysconf(_SC_LEVEL3_CACHE_SIZE): in a VM on an AMD EPYC glibc said 384 MiB of the
+  // host's where the CPU's own cache holds 32. The first CPU this process may run on: CPUs of one
+  // machine may have caches of different sizes.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpu = 0;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set)) ++cpu;
+  }
+  return cache_bytes_in(fmt::format("/sys/devices/system/cpu/cpu{}/cache", cpu));
 }
 
 void check_fields_fit_device(const Schema& delivered, const Options& o) {

@@ -46,7 +46,11 @@ std::uint64_t affinity_span(const LoaderDesign& design, std::uint64_t group, std
 std::optional<AutoTuner::Limits> tuner_limits(const LoaderDesign& design, std::uint32_t depth,
                                               std::size_t slot_bytes = 0, std::size_t cache_bytes = 0);
 
-// The bytes of the last-level cache of CPU 0, as sysfs gives it; 0 when it does not.
+// The bytes of the last-level data cache (level 3 at most) that `cache_dir` describes, a sysfs
+// directory of a CPU's caches (/sys/devices/system/cpu/cpuN/cache: indexK/{level,type,size}); 0
+// where it describes none.
+std::size_t cache_bytes_in(const std::string& cache_dir);
+// cache_bytes_in() of the first CPU this process may run on.
 std::size_t last_level_cache_bytes();
 
 // The CPUs this process may run on: those of its affinity mask, fewer where its cgroup's CPU quota

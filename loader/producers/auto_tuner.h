@@ -68,7 +68,7 @@ class AutoTuner {
   // Slots the active workers may have in flight.
   std::uint32_t depth() const noexcept;
   bool settled() const noexcept { return settled_; }
-  // How long an interval must last, at least kMinBatches batches: longer while a step is judged,
+  // How long an interval must last, at least min_batches() batches: longer while a step is judged,
   // which compares the throughputs of intervals (short ones vary with the scheduler's whims).
   double min_seconds() const noexcept { return pending_ != Step::none ? kMinJudgedSeconds : kMinSeconds; }
   // And how many batches it must hold: fewer before the first step. Those intervals only say how far
@@ -123,7 +123,7 @@ class AutoTuner {
   bool jumped_ = false;
   bool stepped_ = false;             // a step was taken: intervals hold kMinBatches
   std::uint64_t batches_ = 0;        // observed and skipped so far
-  std::uint64_t settled_after_ = 0;  // batches_ when it settled          // the first step was taken
+  std::uint64_t settled_after_ = 0;  // batches_ when it settled
   std::uint32_t from_workers_ = 0;   // the workers before the step being judged
 };
 

@@ -320,6 +320,9 @@ void WorkerSource::abandon() {
 void WorkerSource::start(const EpochPlan& plan, std::uint64_t first) {
   if (broken_) throw *broken_;
   plan_ = &plan;
+  // An interval with no batch yet starts with the epoch's first wait, not during whatever the
+  // training loop did between epochs (an evaluation, a checkpoint).
+  if (interval_batches_ == 0) interval_open_ = false;
   tasks_.start(first, plan.num_batches);
   issue();  // workers start on the first batches before the first next()
 }
@@ -372,9 +375,11 @@ std::uint32_t WorkerSource::next_filled() {
       } else if (tuner_->observe(interval_batches_, seconds, interval_waited_, interval_busy_)) {
         tasks_.set_active(tuner_->workers(), tuner_->depth());
       }
+      // The next interval starts here, not at the next call: an interval of n batches then holds n
+      // of the loop's uses of a batch as it holds n waits (short intervals would read fast).
       interval_batches_ = 0;
       interval_waited_ = interval_busy_ = 0;
-      interval_open_ = false;
+      interval_start_ = t1;
     }
   }
   issue();  // the window moved on

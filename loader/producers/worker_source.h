@@ -118,7 +118,7 @@ class WorkerSource final : public SlotSource {
   std::uint64_t interval_batches_ = 0;
   double interval_waited_ = 0;
   double interval_busy_ = 0;    // the workers' time filling the interval's batches
-  bool interval_open_ = false;  // interval_start_ is set: the interval's first wait or batch has begun
+  bool interval_open_ = false;  // interval_start_ is set: the previous interval ended, or a wait began
   void open_interval(std::chrono::steady_clock::time_point now);
   // Whether the next batch to issue is held back by the gate (its shards are not cached yet);
   // throws the gate's error. gate_ready(): the same without the error (false).

@@ -1,10 +1,15 @@
 // loader: what a Loader will be, decided from its options alone (no file, memory, process or thread).
 #include "loader/loader_design.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "stoker/error.h"
+#include "tests/support/test_data.h"
 
 namespace stoker::detail {
 namespace {
@@ -46,6 +51,10 @@ TEST(LoaderDesign, AutoForksOneWorkerPerCoreUpToSixteenAndStartsSmall) {
   EXPECT_EQ(tuner_limits(d, 20, 800 << 10, 32 << 20)->cached_depth, 20u) << "at most the ring";
   EXPECT_EQ(tuner_limits(d, 20, 5 << 20, 32 << 20)->cached_depth, 3u) << "half of 32 MiB holds 3 slots of 5";
   EXPECT_EQ(tuner_limits(d, 20, 5 << 20, 0)->cached_depth, 0u) << "a cache of unknown size";
+  o.held_batches = 1;  // a batch the loop holds rotates through the cache too
+  EXPECT_EQ(tuner_limits(design_loader(o, 6), 20, 5 << 20, 32 << 20)->cached_depth, 2u);
+  EXPECT_EQ(tuner_limits(design_loader(o, 6), 20, 20 << 20, 32 << 20)->cached_depth, 0u);
+  o.held_batches = 0;
   o.num_workers = 4;  // only the depth automatic: the workers are what they are
   const auto depth_only = tuner_limits(design_loader(o, 6), 16);
   ASSERT_TRUE(depth_only);
@@ -117,6 +126,29 @@ TEST(LoaderDesign, FarMoreWorkersThanCpusIsAWarningThatSaysHowMany) {
   std::atomic<bool> fresh{false};
   EXPECT_EQ(oversubscription_warning_once(2, fresh), "");
   EXPECT_FALSE(fresh.load());  // a Loader that fits does not use up the warning
+}
+
+// The cache a CPU's cores share, as sysfs describes it: the deepest data or unified level up to 3.
+TEST(LoaderDesign, TheLastLevelCacheIsTheDeepestDataCacheSysfsDescribes) {
+  test::TempDir tmp;
+  const auto cache = [&](int index, const std::string& level, const std::string& type, const std::string& size) {
+    const std::filesystem::path dir = tmp.dir() / fmt::format("index{}", index);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "level") << level << "\n";
+    std::ofstream(dir / "type") << type << "\n";
+    std::ofstream(dir / "size") << size << "\n";
+  };
+  EXPECT_EQ(cache_bytes_in(tmp.dir().string()), 0u) << "none described";
+  cache(0, "1", "Data", "48K");
+  cache(1, "1", "Instruction", "32K");
+  cache(2, "2", "Unified", "1024K");
+  EXPECT_EQ(cache_bytes_in(tmp.dir().string()), 1u << 20);
+  cache(3, "3", "Unified", "32768K");
+  cache(4, "4", "Unified", "128M");  // memory-side eDRAM
+  EXPECT_EQ(cache_bytes_in(tmp.dir().string()), 32u << 20);
+  cache(3, "3", "Unified", "lots");
+  EXPECT_EQ(cache_bytes_in(tmp.dir().string()), 1u << 20) << "a size it cannot read is no cache";
+  EXPECT_EQ(cache_bytes_in(tmp.path("missing")), 0u);
 }
 
 }  // namespace

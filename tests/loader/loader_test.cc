@@ -180,10 +180,12 @@ TEST(LoaderAuto, ASlowTrainingLoopKeepsOneWorker) {
   Loader loader(o);
   for (Batch& b : loader.epoch(0)) {
     (void)b;
-    // A 40 ms step; loading a batch takes microseconds. (The tuner adds a worker when the loop waits
-    // 5 % of an interval of 16 batches: with a 10 ms step, one descheduling of the worker for 8 ms
-    // on a loaded machine did that.)
-    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    // A 60 ms step; loading a batch takes microseconds, and a worker has the whole step to fill the
+    // next. (The tuner adds a worker when the loop waits 5 % of an interval, of 8 batches before
+    // its first step: here 24 ms, which only a worker held off a CPU for 84 ms makes it wait. With
+    // 16 batches of a 10 ms step, one descheduling of the worker for 8 ms on a loaded machine did
+    // that.)
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
   }
   EXPECT_EQ(loader.stats().workers, 1u);
   EXPECT_EQ(loader.stats().auto_tuning, "1 worker, prefetch 2 (auto: tuning)");

@@ -3,6 +3,7 @@
 // situation: a slow step, a slow operation, slow reads.
 #include "loader/time_report.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -73,6 +74,10 @@ TEST(Verdict, NamesWhatLimitsThroughputAndWhatToChange) {
   EXPECT_THAT(detail::verdict(made_up(8, 2, 2, 20, 20, kDecodeBound), two_cpus),
               StartsWith("the workers' CPU, a worker per CPU: the loop waits 80% of the time, and the workers spend "
                          "89% of theirs in 'jpeg: decode': make it cheaper (decode(H,W) decodes at a reduced scale"));
+  EXPECT_EQ(detail::verdict(made_up(8, 2, 2, 20, 20, {{"read", 9}, {"write", 1}}), two_cpus),
+            "the workers' CPU, a worker per CPU: the loop waits 80% of the time, and the workers spend 90% of theirs "
+            "in 'read': make it cheaper (reading copies each sample's bytes and inflates compressed HDF5: fewer "
+            "Options::fields, or a lighter compression, cost less)");
   Stats staged = made_up(8, 2, 2, 20, 20, kDecodeBound);
   staged.h2d_seconds = 6;
   EXPECT_THAT(detail::verdict(staged, {2, false, true}), StartsWith("the consumer's copies to the device"));
@@ -168,6 +173,20 @@ TEST_F(TimeReport, ASlowOperationIsNamedAsWhereTheWorkersCpuGoes) {
   const Stats s = run(l);
   EXPECT_THAT(s.verdict, StartsWith("the workers' CPU"));
   EXPECT_THAT(s.verdict, HasSubstr("in 'label: spin(1)'"));
+}
+
+// The tuner's first step comes after the first batch (its wait is the workers opening the dataset)
+// and two intervals of 8: a worker that never idles while the loop only waits points to every core,
+// which the tuner takes at once, and settles.
+TEST_F(TimeReport, AutoWorkersTakeEveryCoreAfterTheFirstBatchAndTwoIntervalsOfEight) {
+  const unsigned cores = std::min(16u, std::thread::hardware_concurrency());
+  if (cores < 2) GTEST_SKIP() << "one core: the tuner has no worker to add";
+  Options o = options(0);
+  o.num_workers = kAuto;
+  o.pipeline = "label=spin(1)";  // 10 ms a batch: intervals of 8 batches outlast their 5 ms
+  Loader l(o);
+  for (Batch& b : l.epoch(0)) (void)b;
+  EXPECT_EQ(l.stats().auto_tuning, fmt::format("{} workers, prefetch 2 (auto: settled after 17 batches)", cores));
 }
 
 // A pread that sleeps: storage that keeps the workers waiting, not computing.
