@@ -29,7 +29,8 @@ taken in turns: on a shared machine one run of the ceiling varied from 0.38 to 0
 
 --store-cpus N runs the store on the last N of the CPUs this process may use and every reader
 (each row's) on the others, as a store in object storage runs on machines of its own: the store's
-CPU time then no longer comes out of the reader's, and the ceiling is the store's own.
+CPU time then no longer comes out of the reader's, and the ceiling is the store's own. (CPUs, not
+cores: where they are hyperthreads, the last N may share cores with the others.)
 
 usage: remote_compare.py DATA_DIR [--shards 8] [--samples 1024] [--workers 2] [--repeats 3] [--no-mosaic]
                          [--store-cpus 0]
@@ -86,11 +87,11 @@ def start_store(local, python, cpus=None):
     import boto3
 
     port = free_port()
+    pin = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []  # execs: the same pid
     server = subprocess.Popen(
-        [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        pin + [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )
     endpoint = f"http://127.0.0.1:{port}"
     s3 = boto3.client(
@@ -264,17 +265,17 @@ def main():
     a = p.parse_args()
     if a.repeats < 1:
         p.error("--repeats must be at least 1")
-    mine = sorted(os.sched_getaffinity(0))
-    if not 0 <= a.store_cpus < len(mine):
-        p.error(f"--store-cpus must leave the reader a CPU: this process may use {len(mine)}")
-    store_cpus = set(mine[len(mine) - a.store_cpus :]) if a.store_cpus else None
+    cpus = sorted(os.sched_getaffinity(0))
+    if not 0 <= a.store_cpus < len(cpus):
+        p.error(f"--store-cpus must leave the reader a CPU: this process may use {len(cpus)}")
+    store_cpus = set(cpus[len(cpus) - a.store_cpus :]) if a.store_cpus else None
+    if store_cpus:  # the reader (this process, every thread and child it starts) on the others
+        os.sched_setaffinity(0, set(cpus) - store_cpus)
     local = os.path.join(a.data, f"remote-shards-{a.shards}x{a.samples}")
     make_shards(local, a.shards, a.samples)
     names = sorted(n for n in os.listdir(local) if n.endswith(".h5"))
     total = sum(os.path.getsize(os.path.join(local, n)) for n in names)
     server, endpoint, _ = start_store(local, sys.executable, store_cpus)
-    if store_cpus:  # the reader (this process, its loaders' workers, Mosaic) on the others
-        os.sched_setaffinity(0, set(mine) - store_cpus)
     os.environ.update(
         AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_REGION="us-east-1"
     )
@@ -362,19 +363,19 @@ def main():
         )
     cold = rows["stoker cold"]
     if store_cpus:
-        # Each side on cores of its own: an epoch takes at least the longer of their CPU times over
-        # their cores.
-        reader_cores = len(mine) - len(store_cpus)
-        bound = max(cold["server_cpu_s"] / len(store_cpus), cold["reader_cpu_s"] / reader_cores)
-        where = f"the store on {len(store_cpus)} of this machine's {len(mine)} cores, the reader on {reader_cores}"
+        # Each side on CPUs of its own: an epoch takes at least the longer of their CPU times over
+        # their CPUs (a lower bound: moto's Python may not use more than one).
+        reader_cpus = len(cpus) - len(store_cpus)
+        bound = max(cold["server_cpu_s"] / len(store_cpus), cold["reader_cpu_s"] / reader_cpus)
+        where = f"the store on {len(store_cpus)} of the {len(cpus)} CPUs, the reader on {reader_cpus}"
     else:
-        # The store and the reader share this machine's cores: an epoch takes at least their CPU
-        # time over the cores, however well the reader overlaps its downloads with its reading.
-        bound = (cold["server_cpu_s"] + cold["reader_cpu_s"]) / len(mine)
-        where = f"the store and the reader sharing this machine's {len(mine)} cores"
+        # The store and the reader share the CPUs: an epoch takes at least their CPU time over the
+        # CPUs, however well the reader overlaps its downloads with its reading.
+        bound = (cold["server_cpu_s"] + cold["reader_cpu_s"]) / len(cpus)
+        where = f"the store and the reader sharing {len(cpus)} CPUs"
     print(
         f"cold epoch: {down / cold['seconds']:.0%} of the download ceiling's speed ({where}; the store took "
-        f"{rows['ceiling']['server_cpu_s'] / down:.1f} cores for that download); "
+        f"{rows['ceiling']['server_cpu_s'] / down:.1f} CPUs for that download); "
         f"{bound / cold['seconds']:.0%} of the CPU bound: the store's {cold['server_cpu_s']:.2f} s and the loader's "
         f"{cold['reader_cpu_s']:.2f} s of CPU, {bound:.2f} s; warm epoch: "
         f"{rows['stoker warm']['samples_per_s'] / rows['local']['samples_per_s']:.0%} of local"
