@@ -201,7 +201,8 @@ void LoaderImpl::start_workers(const SegmentLayout& layout) {
     }
   }
   workers->set_affinity_span(affinity_span(design_, sampler_.group(), opt_.shard.world_size, opt_.batch_size));
-  if (const auto limits = tuner_limits(design_, ring.depth, slots_->layout().slot_bytes(), last_level_cache_bytes()))
+  const std::size_t cache_bytes = design_.auto_prefetch ? last_level_cache_bytes() : 0;  // sysfs: where it matters
+  if (const auto limits = tuner_limits(design_, ring.depth, slots_->layout().slot_bytes(), cache_bytes))
     workers->set_auto_tuner(std::make_unique<AutoTuner>(*limits), design_.held_slots);
   source_ = std::move(workers);
 }

@@ -4,13 +4,13 @@
 // It starts small (1 worker, prefetch 2, or the fixed value where only one is automatic) and
 // measures intervals of the consumer's loop (at least 16 batches and 5 ms each, across epochs; 8
 // before the first step, which they only aim; the wait for the first batch, while workers open the
-// dataset, is not counted): the share of the time it
-// waited for data (stall), the batches per second, and the time the active workers spent filling
-// the batches that arrived in it. While the stall is above 5% it takes the step the verdict's rule
-// (docs/observability.md) points to: workers busy at least 60% of the time are the limit, so more
-// workers while there are idle forked ones; workers idle more than that wait for a free slot, so
-// one more batch in flight per worker while the ring has room (tried too for busy workers no
-// worker can join, unless they never idle: a deeper ring fills no idle time).
+// dataset, is not counted): the share of the time it waited for data (stall), the batches per
+// second, and the time the active workers spent filling the batches that arrived in it. While the
+// stall is above 5% it takes the step the verdict's rule (docs/observability.md) points to: workers
+// busy at least 60% of the time are the limit, so more workers while there are idle forked ones;
+// workers idle more than that wait for a free slot, so one more batch in flight per worker while
+// the ring has room (tried too for busy workers no worker can join, unless they never idle: a
+// deeper ring fills no idle time).
 //
 // The first step to more workers goes at once where the stage times point: a worker fills a batch
 // in F seconds and the loop, when it does not wait, uses one every U seconds, so it needs F / U
@@ -18,23 +18,23 @@
 // one). Where that is every core, no more workers are left to try and the tuner settles there, two
 // intervals after it started, with the ring as deep as half the last-level cache holds (the
 // workers' idle share, measured with fewer of them and a shallower ring, says nothing of the ring
-// they then have, and judging a deeper one takes hundreds of batches). Every other step is judged: the better of the
-// next two intervals (of 20 ms at least: short ones vary with the scheduler) against the better
-// of the two before it. Slower (more workers: by 5%, the intervals before them being the shorter
-// ones), and the step is taken back (a jump: to where it started); less than 5% faster, and a
-// worker is kept (on a shared machine intervals vary by 10% and more, so a small gain cannot be
-// told from noise, and taking back a real one would cost more than keeping a useless one while the
-// loop waits) but a deeper ring is taken back (it costs memory, and on large samples its slots stop
-// sharing the caches, which a gain within the noise may hide); either way the tuner settles: more
-// does not help. At least 5% faster, it goes on, one step at a time; but a deeper ring is first set
-// back for two intervals and kept only if it was 5% faster than those too: throughput rises on its
-// own while the workers' first passes fill their page tables (an epoch of 150 KB records here ran
-// at 40% of its later pace, the next ones at 55, 65, 75%), and judged against the intervals before
-// it alone, a useless deeper ring looked faster (with 2 workers fixed, prefetch went to 4, 10%
-// slower than 2, after 250 batches). A new worker's first two
-// intervals are not judged: the worker opens the dataset then and, on a memory-mapped one, fills
-// its page tables (its first pass runs well below its pace). Pure logic, fed measurements:
-// unit-tested without processes or clocks.
+// they then have, and judging a deeper one takes hundreds of batches). Every other step is judged:
+// the better of the next two intervals (of 20 ms at least: short ones vary with the scheduler)
+// against the better of the two before it. Slower (more workers: by 5%, the intervals before them
+// being the shorter ones), and the step is taken back (a jump: to where it started); less than 5%
+// faster, and a worker is kept (on a shared machine intervals vary by 10% and more, so a small gain
+// cannot be told from noise, and taking back a real one would cost more than keeping a useless one
+// while the loop waits) but a deeper ring is taken back (it costs memory, and on large samples its
+// slots stop sharing the caches, which a gain within the noise may hide); either way the tuner
+// settles: more does not help. At least 5% faster, it goes on, one step at a time; but a deeper
+// ring is first set back for two intervals and kept only if it was 5% faster than those too:
+// throughput rises on its own while the workers' first passes fill their page tables (an epoch of
+// 150 KB records here ran at 40% of its later pace, the next ones at 55, 65, 75%), and judged
+// against the intervals before it alone, a useless deeper ring looked faster (with 2 workers fixed,
+// prefetch went to 4, 10% slower than 2, after 250 batches). A new worker's first two intervals are
+// not judged: the worker opens the dataset then and, on a memory-mapped one, fills its page tables
+// (its first pass runs well below its pace). Pure logic, fed measurements: unit-tested without
+// processes or clocks.
 #pragma once
 
 #include <cstdint>
