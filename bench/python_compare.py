@@ -13,7 +13,8 @@ standard datasets (loader-bench --make-data) when they are missing. Rules, as be
   - the consumer loop is the same for stoker and PyTorch: count the samples and the bytes of every
     tensor of the batch, then drop it;
   - each file is read once before its row (a warm page cache for every side, whichever runs first),
-    and the grid runs twice, the sides in the opposite order the second time: each side's best.
+    and the grid runs three times, the order of the sides reversed each time: each side's best of
+    three alternating runs (two left a 5 % swing between runs of the whole benchmark here).
 Two more rows:
   - the JPEG pipeline (decode, random_resized_crop(224), flip, to_chw on photographs in a py-lmdb
     database, batch 64): stoker's Python Loader, loader-bench, and PyTorch's DataLoader with
@@ -260,7 +261,7 @@ def main():
         path = os.path.join(data, file)
         warm(path)
         best = {}
-        for workers, prefetch, reverse in [(w, p, r) for r in (False, True) for w, p in grid]:
+        for workers, prefetch, reverse in [(w, p, r) for r in (False, True, False) for w, p in grid]:
             config = f"w={workers},p={prefetch}"
             if fmt == "jpeg":
                 if workers == 0:

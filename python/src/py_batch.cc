@@ -53,18 +53,34 @@ constexpr std::size_t kCopiedFieldBytes = 64 << 10;
 }  // namespace
 
 Arrays arrays_for(Framework fw) {
-  Arrays a{fw, {}, {}, {}};
+  Arrays a;
+  a.framework = fw;
   if (fw == Framework::torch) {
     nb::module_ c = nb::module_::import_("torch._C");
     a.from_dlpack = nb::hasattr(c, "_from_dlpack") ? c.attr("_from_dlpack")
                                                    : nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
+    nb::module_ profiler = nb::module_::import_("torch.autograd.profiler");
     nb::object autograd = c.attr("_autograd");
-    if (nb::hasattr(autograd, "_profiler_enabled")) {
+    if (nb::hasattr(profiler, "_is_profiler_enabled")) {
+      a.profiler_globals = profiler.attr("__dict__");
+      a.profiler_flag = nb::str("_is_profiler_enabled");
+    } else if (nb::hasattr(autograd, "_profiler_enabled")) {
       a.profiler_enabled = autograd.attr("_profiler_enabled");
-      a.record_function = nb::module_::import_("torch.autograd.profiler").attr("record_function");
     }
+    if (a.profiler_globals.is_valid() || a.profiler_enabled.is_valid())
+      a.record_function = profiler.attr("record_function");
   }
   return a;
+}
+
+bool Arrays::profiling() const {
+  if (profiler_globals.is_valid()) {
+    // Borrowed; absent (deleted by someone) reads as not recording.
+    PyObject* on = PyDict_GetItemWithError(profiler_globals.ptr(), profiler_flag.ptr());
+    if (on == nullptr && PyErr_Occurred() != nullptr) throw nb::python_error();
+    return on == Py_True;
+  }
+  return profiler_enabled.is_valid() && nb::cast<bool>(profiler_enabled());
 }
 
 nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const FieldKeys& names) {

@@ -26,18 +26,23 @@ enum class Framework { numpy, torch };
 struct Arrays {
   Framework framework = Framework::torch;
   nb::object from_dlpack;  // torch's, with framework torch
-  // With framework torch: whether torch.profiler records now, and its named ranges.
-  nb::object profiler_enabled, record_function;
+  // With framework torch: torch.profiler's named ranges, and whether it records now (profiling()).
+  nb::object record_function;
+  // torch.autograd.profiler's globals, whose "_is_profiler_enabled" torch sets while any profiler
+  // records (torch's own fast check, a dict lookup); where a torch lacks it, the call it stands for.
+  nb::object profiler_globals, profiler_flag, profiler_enabled;
+
+  bool profiling() const;
 };
 
 Arrays arrays_for(Framework fw);
 
 // While torch.profiler records, the wait for a batch as its range "stoker.wait" (it costs a check
-// of about 0.1 us per batch otherwise). Ended however the wait ends, Ctrl-C included.
+// of a few nanoseconds per batch otherwise). Ended however the wait ends, Ctrl-C included.
 class ProfilerRange {
  public:
   explicit ProfilerRange(const Arrays& arrays) {
-    if (!arrays.profiler_enabled.is_valid() || !nb::cast<bool>(arrays.profiler_enabled())) return;
+    if (!arrays.profiling()) return;
     range_ = arrays.record_function("stoker.wait");
     range_.attr("__enter__")();
   }
