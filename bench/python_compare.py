@@ -24,7 +24,7 @@ Two more rows:
   - the seeds' case: batch 512 of 3x224x224 uint8 images in a 64 MiB /dev/shm (Docker's default,
     made with a private mount namespace where this user may make one): PyTorch's DataLoader's
     outcome beside stoker's samples/s.
-Goals (printed, exit 1 when missed): the Python Loader >= 90% of loader-bench's samples/s on small
+Goals (printed, exit 1 when missed): the Python Loader >= 95% of loader-bench's samples/s on small
 LMDB records at batch 256, >= 98% on 150 KB records and on the JPEG pipeline.
 """
 
