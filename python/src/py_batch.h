@@ -28,8 +28,10 @@ struct Arrays {
   nb::object from_dlpack;  // torch's, with framework torch
   // With framework torch: torch.profiler's named ranges, and whether it records now (profiling()).
   nb::object record_function;
-  // torch.autograd.profiler's globals, whose "_is_profiler_enabled" torch sets while any profiler
-  // records (torch's own fast check, a dict lookup); where a torch lacks it, the call it stands for.
+  // torch.autograd.profiler's globals, whose "_is_profiler_enabled" torch sets while a profiler
+  // records (torch.profiler, autograd's profile, emit_nvtx and emit_itt; not the deprecated
+  // profiler_legacy): torch's own fast check, a dict lookup. Where a torch lacks it, the call it
+  // stands for.
   nb::object profiler_globals, profiler_flag, profiler_enabled;
 
   bool profiling() const;
