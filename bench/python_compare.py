@@ -249,7 +249,7 @@ def main():
     make_db(photos, 3000)  # 47 batches an epoch: fewer make a row of start-up and noise
     # name, file, format, batch size, stoker's measured epochs (whole ones), PyTorch's batches (one
     # epoch, or this many of it: it is slower by far; 0: the whole epoch). --quick runs a smaller
-    # grid, not shorter runs.
+    # grid, and one JPEG epoch (0.6 s) rather than two.
     datasets = [
         ("small LMDB", "small.lmdb", "lmdb", 256, 6, 0),
         ("small HDF5", "small.h5", "hdf5", 256, 4, 50),

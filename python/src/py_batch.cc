@@ -61,26 +61,27 @@ Arrays arrays_for(Framework fw) {
                                                    : nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
     nb::module_ profiler = nb::module_::import_("torch.autograd.profiler");
     nb::object autograd = c.attr("_autograd");
-    if (nb::hasattr(profiler, "_is_profiler_enabled")) {
-      a.profiler_globals = profiler.attr("__dict__");
-      a.profiler_flag = nb::str("_is_profiler_enabled");
-    } else if (nb::hasattr(autograd, "_profiler_enabled")) {
+    if (nb::hasattr(autograd, "_profiler_enabled")) {
       a.profiler_enabled = autograd.attr("_profiler_enabled");
-    }
-    if (a.profiler_globals.is_valid() || a.profiler_enabled.is_valid())
       a.record_function = profiler.attr("record_function");
+      if (nb::hasattr(profiler, "_is_profiler_enabled")) {
+        a.profiler_globals = profiler.attr("__dict__");
+        a.profiler_flag = nb::str("_is_profiler_enabled");
+      }
+    }
   }
   return a;
 }
 
 bool Arrays::profiling() const {
+  if (!profiler_enabled.is_valid()) return false;
   if (profiler_globals.is_valid()) {
     // Borrowed; absent (deleted by someone) reads as not recording.
     PyObject* on = PyDict_GetItemWithError(profiler_globals.ptr(), profiler_flag.ptr());
     if (on == nullptr && PyErr_Occurred() != nullptr) throw nb::python_error();
-    return on == Py_True;
+    if (on != Py_True) return false;
   }
-  return profiler_enabled.is_valid() && nb::cast<bool>(profiler_enabled());
+  return nb::cast<bool>(profiler_enabled());  // per thread: this one may not be the one profiled
 }
 
 nb::dict batch_to_dict(stoker::Batch batch, const Arrays& fw, bool copy, const FieldKeys& names) {

@@ -26,13 +26,14 @@ enum class Framework { numpy, torch };
 struct Arrays {
   Framework framework = Framework::torch;
   nb::object from_dlpack;  // torch's, with framework torch
-  // With framework torch: torch.profiler's named ranges, and whether it records now (profiling()).
-  nb::object record_function;
+  // With framework torch: torch.profiler's named ranges, and whether it records now on this thread
+  // (profiling(): torch._C._autograd._profiler_enabled, a call through pybind11).
+  nb::object record_function, profiler_enabled;
   // torch.autograd.profiler's globals, whose "_is_profiler_enabled" torch sets while a profiler
-  // records (torch.profiler, autograd's profile, emit_nvtx and emit_itt; not the deprecated
-  // profiler_legacy): torch's own fast check, a dict lookup. Where a torch lacks it, the call it
-  // stands for.
-  nb::object profiler_globals, profiler_flag, profiler_enabled;
+  // records in any thread (torch.profiler, autograd's profile, emit_nvtx and emit_itt; not the
+  // deprecated profiler_legacy): torch's own fast check, a dict lookup, made before the call so
+  // that a loop nobody profiles pays only the lookup. Absent where a torch lacks it.
+  nb::object profiler_globals, profiler_flag;
 
   bool profiling() const;
 };

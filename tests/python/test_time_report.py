@@ -66,6 +66,35 @@ def test_torch_profiler_sees_each_wait_as_a_named_range(data):
     assert loader.stats()["batches"] == batches
 
 
+def test_a_thread_the_profiler_does_not_record_opens_no_range(data, monkeypatch):
+    """torch's flag that a profiler records is the whole process's; whether it records a thread is
+    asked of torch, so that a loop in another thread pays for no range nobody sees."""
+    torch = pytest.importorskip("torch")
+    import threading
+
+    opened = []
+    real = torch.autograd.profiler.record_function
+
+    def counted(name):
+        opened.append(threading.get_ident())
+        return real(name)
+
+    monkeypatch.setattr(torch.autograd.profiler, "record_function", counted)  # as the Loader finds it
+    loader = stoker.Loader(data["fixed"], batch_size=10, num_workers=1, framework="torch")
+    counts = {}
+
+    def iterate(key):
+        counts[key] = sum(1 for _ in loader)
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        other = threading.Thread(target=iterate, args=("other",))
+        other.start()
+        other.join()
+        iterate("profiled")
+    assert counts["other"] == counts["profiled"] > 0
+    assert opened == [threading.get_ident()] * (counts["profiled"] + 1), "the profiled thread's calls alone"
+
+
 def test_a_trace_file_that_cannot_be_written_is_named(data, tmp_path):
     path = tmp_path / "no-such-dir" / "run.json"
     with pytest.raises(stoker.Error, match=f"the trace file {path} \\(trace\\)") as e:
