@@ -17,7 +17,7 @@
 
 namespace stoker::detail {
 
-LoaderDesign design_loader(const Options& o, unsigned hardware_threads) {
+LoaderDesign design_loader(const Options& o, unsigned cpus) {
   LoaderDesign d;
   d.order = o.shuffle && o.order == Order::sequential ? Order::random : o.order;
   d.reader_options.format = o.format;
@@ -29,10 +29,11 @@ LoaderDesign design_loader(const Options& o, unsigned hardware_threads) {
   d.reader_options.lmdb_count_key = o.lmdb_count_key;
   d.auto_workers = o.num_workers == kAuto;
   d.auto_prefetch = o.prefetch == kAuto;
-  // kAuto forks as many workers as there are cores and reserves the deepest ring the tuner may
-  // use; the tuner then activates what helps.
-  const std::uint32_t cores = std::clamp<std::uint32_t>(hardware_threads, 1, 16);
-  d.num_workers = d.auto_workers ? cores : static_cast<std::uint32_t>(o.num_workers);
+  // kAuto forks a worker per CPU this process may use (not per core of the machine: a container
+  // given 2 of 64 would fork 16 to share 2) and reserves the deepest ring the tuner may use; the
+  // tuner then activates what helps.
+  const std::uint32_t most = std::clamp<std::uint32_t>(cpus, 1, 16);
+  d.num_workers = d.auto_workers ? most : static_cast<std::uint32_t>(o.num_workers);
   d.prefetch = d.auto_prefetch ? kAutoMaxPrefetch : static_cast<std::uint32_t>(o.prefetch);
   d.held_slots = o.device.staged() ? 0 : static_cast<std::uint32_t>(o.held_batches);
   return d;

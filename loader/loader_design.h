@@ -32,8 +32,8 @@ struct LoaderDesign {
   bool auto_prefetch = false;
 };
 
-// `hardware_threads`: std::thread::hardware_concurrency() (0 when unknown).
-LoaderDesign design_loader(const Options& options, unsigned hardware_threads);
+// `cpus`: the CPUs this process may use (usable_cpus(); 0 when unknown), auto workers' ceiling.
+LoaderDesign design_loader(const Options& options, unsigned cpus);
 
 // How many consecutive batches of this rank one worker takes, so that a quasi-random window's
 // chunks are read by one worker (TaskTable::worker_for_next); 0 for the other orders.

@@ -58,7 +58,7 @@ std::string shard_set_identity(const std::string& source, const std::vector<std:
 
 LoaderImpl::LoaderImpl(Options options, const std::function<bool()>& keep_going)
     : opt_(checked_and_resolved(std::move(options), fetches_, keep_going, remote_)),
-      design_(design_loader(opt_, std::thread::hardware_concurrency())),
+      design_(design_loader(opt_, usable_cpus_ != 0 ? usable_cpus_ : std::thread::hardware_concurrency())),
       owner_pid_(::getpid()),
       sampler_(0, 1, Order::sequential, 0, {}, false),
       skipped_(formats::source_name(opt_.source)) {

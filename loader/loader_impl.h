@@ -132,6 +132,9 @@ class LoaderImpl final : public HostSource {
   std::vector<std::uint64_t> shard_starts_;  // fetcher_'s set: each shard's first sample, and the count last
   std::uint64_t built_downloads_ = 0, built_download_bytes_ = 0;  // fetched before the first batch
   Options opt_;
+  // The CPUs this process may use (the verdict's, and auto workers' ceiling): read once (the
+  // cgroup's files). Before design_, which it sizes.
+  const unsigned usable_cpus_ = usable_cpus();
   LoaderDesign design_;
   std::string shards_identity_;  // LoaderState::shards
   pid_t owner_pid_;
@@ -168,7 +171,6 @@ class LoaderImpl final : public HostSource {
   std::unique_ptr<TraceWriter> trace_;               // Options::trace; its own lock
   std::unique_ptr<DeviceTraceTracks> device_trace_;  // its device tracks, for feeder_
   TimeReport times_;                                 // stats_mu_; writes into trace_
-  const unsigned usable_cpus_ = usable_cpus();       // for the verdict: read once (the cgroup's files)
   void came_back() {                                 // the consumer asks for a batch: its step ended
     std::lock_guard lock(stats_mu_);
     times_.came_back(std::chrono::steady_clock::now());

@@ -162,7 +162,8 @@ struct Options {
 
   // Worker processes. 0 loads in the calling thread, like PyTorch. kAuto: start with one; while the
   // training loop waits for data, go at once to as many as the stage times say it needs (up to the
-  // number of cores), then add more one at a time while they help.
+  // CPUs this process may use: its affinity mask and cgroup CPU quota, 16 at most), then add more
+  // one at a time while they help.
   std::size_t num_workers = 0;
 
   // Batches each worker may have in flight (PyTorch's prefetch_factor). The shared-memory ring

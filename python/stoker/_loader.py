@@ -36,9 +36,9 @@ class Loader:
         samples_per_epoch: its draws per epoch (default: the sources' samples together).
       batch_size: samples per batch.
       num_workers: worker processes; 0 loads in this thread; "auto" adds workers while the loop
-        waits for data (at once as many as the stage times say it needs, up to the CPUs; then one
-        at a time while they help). More than twice the CPUs this process may run on is a warning
-        (once).
+        waits for data (at once as many as the stage times say it needs, up to the CPUs this process
+        may run on, its cgroup's CPU quota counted; then one at a time while they help). More than
+        twice those CPUs is a warning (once).
       prefetch_factor: batches each worker may have in flight (or "auto").
       held_batches: batches the loop keeps while it asks for the next, which have shared memory of
         their own beyond num_workers * prefetch_factor batches in flight (without workers: buffers

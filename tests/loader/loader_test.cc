@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <lmdb.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "base/posix_error.h"
 #include "formats/lmdb/lmdb_env.h"
+#include "loader/loader_design.h"
 #include "loader/plan/shuffle.h"
 #include "loader/shm/segment_layout.h"
 #include "stoker/digest.h"
@@ -157,7 +159,7 @@ TEST_F(LoaderData, AutoWorkersAndPrefetchDeliverTheSameOrderAndSayWhatTheyChose)
   o.num_workers = kAuto;
   o.prefetch = kAuto;
   Loader loader(o);
-  const unsigned cores = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  const unsigned cores = std::max(1u, std::min(16u, detail::usable_cpus()));
   EXPECT_EQ(loader.worker_pids().size(), cores) << "every worker the tuner may use is forked up front";
   EXPECT_EQ(loader.stats().workers, 1u) << "it starts with one";
   EXPECT_EQ(loader.stats().auto_tuning, "1 worker, prefetch 2 (auto: tuning)");
@@ -166,6 +168,31 @@ TEST_F(LoaderData, AutoWorkersAndPrefetchDeliverTheSameOrderAndSayWhatTheyChose)
   EXPECT_GE(s.workers, 1u);
   EXPECT_LE(s.workers, cores);
   EXPECT_THAT(s.auto_tuning, HasSubstr("(auto: "));
+}
+
+// Auto workers count the CPUs this process may run on, not the machine's: a process pinned to one
+// CPU (taskset, a container's cpuset) forks one worker, not one per core.
+TEST_F(LoaderData, AutoWorkersAreAsManyAsTheCpusThisProcessMayUse) {
+  cpu_set_t all;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one CPU: pinning to one changes nothing";
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  struct Pinned {  // this thread on one CPU until the test ends, however it ends
+    const cpu_set_t& all;
+    ~Pinned() { ::sched_setaffinity(0, sizeof all, &all); }
+  } pinned{all};
+  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
+  Options o = options("d.lmdb", 2, 3);
+  o.num_workers = kAuto;
+  Loader loader(o);
+  EXPECT_EQ(loader.worker_pids().size(), 1u) << "pinned to one of " << CPU_COUNT(&all) << " CPUs";
+  std::vector<std::uint64_t> want(100);
+  std::iota(want.begin(), want.end(), 0);
+  EXPECT_EQ(run_epoch(loader, 0, schema_), want);
 }
 
 // A training loop slower than loading never waits, so the tuner adds nothing.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "loader/loader_design.h"
 #include "loader/trace_writer.h"
 #include "stoker/init.h"
 #include "stoker/loader.h"
@@ -179,7 +180,7 @@ TEST_F(TimeReport, ASlowOperationIsNamedAsWhereTheWorkersCpuGoes) {
 // and two intervals of 8: a worker that never idles while the loop only waits points to every core,
 // which the tuner takes at once, and settles.
 TEST_F(TimeReport, AutoWorkersTakeEveryCoreAfterTheFirstBatchAndTwoIntervalsOfEight) {
-  const unsigned cores = std::min(16u, std::thread::hardware_concurrency());
+  const unsigned cores = std::min(16u, detail::usable_cpus());
   if (cores < 2) GTEST_SKIP() << "one core: the tuner has no worker to add";
   Options o = options(0);
   o.num_workers = kAuto;
