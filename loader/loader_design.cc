@@ -118,21 +118,44 @@ void check_fields_fit_device(const Schema& delivered, const Options& o) {
                           option_setting("device", "Device::cpu()", "cpu")));
 }
 
+namespace {
+
+// CPUs from a quota of `quota` microseconds of CPU time per `period`, rounded up: 0 for none.
+unsigned cpus_of_quota(double quota, double period) {
+  if (!(quota > 0) || !(period > 0)) return 0;
+  return static_cast<unsigned>(std::max(1.0, std::ceil(quota / period)));
+}
+
+}  // namespace
+
+unsigned cgroup_cpu_quota(const std::string& root) {
+  // cgroup v2: cpu.max holds "QUOTA PERIOD", or "max PERIOD" for none (docker --cpus sets it).
+  if (std::ifstream v2(root + "/cpu.max"); v2) {
+    std::string quota;
+    double period = 0;
+    if (!(v2 >> quota >> period) || quota == "max") return 0;
+    try {
+      return cpus_of_quota(std::stod(quota), period);
+    } catch (const std::exception&) {  // not a number: no quota known
+      return 0;
+    }
+  }
+  // cgroup v1: the cpu controller's cfs_quota_us (-1 for none) and cfs_period_us.
+  for (const char* controller : {"/cpu", "/cpu,cpuacct"}) {
+    std::ifstream quota_file(root + controller + "/cpu.cfs_quota_us");
+    std::ifstream period_file(root + controller + "/cpu.cfs_period_us");
+    double quota = 0, period = 0;
+    if (quota_file >> quota && period_file >> period) return cpus_of_quota(quota, period);
+  }
+  return 0;
+}
+
 unsigned usable_cpus() {
   unsigned cpus = 0;
   cpu_set_t set;
   if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = static_cast<unsigned>(CPU_COUNT(&set));
-  // cgroup v2: "QUOTA PERIOD", or "max PERIOD" for none (docker --cpus sets it).
-  std::ifstream in("/sys/fs/cgroup/cpu.max");
-  std::string quota;
-  double period = 0;
-  if (in >> quota >> period && quota != "max" && period > 0) {
-    try {
-      const auto allowed = static_cast<unsigned>(std::max(1.0, std::ceil(std::stod(quota) / period)));
-      cpus = cpus ? std::min(cpus, allowed) : allowed;
-    } catch (const std::exception&) {  // not a number: no quota known
-    }
-  }
+  const unsigned allowed = cgroup_cpu_quota("/sys/fs/cgroup");
+  if (allowed != 0) cpus = cpus != 0 ? std::min(cpus, allowed) : allowed;
   return cpus;
 }
 

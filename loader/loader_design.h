@@ -54,8 +54,11 @@ std::size_t cache_bytes_in(const std::string& cache_dir);
 std::size_t last_level_cache_bytes();
 
 // The CPUs this process may run on: those of its affinity mask, fewer where its cgroup's CPU quota
-// (cpu.max) allows fewer; 0 when unknown.
+// allows fewer; 0 when unknown.
 unsigned usable_cpus();
+// The CPUs the quota of the cgroup mounted at `root` allows, rounded up (cgroup v2's cpu.max, or
+// v1's cpu controller); 0 when it sets none.
+unsigned cgroup_cpu_quota(const std::string& root);
 // The warning for `num_workers` workers on `cpus` CPUs, or "" when they fit (or `cpus` is 0). A few
 // more workers than CPUs can hide storage latency; past twice as many they only take turns, each
 // batch waiting for a CPU, and cost memory.

@@ -109,6 +109,31 @@ TEST(LoaderDesign, BytesFieldsCannotGoToAStagedDevice) {
   }
 }
 
+// A container's CPU quota, as cgroup v2 and v1 write it (docker --cpus=1.5 is 150000 per 100000).
+TEST(LoaderDesign, TheCgroupsCpuQuotaIsReadAsV2OrV1WritesIt) {
+  test::TempDir tmp;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(tmp.path(name)).parent_path());
+    std::ofstream(tmp.path(name)) << text;
+  };
+  EXPECT_EQ(cgroup_cpu_quota(tmp.path("none")), 0u) << "no cgroup files: no quota";
+  write("v2/cpu.max", "150000 100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v2")), 2u) << "1.5 CPUs' time: 2 CPUs in use";
+  write("v2max/cpu.max", "max 100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v2max")), 0u);
+  write("v2bad/cpu.max", "lots 100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v2bad")), 0u);
+  write("v1/cpu/cpu.cfs_quota_us", "50000\n");
+  write("v1/cpu/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v1")), 1u);
+  write("v1joint/cpu,cpuacct/cpu.cfs_quota_us", "400000\n");
+  write("v1joint/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v1joint")), 4u);
+  write("v1none/cpu/cpu.cfs_quota_us", "-1\n");
+  write("v1none/cpu/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v1none")), 0u);
+}
+
 TEST(LoaderDesign, FarMoreWorkersThanCpusIsAWarningThatSaysHowMany) {
   EXPECT_EQ(oversubscription_warning(8, 2),
             "8 workers are more than twice the 2 CPUs this process may run on: they take turns on them, each batch "
