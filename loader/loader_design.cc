@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -120,41 +122,88 @@ void check_fields_fit_device(const Schema& delivered, const Options& o) {
 
 namespace {
 
-// CPUs from a quota of `quota` microseconds of CPU time per `period`, rounded up: 0 for none.
+// CPUs from a quota of `quota` microseconds of CPU time per `period`, rounded up: 0 for none. A
+// quota of more CPUs than any machine has (cgroup files allow 2^44 microseconds) is as good as none.
 unsigned cpus_of_quota(double quota, double period) {
-  if (!(quota > 0) || !(period > 0)) return 0;
-  return static_cast<unsigned>(std::max(1.0, std::ceil(quota / period)));
+  if (!std::isfinite(quota) || !std::isfinite(period) || !(quota > 0) || !(period > 0)) return 0;
+  const double cpus = std::ceil(quota / period);
+  return cpus > 65536 ? 0 : static_cast<unsigned>(std::max(1.0, cpus));
+}
+
+// cgroup v2's cpu.max in `dir`: "QUOTA PERIOD", or "max PERIOD" for none.
+unsigned v2_quota_in(const std::string& dir) {
+  std::ifstream in(dir + "/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (!(in >> quota >> period) || quota == "max") return 0;
+  try {
+    return cpus_of_quota(std::stod(quota), period);
+  } catch (const std::exception&) {  // not a number: no quota known
+    return 0;
+  }
+}
+
+// cgroup v1's cpu controller in `dir`: cpu.cfs_quota_us (-1 for none) per cpu.cfs_period_us.
+unsigned v1_quota_in(const std::string& dir) {
+  std::ifstream quota_file(dir + "/cpu.cfs_quota_us"), period_file(dir + "/cpu.cfs_period_us");
+  double quota = 0, period = 0;
+  if (!(quota_file >> quota) || !(period_file >> period)) return 0;
+  return cpus_of_quota(quota, period);
+}
+
+// The smallest quota `read` finds in `mount` + `path` and each folder above it up to `mount`.
+template <class Read>
+unsigned smallest_quota_up(const std::string& mount, std::string path, Read read) {
+  unsigned least = 0;
+  for (;;) {
+    while (!path.empty() && path.back() == '/') path.pop_back();
+    if (const unsigned q = read(mount + path); q != 0) least = least != 0 ? std::min(least, q) : q;
+    const std::size_t slash = path.find_last_of('/');
+    if (path.empty() || slash == std::string::npos) return least;
+    path.resize(slash);
+  }
 }
 
 }  // namespace
 
-unsigned cgroup_cpu_quota(const std::string& root) {
-  // cgroup v2: cpu.max holds "QUOTA PERIOD", or "max PERIOD" for none (docker --cpus sets it).
-  if (std::ifstream v2(root + "/cpu.max"); v2) {
-    std::string quota;
-    double period = 0;
-    if (!(v2 >> quota >> period) || quota == "max") return 0;
-    try {
-      return cpus_of_quota(std::stod(quota), period);
-    } catch (const std::exception&) {  // not a number: no quota known
-      return 0;
+unsigned cgroup_cpu_quota(const std::string& root, const std::string& self_cgroup) {
+  unsigned least = 0;
+  auto take = [&](unsigned q) {
+    if (q != 0) least = least != 0 ? std::min(least, q) : q;
+  };
+  std::istringstream lines(self_cgroup);
+  std::string line;
+  bool named = false;
+  while (std::getline(lines, line)) {
+    // "ID:CONTROLLERS:PATH": v2's is "0::PATH"; v1's cpu controller is listed in CONTROLLERS.
+    const std::size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers.empty()) {
+      take(smallest_quota_up(root, path, v2_quota_in));
+      named = true;
+    } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+      for (const std::string& mount : {root + "/" + controllers, root + "/cpu"}) {
+        take(smallest_quota_up(mount, path, v1_quota_in));
+      }
+      named = true;
     }
   }
-  // cgroup v1: the cpu controller's cfs_quota_us (-1 for none) and cfs_period_us.
-  for (const char* controller : {"/cpu", "/cpu,cpuacct"}) {
-    std::ifstream quota_file(root + controller + "/cpu.cfs_quota_us");
-    std::ifstream period_file(root + controller + "/cpu.cfs_period_us");
-    double quota = 0, period = 0;
-    if (quota_file >> quota && period_file >> period) return cpus_of_quota(quota, period);
+  if (!named) {  // no /proc/self/cgroup: the hierarchy's root is the process's (a container's)
+    take(v2_quota_in(root));
+    take(v1_quota_in(root + "/cpu"));
+    take(v1_quota_in(root + "/cpu,cpuacct"));
   }
-  return 0;
+  return least;
 }
 
 unsigned usable_cpus() {
   unsigned cpus = 0;
   cpu_set_t set;
   if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = static_cast<unsigned>(CPU_COUNT(&set));
-  const unsigned allowed = cgroup_cpu_quota("/sys/fs/cgroup");
+  std::ifstream self("/proc/self/cgroup");
+  const std::string cgroups{std::istreambuf_iterator<char>(self), std::istreambuf_iterator<char>()};
+  const unsigned allowed = cgroup_cpu_quota("/sys/fs/cgroup", cgroups);
   if (allowed != 0) cpus = cpus != 0 ? std::min(cpus, allowed) : allowed;
   return cpus;
 }

@@ -18,8 +18,8 @@ namespace stoker::detail {
 struct LoaderDesign {
   Order order = Order::sequential;        // Options::order, with Options::shuffle
   formats::ReaderOptions reader_options;  // what every reader of the dataset is opened with
-  // Worker processes forked: Options::num_workers, or for kAuto one per core (1 to 16) of which
-  // the tuner activates what helps.
+  // Worker processes forked: Options::num_workers, or for kAuto one per CPU this process may use
+  // (1 to 16), of which the tuner activates what helps.
   std::uint32_t num_workers = 0;
   // Batches per worker the ring is sized for: Options::prefetch, or for kAuto the deepest the
   // tuner may use. Without workers: the number of batch buffers.
@@ -53,12 +53,14 @@ std::size_t cache_bytes_in(const std::string& cache_dir);
 // cache_bytes_in() of the first CPU this process may run on.
 std::size_t last_level_cache_bytes();
 
-// The CPUs this process may run on: those of its affinity mask, fewer where its cgroup's CPU quota
-// allows fewer; 0 when unknown.
+// The CPUs this process may run on: those of its affinity mask (this thread's, which the workers it
+// forks inherit), fewer where its cgroup's CPU quota allows fewer; 0 when unknown.
 unsigned usable_cpus();
-// The CPUs the quota of the cgroup mounted at `root` allows, rounded up (cgroup v2's cpu.max, or
-// v1's cpu controller); 0 when it sets none.
-unsigned cgroup_cpu_quota(const std::string& root);
+// The CPUs the CPU quotas of a process's cgroups allow, rounded up: the smallest quota of its cgroup
+// or any above it (a container's, a systemd slice's), cgroup v2's cpu.max or v1's cpu controller,
+// in the hierarchies mounted under `root` (/sys/fs/cgroup); 0 when none sets one. `self_cgroup`:
+// the process's /proc/self/cgroup, which names its cgroup in each (empty: their roots).
+unsigned cgroup_cpu_quota(const std::string& root, const std::string& self_cgroup);
 // The warning for `num_workers` workers on `cpus` CPUs, or "" when they fit (or `cpus` is 0). A few
 // more workers than CPUs can hide storage latency; past twice as many they only take turns, each
 // batch waiting for a CPU, and cost memory.

@@ -169,8 +169,8 @@ struct Options {
   // Batches each worker may have in flight (PyTorch's prefetch_factor). The shared-memory ring
   // holds num_workers * prefetch batches (and held_batches), or fewer when /dev/shm cannot hold
   // that many. With num_workers = 0 it is the number of batch buffers. kAuto: start at 2 and deepen (up to 4) while
-  // the training loop waits and it helps; where the first step takes every core, as deep as half
-  // the CPU's last-level cache holds. Stats::auto_tuning says what was chosen.
+  // the training loop waits and it helps; where the first step takes every worker there is, as deep
+  // as half the CPU's last-level cache holds. Stats::auto_tuning says what was chosen.
   std::size_t prefetch = 2;
 
   // Batches the training loop keeps while it asks for the next one. The ring holds this many slots

@@ -32,11 +32,11 @@ TEST(LoaderDesign, FixedOptionsAreTakenAsTheyAre) {
   EXPECT_EQ(tuner_limits(d, 15), std::nullopt);
 }
 
-TEST(LoaderDesign, AutoForksOneWorkerPerCoreUpToSixteenAndStartsSmall) {
+TEST(LoaderDesign, AutoForksOneWorkerPerUsableCpuUpToSixteenAndStartsSmall) {
   Options o;
   o.num_workers = kAuto;
   o.prefetch = kAuto;
-  EXPECT_EQ(design_loader(o, 0).num_workers, 1u) << "unknown core count";
+  EXPECT_EQ(design_loader(o, 0).num_workers, 1u) << "unknown CPU count";
   EXPECT_EQ(design_loader(o, 64).num_workers, 16u);
   const LoaderDesign d = design_loader(o, 6);
   EXPECT_EQ(d.num_workers, 6u);
@@ -109,29 +109,47 @@ TEST(LoaderDesign, BytesFieldsCannotGoToAStagedDevice) {
   }
 }
 
-// A container's CPU quota, as cgroup v2 and v1 write it (docker --cpus=1.5 is 150000 per 100000).
-TEST(LoaderDesign, TheCgroupsCpuQuotaIsReadAsV2OrV1WritesIt) {
+// CPU quotas as cgroup v2 and v1 write them (docker --cpus=1.5 is 150000 per 100000), for the
+// process's own cgroup and those above it, as /proc/self/cgroup names it.
+TEST(LoaderDesign, TheCgroupsCpuQuotaIsTheSmallestOnTheWayUpAsV2OrV1WritesIt) {
   test::TempDir tmp;
+  auto root = [&](const std::string& name) { return tmp.path(name); };
   auto write = [&](const std::string& name, const std::string& text) {
     std::filesystem::create_directories(std::filesystem::path(tmp.path(name)).parent_path());
     std::ofstream(tmp.path(name)) << text;
   };
-  EXPECT_EQ(cgroup_cpu_quota(tmp.path("none")), 0u) << "no cgroup files: no quota";
+  EXPECT_EQ(cgroup_cpu_quota(root("none"), ""), 0u) << "no cgroup files: no quota";
+  EXPECT_EQ(cgroup_cpu_quota(root("none"), "0::/a/b\n"), 0u);
+
+  // v2, a container's own: the hierarchy's root.
   write("v2/cpu.max", "150000 100000\n");
-  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v2")), 2u) << "1.5 CPUs' time: 2 CPUs in use";
-  write("v2max/cpu.max", "max 100000\n");
-  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v2max")), 0u);
-  write("v2bad/cpu.max", "lots 100000\n");
-  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v2bad")), 0u);
+  EXPECT_EQ(cgroup_cpu_quota(root("v2"), "0::/\n"), 2u) << "1.5 CPUs' time: 2 CPUs in use";
+  EXPECT_EQ(cgroup_cpu_quota(root("v2"), ""), 2u) << "no /proc/self/cgroup: the root";
+  // v2, a slice within a slice: the smaller quota holds, wherever it is.
+  write("v2nest/job.slice/cpu.max", "300000 100000\n");
+  write("v2nest/job.slice/step/cpu.max", "max 100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(root("v2nest"), "0::/job.slice/step\n"), 3u);
+  write("v2nest/job.slice/step/cpu.max", "100000 100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(root("v2nest"), "0::/job.slice/step\n"), 1u);
+  // A path the mount does not show (a container without its own cgroup namespace): the levels it has.
+  EXPECT_EQ(cgroup_cpu_quota(root("v2"), "0::/docker/0123abcd\n"), 2u);
+  // None, or nothing a CPU count can be made of.
+  for (const char* text : {"max 100000", "lots 100000", "inf 100000", "100000 0", "17592186044415 1000"}) {
+    write("v2odd/cpu.max", text);
+    EXPECT_EQ(cgroup_cpu_quota(root("v2odd"), "0::/\n"), 0u) << text;
+  }
+
+  // v1: the cpu controller, alone or mounted with cpuacct.
   write("v1/cpu/cpu.cfs_quota_us", "50000\n");
   write("v1/cpu/cpu.cfs_period_us", "100000\n");
-  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v1")), 1u);
-  write("v1joint/cpu,cpuacct/cpu.cfs_quota_us", "400000\n");
-  write("v1joint/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v1joint")), 4u);
+  EXPECT_EQ(cgroup_cpu_quota(root("v1"), "4:memory:/\n3:cpu:/\n"), 1u);
+  write("v1joint/cpu,cpuacct/batch/cpu.cfs_quota_us", "400000\n");
+  write("v1joint/cpu,cpuacct/batch/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(cgroup_cpu_quota(root("v1joint"), "2:cpu,cpuacct:/batch\n"), 4u);
+  EXPECT_EQ(cgroup_cpu_quota(root("v1joint"), "2:cpuacct:/batch\n"), 0u) << "cpuacct alone sets no quota";
   write("v1none/cpu/cpu.cfs_quota_us", "-1\n");
   write("v1none/cpu/cpu.cfs_period_us", "100000\n");
-  EXPECT_EQ(cgroup_cpu_quota(tmp.path("v1none")), 0u);
+  EXPECT_EQ(cgroup_cpu_quota(root("v1none"), "3:cpu:/\n"), 0u);
 }
 
 TEST(LoaderDesign, FarMoreWorkersThanCpusIsAWarningThatSaysHowMany) {
