@@ -130,6 +130,9 @@ unsigned cpus_of_quota(double quota, double period) {
   return cpus > 65536 ? 0 : static_cast<unsigned>(std::max(1.0, cpus));
 }
 
+// The tighter of two CPU limits, 0 being none.
+unsigned tighter(unsigned a, unsigned b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
+
 // cgroup v2's cpu.max in `dir`: "QUOTA PERIOD", or "max PERIOD" for none.
 unsigned v2_quota_in(const std::string& dir) {
   std::ifstream in(dir + "/cpu.max");
@@ -157,7 +160,7 @@ unsigned smallest_quota_up(const std::string& mount, std::string path, Read read
   unsigned least = 0;
   for (;;) {
     while (!path.empty() && path.back() == '/') path.pop_back();
-    if (const unsigned q = read(mount + path); q != 0) least = least != 0 ? std::min(least, q) : q;
+    least = tighter(least, read(mount + path));
     const std::size_t slash = path.find_last_of('/');
     if (path.empty() || slash == std::string::npos) return least;
     path.resize(slash);
@@ -168,9 +171,6 @@ unsigned smallest_quota_up(const std::string& mount, std::string path, Read read
 
 unsigned cgroup_cpu_quota(const std::string& root, const std::string& self_cgroup) {
   unsigned least = 0;
-  auto take = [&](unsigned q) {
-    if (q != 0) least = least != 0 ? std::min(least, q) : q;
-  };
   std::istringstream lines(self_cgroup);
   std::string line;
   bool named = false;
@@ -180,19 +180,17 @@ unsigned cgroup_cpu_quota(const std::string& root, const std::string& self_cgrou
     if (b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
     if (controllers.empty()) {
-      take(smallest_quota_up(root, path, v2_quota_in));
+      least = tighter(least, smallest_quota_up(root, path, v2_quota_in));
       named = true;
     } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
       for (const std::string& mount : {root + "/" + controllers, root + "/cpu"}) {
-        take(smallest_quota_up(mount, path, v1_quota_in));
+        least = tighter(least, smallest_quota_up(mount, path, v1_quota_in));
       }
       named = true;
     }
   }
   if (!named) {  // no /proc/self/cgroup: the hierarchy's root is the process's (a container's)
-    take(v2_quota_in(root));
-    take(v1_quota_in(root + "/cpu"));
-    take(v1_quota_in(root + "/cpu,cpuacct"));
+    least = tighter(tighter(v2_quota_in(root), v1_quota_in(root + "/cpu")), v1_quota_in(root + "/cpu,cpuacct"));
   }
   return least;
 }
@@ -203,9 +201,7 @@ unsigned usable_cpus() {
   if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = static_cast<unsigned>(CPU_COUNT(&set));
   std::ifstream self("/proc/self/cgroup");
   const std::string cgroups{std::istreambuf_iterator<char>(self), std::istreambuf_iterator<char>()};
-  const unsigned allowed = cgroup_cpu_quota("/sys/fs/cgroup", cgroups);
-  if (allowed != 0) cpus = cpus != 0 ? std::min(cpus, allowed) : allowed;
-  return cpus;
+  return tighter(cpus, cgroup_cpu_quota("/sys/fs/cgroup", cgroups));
 }
 
 std::string oversubscription_warning(std::size_t num_workers, unsigned cpus) {
